@@ -1,0 +1,107 @@
+// The Backend interface: one device plus the libraries that drive it.
+// Ops are planned once (descriptor in, plan with operand and workspace sizes out) and
+// executed many times on caller-owned buffers. Nothing here aborts: every call returns a
+// Status, and an op a backend lacks answers StatusCode::unimplemented with a reason.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/ops.h"
+#include "backends/status.h"
+
+namespace tb {
+
+// A caller-owned region of device memory (host memory on CPU backends).
+struct Buffer {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+// One operand of a plan, in the order execute() takes them.
+struct OperandSpec {
+  std::string name;  // "a", "b", "c", "src", "weights", "diff_dst", ...
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> dims;  // logical dims in the op's plain layout
+  std::size_t bytes = 0;           // size in the plan's layout (may exceed the plain size)
+  bool is_output = false;
+};
+
+class Plan {
+ public:
+  virtual ~Plan() = default;
+  const std::vector<OperandSpec>& operands() const { return operands_; }
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
+  // What actually runs: oneDNN's impl_info_str, a cuDNN engine, a kernel name.
+  const std::string& implementation() const { return implementation_; }
+  // Floating-point math mode in force ("strict" = no down-conversion of fp32).
+  const std::string& math_mode() const { return math_mode_; }
+  // Work one execution does when the op itself defines it (the peak probe); otherwise 0 and
+  // the workload counts it.
+  double flops_per_execution() const { return flops_per_execution_; }
+
+ protected:
+  std::vector<OperandSpec> operands_;
+  std::size_t workspace_bytes_ = 0;
+  std::string implementation_;
+  std::string math_mode_ = "strict";
+  double flops_per_execution_ = 0;
+};
+
+struct Library {
+  std::string name, version;
+};
+
+// What a report records about the device a backend drives.
+struct DeviceInfo {
+  std::string kind;  // "cpu" or "gpu"
+  std::string model;
+  int sockets = 0, cores = 0, logical_cpus = 0, threads_used = 0;
+  std::vector<int> affinity;  // logical CPU each worker thread is pinned to (-1: not pinned)
+  std::uint64_t memory_bytes = 0;
+  int numa_nodes = 0;
+  std::vector<std::string> isa;
+  std::vector<Library> libraries;
+  double clock_ghz = 0;                // measured while running
+  double theoretical_fp32_gflops = 0;  // units x pipes x lanes x 2 x clock
+  double theoretical_bf16_gflops = 0;
+  nlohmann::json details = nlohmann::json::object();  // backend-specific extras
+};
+
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual void start() = 0;
+  virtual double stop_seconds() = 0;  // elapsed since start(), after the device finished
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual DeviceInfo device_info() const = 0;
+
+  // Device memory, allocated once per run and first touched by the threads that compute on
+  // it (on CPU the touching thread decides the page's NUMA node and pays its page fault).
+  virtual Status allocate(std::size_t bytes, Buffer* out) = 0;
+  virtual void release(Buffer buffer) = 0;
+  virtual Status upload(const void* host, Buffer device, std::size_t bytes) = 0;
+  virtual Status download(Buffer device, void* host, std::size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  virtual std::unique_ptr<Timer> make_timer() = 0;
+
+  virtual Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) = 0;
+  // Convert operand `index` between the op's plain layout and the plan's layout.
+  virtual Status import_operand(const Plan& plan, int index, const void* plain_host,
+                                Buffer device) = 0;
+  virtual Status export_operand(const Plan& plan, int index, Buffer device, void* plain_host) = 0;
+  virtual Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) = 0;
+};
+
+}  // namespace tb

@@ -1,0 +1,156 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <sys/mman.h>
+
+#include <fmt/format.h>
+#include <chrono>
+#include <cstring>
+
+#include "backends/cpu/peak.h"
+#include "backends/cpu/stream.h"
+
+namespace tb::cpu {
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kPage = 4096;
+
+std::size_t mapped_size(std::size_t bytes) {
+  return (bytes + kHugePage - 1) / kHugePage * kHugePage;
+}
+
+class HostTimer final : public Timer {
+ public:
+  void start() override { start_ = std::chrono::steady_clock::now(); }
+  double stop_seconds() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+double gib(std::uint64_t bytes) {
+  return static_cast<double>(bytes) / (1 << 30);
+}
+
+}  // namespace
+
+Status CpuPlan::import_operand(int index, const void* plain_host, Buffer device) const {
+  parallel_copy(device.data, plain_host, operands_.at(index).bytes);
+  return Status::Ok();
+}
+
+Status CpuPlan::export_operand(int index, Buffer device, void* plain_host) const {
+  parallel_copy(plain_host, device.data, operands_.at(index).bytes);
+  return Status::Ok();
+}
+
+void parallel_copy(void* dst, const void* src, std::size_t bytes) {
+  const std::int64_t chunks = static_cast<std::int64_t>((bytes + kPage - 1) / kPage);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const std::size_t offset = static_cast<std::size_t>(chunk) * kPage;
+    std::memcpy(static_cast<char*>(dst) + offset, static_cast<const char*>(src) + offset,
+                std::min(kPage, bytes - offset));
+  }
+}
+
+CpuBackend::CpuBackend(std::string name, const BackendConfig& config)
+    : name_(std::move(name)),
+      host_(read_host_inventory()),
+      placement_(configure_threads(config, host_)),
+      clock_ghz_(measure_clock_ghz()) {}
+
+DeviceInfo CpuBackend::device_info() const {
+  DeviceInfo info;
+  info.kind = "cpu";
+  info.model = host_.cpu_model;
+  info.sockets = host_.sockets;
+  info.cores = host_.cores;
+  info.logical_cpus = host_.logical_cpus;
+  info.threads_used = placement_.threads;
+  info.affinity = placement_.affinity;
+  info.memory_bytes = host_.memory_total_bytes;
+  info.numa_nodes = host_.numa_nodes;
+  info.isa = host_.isa;
+  info.clock_ghz = clock_ghz_;
+  const PeakRates rates = theoretical_peak(host_, placement_.threads, clock_ghz_);
+  info.theoretical_fp32_gflops = rates.fp32_gflops;
+  info.theoretical_bf16_gflops = rates.bf16_gflops;
+  info.details["peak_model"] = rates.model;
+  info.details["last_level_cache_bytes"] = host_.last_level_cache_bytes();
+  return info;
+}
+
+Status CpuBackend::allocate(std::size_t bytes, Buffer* out) {
+  const std::uint64_t available = memory_available_bytes();
+  if (bytes > available)
+    return Status::OutOfMemory(fmt::format(
+        "needs {:.2f} GiB but only {:.2f} GiB of memory is available", gib(bytes), gib(available)));
+  const std::size_t size = mapped_size(bytes);
+  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED)
+    return Status::OutOfMemory(
+        fmt::format("cannot map {:.2f} GiB: {}", gib(size), std::strerror(errno)));
+  madvise(data, size, MADV_HUGEPAGE);  // fewer page faults and TLB misses; a hint only
+  // First touch by the computing threads, with the static partition the kernels use.
+  const std::int64_t pages = static_cast<std::int64_t>(size / kPage);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t page = 0; page < pages; ++page) static_cast<char*>(data)[page * kPage] = 0;
+  *out = Buffer{data, bytes};
+  return Status::Ok();
+}
+
+void CpuBackend::release(Buffer buffer) {
+  if (buffer.data) munmap(buffer.data, mapped_size(buffer.bytes));
+}
+
+Status CpuBackend::upload(const void* host, Buffer device, std::size_t bytes) {
+  if (bytes > device.bytes) return Status::InvalidArgument("upload larger than the buffer");
+  parallel_copy(device.data, host, bytes);
+  return Status::Ok();
+}
+
+Status CpuBackend::download(Buffer device, void* host, std::size_t bytes) {
+  if (bytes > device.bytes) return Status::InvalidArgument("download larger than the buffer");
+  parallel_copy(host, device.data, bytes);
+  return Status::Ok();
+}
+
+std::unique_ptr<Timer> CpuBackend::make_timer() {
+  return std::make_unique<HostTimer>();
+}
+
+Status CpuBackend::plan(const OpDesc& op, std::unique_ptr<Plan>* out) {
+  if (const auto* stream = std::get_if<StreamOp>(&op)) return plan_stream(*stream, out);
+  if (const auto* peak = std::get_if<PeakOp>(&op))
+    return plan_peak(*peak, host_, placement_.threads, out);
+  return Status::Unimplemented(fmt::format("{}: op '{}' is not implemented", name_, op_name(op)));
+}
+
+Status CpuBackend::import_operand(const Plan& plan, int index, const void* plain_host,
+                                  Buffer device) {
+  return static_cast<const CpuPlan&>(plan).import_operand(index, plain_host, device);
+}
+
+Status CpuBackend::export_operand(const Plan& plan, int index, Buffer device, void* plain_host) {
+  return static_cast<const CpuPlan&>(plan).export_operand(index, device, plain_host);
+}
+
+Status CpuBackend::execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) {
+  auto& cpu_plan = static_cast<CpuPlan&>(plan);
+  if (operands.size() != cpu_plan.operands().size())
+    return Status::InvalidArgument(
+        fmt::format("plan takes {} operands, got {}", cpu_plan.operands().size(), operands.size()));
+  for (std::size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].bytes < cpu_plan.operands()[i].bytes)
+      return Status::InvalidArgument(fmt::format("operand '{}' needs {} bytes, got {}",
+                                                 cpu_plan.operands()[i].name,
+                                                 cpu_plan.operands()[i].bytes, operands[i].bytes));
+  if (workspace.bytes < cpu_plan.workspace_bytes())
+    return Status::InvalidArgument("workspace smaller than the plan needs");
+  return cpu_plan.run(operands, workspace);
+}
+
+}  // namespace tb::cpu

@@ -1,0 +1,60 @@
+// What every CPU backend shares: host memory (allocated once, first touched by the computing
+// threads), the OpenMP thread placement, host-clock timing, and the STREAM and peak probes.
+// A library backend derives from CpuBackend and plans its own ops, deferring the rest here.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/cpu/host_info.h"
+#include "backends/cpu/threading.h"
+#include "backends/registry.h"
+
+namespace tb::cpu {
+
+// A plan that runs on the host. Operands are in their plain layout unless the plan overrides
+// the import / export conversions.
+class CpuPlan : public Plan {
+ public:
+  virtual Status run(std::span<const Buffer> operands, Buffer workspace) = 0;
+  virtual Status import_operand(int index, const void* plain_host, Buffer device) const;
+  virtual Status export_operand(int index, Buffer device, void* plain_host) const;
+};
+
+class CpuBackend : public Backend {
+ public:
+  CpuBackend(std::string name, const BackendConfig& config);
+
+  std::string name() const override { return name_; }
+  DeviceInfo device_info() const override;
+  Status allocate(std::size_t bytes, Buffer* out) override;
+  void release(Buffer buffer) override;
+  Status upload(const void* host, Buffer device, std::size_t bytes) override;
+  Status download(Buffer device, void* host, std::size_t bytes) override;
+  void synchronize() override {}
+  std::unique_ptr<Timer> make_timer() override;
+
+  // Plans the shared CPU ops (stream, peak); everything else is unimplemented here.
+  Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override;
+  Status import_operand(const Plan& plan, int index, const void* plain_host,
+                        Buffer device) override;
+  Status export_operand(const Plan& plan, int index, Buffer device, void* plain_host) override;
+  Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override;
+
+  const HostInventory& host() const { return host_; }
+  const ThreadPlacement& placement() const { return placement_; }
+
+ private:
+  std::string name_;
+  HostInventory host_;
+  ThreadPlacement placement_;
+  double clock_ghz_ = 0;
+};
+
+// Parallel copy with the same static partition as the first touch, so each thread copies
+// the pages it owns.
+void parallel_copy(void* dst, const void* src, std::size_t bytes);
+
+}  // namespace tb::cpu

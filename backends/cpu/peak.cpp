@@ -1,0 +1,149 @@
+#include "backends/cpu/peak.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace tb::cpu {
+namespace {
+
+// Enough independent chains to cover FMA latency (4-5 cycles) on two pipes.
+constexpr int kChains = 12;
+
+__attribute__((target("avx512f"))) double fma_avx512(std::int64_t iterations, float one_value,
+                                                     float increment) {
+  const __m512 one = _mm512_set1_ps(one_value), inc = _mm512_set1_ps(increment);
+  __m512 acc[kChains];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (auto& a : acc) a = _mm512_fmadd_ps(a, one, inc);
+  double sum = 0;
+  alignas(64) float lanes[16];
+  for (auto& a : acc) {
+    _mm512_store_ps(lanes, a);
+    for (float lane : lanes) sum += lane;
+  }
+  return sum / (kChains * 16);
+}
+
+__attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iterations, float one_value,
+                                                    float increment) {
+  const __m256 one = _mm256_set1_ps(one_value), inc = _mm256_set1_ps(increment);
+  __m256 acc[kChains];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (auto& a : acc) a = _mm256_fmadd_ps(a, one, inc);
+  double sum = 0;
+  alignas(32) float lanes[8];
+  for (auto& a : acc) {
+    _mm256_store_ps(lanes, a);
+    for (float lane : lanes) sum += lane;
+  }
+  return sum / (kChains * 8);
+}
+
+std::uint16_t to_bf16_bits(float value) {  // exact for the powers of two used here
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+// vdpbf16ps: each fp32 lane accumulates two bf16 products: 32 multiply-adds per instruction.
+__attribute__((target("avx512f,avx512bf16"))) double dpbf16_avx512(std::int64_t iterations,
+                                                                   float one_value,
+                                                                   float increment) {
+  const __m512bh one = (__m512bh)_mm512_set1_epi16(static_cast<short>(to_bf16_bits(one_value)));
+  const __m512bh inc = (__m512bh)_mm512_set1_epi16(static_cast<short>(to_bf16_bits(increment)));
+  __m512 acc[kChains];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (auto& a : acc) a = _mm512_dpbf16_ps(a, one, inc);
+  double sum = 0;
+  alignas(64) float lanes[16];
+  for (auto& a : acc) {
+    _mm512_store_ps(lanes, a);
+    for (float lane : lanes) sum += lane;
+  }
+  return sum / (kChains * 16);
+}
+
+struct PeakKernel {
+  double (*function)(std::int64_t, float, float) = nullptr;
+  int lanes = 0;           // fp32 lanes per instruction
+  int flops_per_lane = 0;  // per instruction and lane
+  const char* name = "";
+};
+
+PeakKernel select_kernel(DType dtype, const HostInventory& host) {
+  if (dtype == DType::f32 && host.has_isa("avx512f"))
+    return {fma_avx512, 16, 2, "avx512 vfmadd231ps zmm, 12 chains"};
+  if (dtype == DType::f32 && host.has_isa("avx2") && host.has_isa("fma"))
+    return {fma_avx2, 8, 2, "avx2 vfmadd231ps ymm, 12 chains"};
+  if (dtype == DType::bf16 && host.has_isa("avx512_bf16"))
+    return {dpbf16_avx512, 16, 4, "avx512_bf16 vdpbf16ps zmm, 12 chains"};
+  return {};
+}
+
+class PeakPlan final : public CpuPlan {
+ public:
+  PeakPlan(const PeakOp& op, PeakKernel kernel, int threads)
+      : op_(op), kernel_(kernel), threads_(threads) {
+    operands_ = {{"per_thread", DType::f64, {threads}, threads * sizeof(double), true}};
+    implementation_ = kernel.name;
+    math_mode_ = dtype_name(op.dtype);
+    flops_per_execution_ = static_cast<double>(threads) * kChains * kernel.lanes *
+                           kernel.flops_per_lane * static_cast<double>(op.iterations);
+  }
+
+  Status run(std::span<const Buffer> operands, Buffer) override {
+    auto* per_thread = static_cast<double*>(operands[0].data);
+    // Read through volatile so the compiler cannot fold the multiply by one.
+    volatile float one = 1.0f, increment = static_cast<float>(kPeakIncrement);
+    const float one_value = one, increment_value = increment;
+#pragma omp parallel num_threads(threads_)
+    per_thread[omp_get_thread_num()] = kernel_.function(op_.iterations, one_value, increment_value);
+    return Status::Ok();
+  }
+
+ private:
+  PeakOp op_;
+  PeakKernel kernel_;
+  int threads_;
+};
+
+}  // namespace
+
+Status plan_peak(const PeakOp& op, const HostInventory& host, int threads,
+                 std::unique_ptr<Plan>* out) {
+  if (op.iterations <= 0 || op.iterations > kPeakMaxIterations)
+    return Status::InvalidArgument(
+        fmt::format("peak iterations must be in 1..{}, got {}", kPeakMaxIterations, op.iterations));
+  const PeakKernel kernel = select_kernel(op.dtype, host);
+  if (!kernel.function)
+    return Status::Unimplemented(fmt::format("no {} peak kernel for this CPU (needs {})",
+                                             dtype_name(op.dtype),
+                                             op.dtype == DType::bf16 ? "avx512_bf16" : "avx2+fma"));
+  *out = std::make_unique<PeakPlan>(op, kernel, threads);
+  return Status::Ok();
+}
+
+PeakRates theoretical_peak(const HostInventory& host, int threads, double clock_ghz) {
+  // Two FMA pipes per core is what current x86 server cores have for their widest vectors.
+  constexpr int kFmaPipes = 2;
+  const int lanes = host.has_isa("avx512f") ? 16 : host.has_isa("avx2") ? 8 : 4;
+  PeakRates rates;
+  rates.fp32_gflops = threads * kFmaPipes * lanes * 2.0 * clock_ghz;
+  rates.bf16_gflops = host.has_isa("avx512_bf16") ? 2 * rates.fp32_gflops : 0;
+  rates.model = fmt::format(
+      "{} threads x {} FMA pipes x {} fp32 lanes x 2 flops x {:.2f} GHz measured"
+      " (bf16 dot product: 2x fp32)",
+      threads, kFmaPipes, lanes, clock_ghz);
+  return rates;
+}
+
+}  // namespace tb::cpu

@@ -1,0 +1,144 @@
+// The op set: what ResNet-50 and BERT training need, nothing more. Each op is a plain
+// descriptor; a backend plans it once and executes the plan many times.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace tb {
+
+enum class DType { f32, tf32, bf16, f16, f8_e4m3, f64, i32 };
+
+std::string_view dtype_name(DType dtype);
+// Throws UsageError for a name that is not a dtype.
+DType parse_dtype(std::string_view name);
+std::size_t dtype_size(DType dtype);
+
+// C = alpha * op(A) * op(B) + beta * C, row-major; op(A) is m x k, op(B) is k x n.
+// a_type / b_type are the input dtypes, c_type the output; accumulation is fp32 (fp64 for f64).
+struct GemmOp {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 0.0f;
+  DType a_type = DType::f32, b_type = DType::f32, c_type = DType::f32;
+  std::int64_t batch = 1;    // strided-batched when > 1 (attention)
+  bool prepacked_b = false;  // B reordered once into the layout the library prefers
+};
+
+enum class ConvDirection { forward, backward_data, backward_weights };
+
+// 2-D convolution without bias, NCHW semantics; the backend picks the memory layout.
+struct ConvOp {
+  ConvDirection direction = ConvDirection::forward;
+  std::int64_t mb = 1, ic = 1, ih = 1, iw = 1, oc = 1, kh = 1, kw = 1;
+  std::int64_t sh = 1, sw = 1, ph = 0, pw = 0;
+  DType dtype = DType::f32;
+  std::int64_t oh() const { return (ih + 2 * ph - kh) / sh + 1; }
+  std::int64_t ow() const { return (iw + 2 * pw - kw) / sw + 1; }
+};
+
+enum class StreamKernel { copy, scale, add, triad, dot };
+
+// STREAM kernels over fp64 arrays a, b, c of n elements (dot writes one fp64 result).
+struct StreamOp {
+  StreamKernel kernel = StreamKernel::triad;
+  std::int64_t n = 0;
+  double scalar = 3.0;
+};
+
+// Peak arithmetic probe: every thread runs `iterations` rounds of independent FMA chains
+// (fp32) or bf16 dot products (bf16) in registers; operand 0 receives per-thread results.
+struct PeakOp {
+  DType dtype = DType::f32;
+  std::int64_t iterations = 1 << 16;
+};
+// The probe validates itself: every chain adds kPeakIncrement per product per iteration
+// (fp32: acc = acc * 1 + inc; bf16: acc += 1 * inc + 1 * inc), so each worker's mean lane
+// value is exactly iterations * peak_increment_per_iteration(dtype).
+inline constexpr double kPeakIncrement = 1.0 / 4096;
+inline constexpr std::int64_t kPeakMaxIterations = std::int64_t{1} << 22;  // stays exact in fp32
+constexpr double peak_increment_per_iteration(DType dtype) {
+  return dtype == DType::bf16 ? 2 * kPeakIncrement : kPeakIncrement;
+}
+
+// --- Training ops: declared for the model workloads; backends answer Unimplemented
+// until they implement them. ---
+enum class Pass { forward, backward };
+
+struct BatchNormOp {
+  Pass pass = Pass::forward;
+  std::int64_t mb = 1, channels = 1, h = 1, w = 1;
+  float epsilon = 1e-5f, momentum = 0.1f;
+  bool fuse_relu = false;
+  DType dtype = DType::f32;
+};
+enum class EltwiseKind { relu, gelu };
+struct EltwiseOp {
+  EltwiseKind kind = EltwiseKind::relu;
+  Pass pass = Pass::forward;
+  std::int64_t count = 0;
+  DType dtype = DType::f32;
+};
+enum class PoolKind { max, global_average };
+struct PoolOp {
+  PoolKind kind = PoolKind::max;
+  Pass pass = Pass::forward;
+  std::int64_t mb = 1, channels = 1, ih = 1, iw = 1, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  DType dtype = DType::f32;
+};
+enum class BinaryKind { add, bias_add };
+struct BinaryOp {
+  BinaryKind kind = BinaryKind::add;
+  std::int64_t count = 0, channels = 1;
+  DType dtype = DType::f32;
+};
+struct SoftmaxOp {  // scaled, optionally masked (attention)
+  Pass pass = Pass::forward;
+  std::int64_t rows = 0, cols = 0;
+  float scale = 1.0f;
+  bool masked = false;
+  DType dtype = DType::f32;
+};
+struct SoftmaxCrossEntropyOp {
+  Pass pass = Pass::forward;
+  std::int64_t rows = 0, classes = 0;
+  DType dtype = DType::f32;
+};
+struct LayerNormOp {
+  Pass pass = Pass::forward;
+  std::int64_t rows = 0, cols = 0;
+  float epsilon = 1e-12f;
+  DType dtype = DType::f32;
+};
+struct EmbeddingOp {  // forward gathers rows, backward scatter-adds gradients
+  Pass pass = Pass::forward;
+  std::int64_t tokens = 0, vocab = 0, dim = 0;
+  DType dtype = DType::f32;
+};
+struct DropoutOp {
+  Pass pass = Pass::forward;
+  std::int64_t count = 0;
+  float probability = 0.1f;
+  std::uint64_t seed = 0;
+  DType dtype = DType::f32;
+};
+struct CastOp {
+  std::int64_t count = 0;
+  DType from = DType::f32, to = DType::bf16;
+};
+enum class OptimizerKind { sgd_momentum, adamw, lamb };
+struct OptimizerOp {  // hyper-parameters that change per step are execution arguments
+  OptimizerKind kind = OptimizerKind::sgd_momentum;
+  std::int64_t count = 0;
+};
+
+using OpDesc = std::variant<GemmOp, ConvOp, StreamOp, PeakOp, BatchNormOp, EltwiseOp, PoolOp,
+                            BinaryOp, SoftmaxOp, SoftmaxCrossEntropyOp, LayerNormOp, EmbeddingOp,
+                            DropoutOp, CastOp, OptimizerOp>;
+
+// Short name of the op kind ("gemm", "conv", ...), for messages.
+std::string_view op_name(const OpDesc& op);
+
+}  // namespace tb

@@ -1,0 +1,41 @@
+// Backend registry: name -> factory. CMake decides which backends are compiled in; the user
+// picks among them at run time, so one run can compare CPU and GPU backends.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace tb {
+
+enum class PinPolicy { cores, none };
+
+struct BackendConfig {
+  int threads = 0;  // 0: one thread per physical core available to the process
+  PinPolicy pin = PinPolicy::cores;
+};
+
+struct Availability {
+  bool usable = false;
+  std::string reason;  // why not, when not usable
+};
+
+struct BackendEntry {
+  std::string name;
+  std::string description;
+  Availability (*probe)();
+  Status (*create)(const BackendConfig& config, std::unique_ptr<Backend>* out);
+};
+
+// Every backend compiled into this binary, usable here or not.
+const std::vector<BackendEntry>& backend_registry();
+// nullptr for a name this binary does not know.
+const BackendEntry* find_backend(std::string_view name);
+
+PinPolicy parse_pin_policy(std::string_view name);  // throws UsageError
+std::string_view pin_policy_name(PinPolicy pin);
+
+}  // namespace tb

@@ -1,0 +1,50 @@
+#include "bench/harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace tb {
+
+Status measure(Workload& workload, Backend& backend, const HarnessConfig& config,
+               Measurement* out) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  std::unique_ptr<Timer> timer = backend.make_timer();
+  *out = Measurement{};
+
+  // Warm-up: caches, page tables, JIT code and clocks settle. The fastest run sizes a sample.
+  double fastest = INFINITY;
+  const auto warmup_start = Clock::now();
+  while (out->warmup_runs < config.warmup_runs ||
+         seconds_since(warmup_start) < config.warmup_seconds) {
+    if (workload.output_feeds_back()) TB_RETURN_IF_ERROR(workload.reset());
+    timer->start();
+    TB_RETURN_IF_ERROR(workload.run());
+    backend.synchronize();
+    fastest = std::min(fastest, timer->stop_seconds());
+    ++out->warmup_runs;
+    if (seconds_since(warmup_start) > config.time_budget_seconds) break;
+  }
+
+  // A unit that reads its own output is timed alone, after its inputs are restored.
+  if (!workload.output_feeds_back() && fastest < config.min_sample_seconds)
+    out->units_per_sample = static_cast<int>(
+        std::min(1e6, std::ceil(config.min_sample_seconds / std::max(fastest, 1e-9))));
+
+  const auto start = Clock::now();
+  while (static_cast<int>(out->samples_s.size()) < config.min_repetitions ||
+         (seconds_since(start) < config.time_budget_seconds &&
+          static_cast<int>(out->samples_s.size()) < config.max_repetitions)) {
+    if (workload.output_feeds_back()) TB_RETURN_IF_ERROR(workload.reset());
+    timer->start();
+    for (int unit = 0; unit < out->units_per_sample; ++unit) TB_RETURN_IF_ERROR(workload.run());
+    backend.synchronize();
+    out->samples_s.push_back(timer->stop_seconds() / out->units_per_sample);
+  }
+  return Status::Ok();
+}
+
+}  // namespace tb

@@ -1,0 +1,133 @@
+#include "bench/inventory.h"
+
+#include <gnu/libc-version.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <CLI/Version.hpp>
+
+#include "backends/cpu/host_info.h"
+#include "bench/build_info.h"
+#include "workloads/kinds.h"
+
+extern char** environ;
+
+namespace tb {
+
+std::map<std::string, std::string> result_affecting_environment() {
+  static constexpr std::string_view kPrefixes[] = {"OMP_",    "GOMP_", "KMP_",  "OPENBLAS_",
+                                                   "ONEDNN_", "DNNL_", "CUDA_", "MKL_"};
+  static constexpr std::string_view kNames[] = {"NVIDIA_TF32_OVERRIDE", "LD_PRELOAD", "MALLOC_CONF",
+                                                "GOTO_NUM_THREADS"};
+  std::map<std::string, std::string> found;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string_view text(*entry);
+    const auto eq = text.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view name = text.substr(0, eq);
+    bool keep = std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+    for (std::string_view prefix : kPrefixes) keep = keep || name.starts_with(prefix);
+    if (keep) found.emplace(name, text.substr(eq + 1));
+  }
+  return found;
+}
+
+nlohmann::json host_inventory_json() {
+  const cpu::HostInventory host = cpu::read_host_inventory();
+  char hostname[256] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
+  nlohmann::json caches = nlohmann::json::array();
+  for (const cpu::CacheLevel& cache : host.caches)
+    caches.push_back({{"level", cache.level}, {"type", cache.type}, {"bytes", cache.bytes}});
+  nlohmann::json libraries = nlohmann::json::array({
+      {{"name", "glibc"}, {"version", gnu_get_libc_version()}},
+      {{"name", "OpenMP"}, {"version", fmt::format("{} (libgomp)", _OPENMP)}},
+      {{"name", "fmt"},
+       {"version",
+        fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100)}},
+      {{"name", "nlohmann_json"},
+       {"version", fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
+                               NLOHMANN_JSON_VERSION_PATCH)}},
+      {{"name", "CLI11"}, {"version", CLI11_VERSION}},
+      {{"name", "Google Benchmark"}, {"version", TRAINBENCH_BENCHMARK_VERSION}},
+  });
+  return {{"hostname", hostname},
+          {"cpu_model", host.cpu_model},
+          {"sockets", host.sockets},
+          {"cores", host.cores},
+          {"logical_cpus", host.logical_cpus},
+          {"memory_bytes", host.memory_total_bytes},
+          {"numa_nodes", host.numa_nodes},
+          {"isa", host.isa},
+          {"caches", caches},
+          {"os", host.os},
+          {"kernel", host.kernel},
+          {"compiler", TRAINBENCH_COMPILER},
+          {"libraries", libraries},
+          {"environment", result_affecting_environment()}};
+}
+
+nlohmann::json tool_json() {
+  return {{"name", "trainbench"},
+          {"version", TRAINBENCH_VERSION},
+          {"git_commit", TRAINBENCH_GIT_COMMIT},
+          {"build_type", TRAINBENCH_BUILD_TYPE}};
+}
+
+std::map<std::string, PeakRate> measure_peaks(Backend& backend, const HarnessConfig& harness) {
+  const DeviceInfo device = backend.device_info();
+  std::map<std::string, PeakRate> peaks;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    PeakRate& rate = peaks[std::string(dtype_name(dtype))];
+    const double theoretical =
+        dtype == DType::f32 ? device.theoretical_fp32_gflops : device.theoretical_bf16_gflops;
+    if (theoretical > 0) rate.theoretical_gflops = theoretical;
+    Descriptor descriptor("peak");
+    descriptor.set("dtype", std::string(dtype_name(dtype)));
+    std::unique_ptr<Workload> probe = make_peak(descriptor);
+    Status status = probe->setup(backend, 0);
+    if (status.ok()) {
+      const Validation validation = probe->validate();
+      if (!validation.passed)
+        status = Status::Failed("peak probe failed validation: " + validation.message);
+    }
+    Measurement measurement;
+    if (status.ok()) status = measure(*probe, backend, harness, &measurement);
+    if (!status.ok()) {
+      rate.reason = status.message();
+      continue;
+    }
+    // A ceiling is the best the probe reached: its fastest sample.
+    const double fastest =
+        *std::min_element(measurement.samples_s.begin(), measurement.samples_s.end());
+    rate.measured_gflops = probe->counts().flops / fastest / 1e9;
+  }
+  return peaks;
+}
+
+nlohmann::json peaks_json(const std::map<std::string, PeakRate>& peaks) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [dtype, rate] : peaks) {
+    nlohmann::json entry = {{"measured_gflops", nullptr}, {"theoretical_gflops", nullptr}};
+    if (rate.measured_gflops) entry["measured_gflops"] = *rate.measured_gflops;
+    if (rate.theoretical_gflops) entry["theoretical_gflops"] = *rate.theoretical_gflops;
+    if (!rate.reason.empty()) entry["reason"] = rate.reason;
+    out[dtype] = entry;
+  }
+  return out;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace tb

@@ -1,0 +1,206 @@
+// trainbench: measures deep-learning training work on CPUs and GPUs through interchangeable
+// backends and writes validated, versioned JSON reports.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <CLI/CLI.hpp>
+
+#include "backends/registry.h"
+#include "bench/inventory.h"
+#include "bench/runner.h"
+#include "reports/report.h"
+#include "workloads/registry.h"
+
+namespace tb {
+namespace {
+
+std::string quoted_command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool plain = arg.find_first_of(" \t'\"$\\") == std::string::npos && !arg.empty();
+    line += (i ? " " : "") + (plain ? arg : "'" + arg + "'");
+  }
+  return line;
+}
+
+int list_command() {
+  fmt::print("workloads (descriptor: NAME key=value ...):\n");
+  for (const WorkloadKind& kind : workload_kinds())
+    fmt::print("  {:<8} {}\n  {:<8}   {} {}\n", kind.name, kind.summary, "", kind.name, kind.usage);
+  fmt::print("\nsuites: {}\nshape lists (shapes=NAME): {}\n", fmt::join(suite_names(), ", "),
+             fmt::join(shape_list_names(), ", "));
+  fmt::print("\nbackends in this build:\n");
+  for (const BackendEntry& entry : backend_registry()) {
+    const Availability availability = entry.probe();
+    fmt::print("  {:<12} {:<10} {}{}\n", entry.name, availability.usable ? "usable" : "unusable",
+               entry.description, availability.usable ? "" : " -- " + availability.reason);
+  }
+  return 0;
+}
+
+int info_command(const BackendConfig& config, bool as_json) {
+  nlohmann::json info = {{"tool", tool_json()},
+                         {"host", host_inventory_json()},
+                         {"backends", nlohmann::json::array()}};
+  const RunOptions defaults;
+  for (const BackendEntry& entry : backend_registry()) {
+    nlohmann::json backend_json = {{"name", entry.name}};
+    const Availability availability = entry.probe();
+    std::unique_ptr<Backend> backend;
+    Status status = availability.usable ? entry.create(config, &backend)
+                                        : Status::Unavailable(availability.reason);
+    if (status.ok()) {
+      backend_json["device"] = to_json(backend->device_info());
+      backend_json["peaks"] = peaks_json(measure_peaks(*backend, defaults.peak_harness));
+    } else {
+      backend_json["unusable"] = status.message();
+    }
+    info["backends"].push_back(backend_json);
+  }
+  if (as_json) {
+    fmt::print("{}\n", info.dump(2));
+    return 0;
+  }
+  const auto& host = info["host"];
+  fmt::print("trainbench {} ({})\n", info["tool"]["version"].get<std::string>(),
+             info["tool"]["git_commit"].get<std::string>());
+  fmt::print("host      {}\n", host["hostname"].get<std::string>());
+  fmt::print("cpu       {} ({} sockets, {} cores, {} logical CPUs, {} NUMA nodes)\n",
+             host["cpu_model"].get<std::string>(), host["sockets"].get<int>(),
+             host["cores"].get<int>(), host["logical_cpus"].get<int>(),
+             host["numa_nodes"].get<int>());
+  fmt::print("memory    {:.1f} GiB\n", host["memory_bytes"].get<double>() / (1 << 30));
+  fmt::print("isa       {}\n", fmt::join(host["isa"].get<std::vector<std::string>>(), " "));
+  fmt::print("os        {} / {}\ncompiler  {}\n", host["os"].get<std::string>(),
+             host["kernel"].get<std::string>(), host["compiler"].get<std::string>());
+  for (const auto& [name, value] : host["environment"].items())
+    fmt::print("env       {}={}\n", name, value.get<std::string>());
+  for (const auto& backend : info["backends"]) {
+    fmt::print("\nbackend   {}\n", backend["name"].get<std::string>());
+    if (backend.contains("unusable")) {
+      fmt::print("  unusable: {}\n", backend["unusable"].get<std::string>());
+      continue;
+    }
+    const auto& device = backend["device"];
+    fmt::print("  threads {} pinned to CPUs [{}], clock {:.2f} GHz measured\n",
+               device["threads_used"].get<int>(),
+               fmt::join(device["affinity"].get<std::vector<int>>(), ","),
+               device["clock_ghz"].get<double>());
+    for (const auto& library : device["libraries"])
+      fmt::print("  {} {}\n", library["name"].get<std::string>(),
+                 library["version"].get<std::string>());
+    for (const auto& [key, value] : device["details"].items())
+      fmt::print("  {}: {}\n", key, value.dump());
+    for (const auto& [dtype, peak] : backend["peaks"].items()) {
+      auto gflops = [](const nlohmann::json& v) {
+        return v.is_null() ? std::string("-") : fmt::format("{:.1f}", v.get<double>());
+      };
+      fmt::print("  peak {:<5} measured {:>8} GFLOP/s, theoretical {:>8} GFLOP/s{}\n", dtype,
+                 gflops(peak["measured_gflops"]), gflops(peak["theoretical_gflops"]),
+                 peak.contains("reason") ? " (" + peak["reason"].get<std::string>() + ")" : "");
+    }
+  }
+  return 0;
+}
+
+int main_impl(int argc, char** argv) {
+  CLI::App app{
+      "trainbench: deep-learning training benchmarks on CPUs and GPUs, validated, as JSON reports"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+
+  CLI::App* list =
+      app.add_subcommand("list", "workloads, suites, shape lists, and the backends usable here");
+  CLI::App* info = app.add_subcommand("info", "host inventory, backend devices and measured peaks");
+  bool info_json = false;
+  info->add_flag("--json", info_json, "print JSON");
+
+  CLI::App* run = app.add_subcommand("run", "run a suite or workloads and write a report");
+  std::string suite;
+  std::vector<std::string> workloads, backends;
+  BackendConfig config;
+  std::string pin = "cores", format = "json", out;
+  RunOptions options;
+  run->add_option("--suite", suite, "quick (default) or full")->check(CLI::IsMember(suite_names()));
+  run->add_option("-w,--workload", workloads,
+                  "a workload descriptor, e.g. 'gemm m=4096 dtype=bf16' (repeatable)");
+  run->add_option("-b,--backend", backends,
+                  "backends to run (comma-separated; default: every usable one)")
+      ->delimiter(',');
+  for (CLI::App* command : {info, run}) {
+    command
+        ->add_option("--threads", config.threads,
+                     "worker threads (default 0: one per physical core)")
+        ->check(CLI::NonNegativeNumber);
+    command->add_option("--pin", pin, "thread pinning: cores (one CPU per thread) or none")
+        ->check(CLI::IsMember({"cores", "none"}));
+  }
+  run->add_option("--warmup", options.harness.warmup_runs, "untimed warm-up runs, at least")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--warmup-time", options.harness.warmup_seconds, "warm-up seconds, at least")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--min-reps", options.harness.min_repetitions, "samples per case, at least")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--max-reps", options.harness.max_repetitions, "samples per case, at most")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--time-budget", options.harness.time_budget_seconds,
+                  "seconds of sampling per case")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--min-sample-time", options.harness.min_sample_seconds,
+                  "short units are repeated so one sample lasts at least this long (seconds)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--seed", options.seed, "seed of the random inputs");
+  run->add_option("-o,--out", out, "report file (default trainbench-report-<UTC time>.json)");
+  run->add_option("--format", format,
+                  "report format: json (trainbench schema) or gbench (Google Benchmark)")
+      ->check(CLI::IsMember({"json", "gbench"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // help is not an error; every parse error exits 2
+  }
+  config.pin = parse_pin_policy(pin);
+
+  if (*list) return list_command();
+  if (*info) return info_command(config, info_json);
+
+  if (options.harness.max_repetitions < options.harness.min_repetitions)
+    throw UsageError("--max-reps must be at least --min-reps");
+  if (!suite.empty() || workloads.empty()) {
+    options.suite = suite.empty() ? "quick" : suite;
+    options.cases = load_suite(*options.suite);
+  }
+  for (const std::string& line : workloads)
+    for (Descriptor& descriptor : expand_shapes(Descriptor::parse(line)))
+      options.cases.push_back(std::move(descriptor));
+  if (backends.empty())
+    for (const BackendEntry& entry : backend_registry())
+      if (entry.probe().usable) backends.push_back(entry.name);
+  if (backends.empty()) throw UsageError("no backend in this build is usable here");
+  options.backends = backends;
+  options.backend_config = config;
+  options.format = parse_report_format(format);
+  std::string stamp = utc_now();
+  std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
+  options.out_path = out.empty() ? fmt::format("trainbench-report-{}.json", stamp) : out;
+  options.command_line = quoted_command_line(argc, argv);
+  return run_benchmarks(options, std::cout, std::cerr);
+}
+
+}  // namespace
+}  // namespace tb
+
+int main(int argc, char** argv) {
+  try {
+    return tb::main_impl(argc, argv);
+  } catch (const tb::UsageError& e) {
+    fmt::print(stderr, "trainbench: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "trainbench: error: {}\n", e.what());
+    return 1;
+  }
+}

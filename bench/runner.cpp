@@ -1,0 +1,240 @@
+#include "bench/runner.h"
+
+#include <chrono>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "backends/cpu/host_info.h"
+#include "bench/inventory.h"
+#include "workloads/registry.h"
+
+namespace tb {
+namespace {
+
+struct BackendSlot {
+  const BackendEntry* entry = nullptr;
+  Availability availability;
+  std::unique_ptr<Backend> backend;  // null when not usable here
+  DeviceInfo device;
+  std::map<std::string, PeakRate> peaks;
+};
+
+struct Case {
+  BackendSlot* slot;
+  std::unique_ptr<Workload> workload;
+  std::string descriptor;  // canonical
+};
+
+std::string format_duration(double seconds) {
+  const int total = static_cast<int>(seconds + 0.5);
+  return fmt::format("{}:{:02d}", total / 60, total % 60);
+}
+
+CaseStatus status_for(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::unimplemented:
+      return CaseStatus::unimplemented;
+    case StatusCode::unavailable:
+      return CaseStatus::skipped;
+    default:
+      return CaseStatus::failed;
+  }
+}
+
+CaseMetrics compute_metrics(const WorkCounts& counts, double seconds, DType dtype,
+                            const BackendSlot& slot) {
+  CaseMetrics metrics;
+  if (counts.flops > 0) {
+    metrics.flops = counts.flops;
+    metrics.tflops = counts.flops / seconds / 1e12;
+    const auto peak = slot.peaks.find(std::string(dtype_name(dtype)));
+    if (peak != slot.peaks.end()) {
+      const double gflops = counts.flops / seconds / 1e9;
+      if (peak->second.measured_gflops)
+        metrics.percent_of_peak = 100 * gflops / *peak->second.measured_gflops;
+      if (peak->second.theoretical_gflops)
+        metrics.percent_of_theoretical_peak = 100 * gflops / *peak->second.theoretical_gflops;
+    }
+  }
+  if (counts.bytes > 0) {
+    metrics.bytes = counts.bytes;
+    metrics.gbps = counts.bytes / seconds / 1e9;
+  }
+  if (counts.items > 0) metrics.samples_per_s = counts.items / seconds;
+  return metrics;
+}
+
+// Set up, validate, measure one case. Never throws.
+CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
+  CaseResult result;
+  result.workload = item.descriptor;
+  result.backend = item.slot->entry->name;
+  result.dtype = dtype_name(item.workload->dtype());
+  if (!item.slot->backend) {
+    result.status = CaseStatus::skipped;
+    result.reason = fmt::format("backend {} is not usable here: {}", result.backend,
+                                item.slot->availability.reason);
+    return result;
+  }
+  Backend& backend = *item.slot->backend;
+  Workload& workload = *item.workload;
+  try {
+    const std::uint64_t needed = workload.device_bytes();
+    const std::uint64_t available = cpu::memory_available_bytes();
+    if (item.slot->device.kind == "cpu" && needed > available) {
+      result.reason = fmt::format("does not fit in memory: needs {:.2f} GiB, {:.2f} GiB available",
+                                  needed / double(1 << 30), available / double(1 << 30));
+      return result;
+    }
+    Status status = workload.setup(backend, seed);
+    result.implementation = workload.implementation();
+    result.math_mode = workload.math_mode();
+    if (!status.ok()) {
+      result.status = status_for(status);
+      result.reason = status.message();
+      return result;
+    }
+    result.validation = workload.validate();
+    if (!result.validation->passed) {
+      result.reason = "validation failed: " + result.validation->message;
+      return result;
+    }
+    Measurement measurement;
+    status = measure(workload, backend, options.harness, &measurement);
+    if (!status.ok()) {
+      result.status = status_for(status);
+      result.reason = status.message();
+      return result;
+    }
+    result.samples_s = measurement.samples_s;
+    result.units_per_sample = measurement.units_per_sample;
+    result.warmup_runs = measurement.warmup_runs;
+    result.stats = summarize(result.samples_s);
+    result.metrics =
+        compute_metrics(workload.counts(), result.stats->median, workload.dtype(), *item.slot);
+    result.status = CaseStatus::passed;
+  } catch (const std::exception& e) {
+    result.status = CaseStatus::failed;
+    result.reason = e.what();
+  }
+  return result;
+}
+
+void print_header(std::ostream& table) {
+  fmt::print(table, "{:<11} {:<13} {:>11} {:>9} {:>9} {:>7}  {}\n", "backend", "status", "median",
+             "TFLOP/s", "GB/s", "%peak", "workload");
+}
+
+void print_row(std::ostream& table, const CaseResult& r) {
+  auto number = [](const std::optional<double>& value, const char* format) {
+    return value ? fmt::format(fmt::runtime(format), *value) : std::string("-");
+  };
+  const std::string median = r.stats ? fmt::format("{:.4g} ms", r.stats->median * 1e3) : "-";
+  const CaseMetrics metrics = r.metrics.value_or(CaseMetrics{});
+  fmt::print(table, "{:<11} {:<13} {:>11} {:>9} {:>9} {:>7}  {}\n", r.backend,
+             case_status_name(r.status), median, number(metrics.tflops, "{:.3f}"),
+             number(metrics.gbps, "{:.1f}"), number(metrics.percent_of_peak, "{:.1f}"), r.workload);
+  if (r.status != CaseStatus::passed) fmt::print(table, "{:<11} ^ {}\n", "", r.reason);
+  table.flush();
+}
+
+}  // namespace
+
+int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream& progress) {
+  using Clock = std::chrono::steady_clock;
+  // Everything the user asked for is checked before anything runs or is written.
+  std::vector<BackendSlot> slots;
+  for (const std::string& name : options.backends) {
+    const BackendEntry* entry = find_backend(name);
+    if (!entry) {
+      std::vector<std::string> known;
+      for (const BackendEntry& e : backend_registry()) known.push_back(e.name);
+      throw UsageError(
+          fmt::format("unknown backend '{}' (this build has: {})", name, fmt::join(known, ", ")));
+    }
+    slots.push_back({entry, entry->probe(), nullptr, {}, {}});
+  }
+  if (options.cases.empty()) throw UsageError("no workloads to run");
+
+  nlohmann::json header = {
+      {"schema_version", kReportSchemaVersion},
+      {"tool", tool_json()},
+      {"started_at", utc_now()},
+      {"finished_at", nullptr},
+      {"command", options.command_line},
+      {"settings",
+       {{"threads", options.backend_config.threads},
+        {"pin", pin_policy_name(options.backend_config.pin)},
+        {"seed", options.seed},
+        {"suite", options.suite ? nlohmann::json(*options.suite) : nlohmann::json(nullptr)},
+        {"warmup_runs", options.harness.warmup_runs},
+        {"warmup_seconds", options.harness.warmup_seconds},
+        {"min_repetitions", options.harness.min_repetitions},
+        {"max_repetitions", options.harness.max_repetitions},
+        {"time_budget_seconds", options.harness.time_budget_seconds},
+        {"min_sample_seconds", options.harness.min_sample_seconds}}},
+      {"host", host_inventory_json()},
+      {"backends", nlohmann::json::array()}};
+  std::optional<ReportWriter> writer;
+  try {
+    writer.emplace(options.out_path, options.format, header);  // proves the path is writable
+  } catch (const ReportError& e) {
+    throw UsageError(e.what());
+  }
+
+  for (BackendSlot& slot : slots) {
+    if (!slot.availability.usable) continue;
+    const Status created = slot.entry->create(options.backend_config, &slot.backend);
+    if (!created.ok()) {
+      slot.availability = {false, created.message()};
+      slot.backend.reset();
+      continue;
+    }
+    slot.device = slot.backend->device_info();
+  }
+  std::vector<Case> cases;
+  for (BackendSlot& slot : slots)
+    for (const Descriptor& descriptor : options.cases) {
+      std::unique_ptr<Workload> workload = create_workload(descriptor, slot.device);
+      std::string canonical = workload->descriptor().to_string();
+      cases.push_back({&slot, std::move(workload), std::move(canonical)});
+    }
+
+  nlohmann::json backends = nlohmann::json::array();
+  for (BackendSlot& slot : slots) {
+    if (slot.backend) slot.peaks = measure_peaks(*slot.backend, options.peak_harness);
+    backends.push_back({{"name", slot.entry->name},
+                        {"available", slot.backend != nullptr},
+                        {"reason", slot.availability.reason},
+                        {"device", slot.backend ? to_json(slot.device) : nlohmann::json(nullptr)},
+                        {"peaks", peaks_json(slot.peaks)}});
+  }
+  writer->set("backends", backends);
+
+  print_header(table);
+  int failed = 0;
+  const auto start = Clock::now();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    const std::string estimate = i == 0 ? "?"
+                                        : format_duration(elapsed / static_cast<double>(i) *
+                                                          static_cast<double>(cases.size() - i));
+    fmt::print(progress, "[{}/{}] {} elapsed, ~{} left: {} {}\n", i + 1, cases.size(),
+               format_duration(elapsed), estimate, cases[i].slot->entry->name, cases[i].descriptor);
+    progress.flush();
+    CaseResult result = run_case(cases[i], options, options.seed + i * 1000);
+    cases[i].workload.reset();  // release its memory before the next case allocates
+    failed += result.status == CaseStatus::failed;
+    writer->add(result);
+    print_row(table, result);
+  }
+  writer->finish(utc_now());
+  fmt::print(progress, "{} cases in {}, {} failed; report: {}\n", cases.size(),
+             format_duration(std::chrono::duration<double>(Clock::now() - start).count()), failed,
+             options.out_path);
+  return failed > 0 ? 1 : 0;
+}
+
+}  // namespace tb

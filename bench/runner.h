@@ -1,0 +1,37 @@
+// `trainbench run`: creates the backends, checks every descriptor before anything runs, then
+// for each backend and case: set up, validate, measure, report. A failing case is recorded and
+// the run goes on; finished results are on disk after every case.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/registry.h"
+#include "bench/harness.h"
+#include "reports/report.h"
+#include "workloads/descriptor.h"
+
+namespace tb {
+
+struct RunOptions {
+  std::vector<std::string> backends;
+  std::vector<Descriptor> cases;  // shapes already expanded
+  std::optional<std::string> suite;
+  BackendConfig backend_config;
+  HarnessConfig harness;
+  HarnessConfig peak_harness{1, 0.02, 3, 50, 0.2, 1e-3};
+  std::uint64_t seed = 42;
+  std::string out_path;
+  ReportFormat format = ReportFormat::json;
+  std::string command_line;
+};
+
+// Exit code: 0 when every case passed or was skipped / unimplemented, 1 when any failed.
+// Throws UsageError (exit 2) for bad input found before the first case runs and
+// ReportError when the report cannot be written.
+int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream& progress);
+
+}  // namespace tb

@@ -1,0 +1,257 @@
+#include "reports/report.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include "backends/status.h"
+#include "reports/json_schema.h"
+#include "workloads/embedded_files.h"
+
+namespace tb {
+
+std::string_view case_status_name(CaseStatus status) {
+  switch (status) {
+    case CaseStatus::passed:
+      return "passed";
+    case CaseStatus::failed:
+      return "failed";
+    case CaseStatus::skipped:
+      return "skipped";
+    case CaseStatus::unimplemented:
+      return "unimplemented";
+  }
+  return "failed";
+}
+
+nlohmann::json to_json(const CaseResult& r) {
+  nlohmann::json j;
+  j["workload"] = r.workload;
+  j["backend"] = r.backend;
+  j["dtype"] = r.dtype;
+  j["status"] = case_status_name(r.status);
+  j["reason"] = r.reason;
+  j["implementation"] = r.implementation;
+  j["math_mode"] = r.math_mode;
+  j["validation"] = nullptr;
+  if (r.validation) {
+    const Validation& v = *r.validation;
+    j["validation"] = {{"passed", v.passed},       {"method", v.method},   {"error", v.error},
+                       {"tolerance", v.tolerance}, {"checked", v.checked}, {"message", v.message}};
+  }
+  j["samples_s"] = r.samples_s;
+  j["units_per_sample"] = r.units_per_sample;
+  j["warmup_runs"] = r.warmup_runs;
+  j["stats"] = nullptr;
+  if (r.stats) {
+    const SampleStats& s = *r.stats;
+    j["stats"] = {{"count", s.count},         {"median_s", s.median},
+                  {"mean_s", s.mean},         {"min_s", s.min},
+                  {"max_s", s.max},           {"stddev_s", s.stddev},
+                  {"ci95_low_s", s.ci95_low}, {"ci95_high_s", s.ci95_high}};
+  }
+  j["metrics"] = nullptr;
+  if (r.metrics) {
+    nlohmann::json m = nlohmann::json::object();
+    auto put = [&m](const char* key, const std::optional<double>& value) {
+      if (value) m[key] = *value;
+    };
+    put("flops", r.metrics->flops);
+    put("bytes", r.metrics->bytes);
+    put("tflops", r.metrics->tflops);
+    put("gbps", r.metrics->gbps);
+    put("samples_per_s", r.metrics->samples_per_s);
+    put("percent_of_peak", r.metrics->percent_of_peak);
+    put("percent_of_theoretical_peak", r.metrics->percent_of_theoretical_peak);
+    j["metrics"] = m;
+  }
+  return j;
+}
+
+nlohmann::json to_json(const DeviceInfo& d) {
+  nlohmann::json libraries = nlohmann::json::array();
+  for (const Library& library : d.libraries)
+    libraries.push_back({{"name", library.name}, {"version", library.version}});
+  return {{"kind", d.kind},
+          {"model", d.model},
+          {"sockets", d.sockets},
+          {"cores", d.cores},
+          {"logical_cpus", d.logical_cpus},
+          {"threads_used", d.threads_used},
+          {"affinity", d.affinity},
+          {"memory_bytes", d.memory_bytes},
+          {"numa_nodes", d.numa_nodes},
+          {"isa", d.isa},
+          {"libraries", libraries},
+          {"clock_ghz", d.clock_ghz},
+          {"details", d.details}};
+}
+
+ReportFormat parse_report_format(std::string_view name) {
+  if (name == "json") return ReportFormat::json;
+  if (name == "gbench") return ReportFormat::gbench;
+  throw UsageError(fmt::format("unknown report format '{}' (expected json or gbench)", name));
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  const std::string temp = fmt::format("{}.tmp.{}", path, getpid());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw ReportError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  std::size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = errno;
+      ::close(fd);
+      ::unlink(temp.c_str());
+      throw ReportError(fmt::format("cannot write {}: {}", path, std::strerror(error)));
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_error = errno;
+  ::close(fd);
+  if (!synced || ::rename(temp.c_str(), path.c_str()) != 0) {
+    const int error = synced ? errno : sync_error;
+    ::unlink(temp.c_str());
+    throw ReportError(fmt::format("cannot write {}: {}", path, std::strerror(error)));
+  }
+}
+
+const nlohmann::json& report_schema() {
+  static const nlohmann::json schema = nlohmann::json::parse(*embedded_file("schema.json"));
+  return schema;
+}
+
+nlohmann::json read_report(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ReportError(fmt::format("cannot read report {}: {}", path, std::strerror(errno)));
+  nlohmann::json report;
+  try {
+    report = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ReportError(fmt::format("corrupt report {}: not valid JSON ({})", path, e.what()));
+  }
+  if (!report.is_object() || report.value("schema_version", 0) != kReportSchemaVersion)
+    throw ReportError(fmt::format("report {} is not a trainbench report of schema version {}", path,
+                                  kReportSchemaVersion));
+  const std::vector<std::string> errors = validate_against_schema(report_schema(), report);
+  if (!errors.empty())
+    throw ReportError(
+        fmt::format("corrupt report {}: {}{}", path, errors.front(),
+                    errors.size() > 1 ? fmt::format(" (and {} more)", errors.size() - 1) : ""));
+  return report;
+}
+
+namespace {
+
+// Google Benchmark's reporter prints the host context itself; we hand it our runs.
+class GbenchRuns {
+ public:
+  explicit GbenchRuns(const nlohmann::json& report) {
+    int64_t family = 0;
+    for (const auto& result : report["results"]) add_case(result, family++);
+  }
+  const std::vector<benchmark::BenchmarkReporter::Run>& runs() const { return runs_; }
+
+ private:
+  using Run = benchmark::BenchmarkReporter::Run;
+
+  void add_case(const nlohmann::json& result, int64_t family) {
+    Run base;
+    base.run_name.function_name = fmt::format("{}/{}", result["backend"].get<std::string>(),
+                                              result["workload"].get<std::string>());
+    base.family_index = family;
+    base.per_family_instance_index = 0;
+    base.time_unit = benchmark::kMicrosecond;
+    base.threads = 1;
+    const std::string status = result["status"];
+    if (status != "passed") {
+      base.error_occurred = true;
+      base.error_message = fmt::format("{}: {}", status, result["reason"].get<std::string>());
+      runs_.push_back(base);
+      return;
+    }
+    const auto& samples = result["samples_s"];
+    const int64_t units = result["units_per_sample"];
+    base.repetitions = static_cast<int64_t>(samples.size());
+    const nlohmann::json metrics =
+        result["metrics"].is_object() ? result["metrics"] : nlohmann::json::object();
+    for (const auto& [key, value] : metrics.items())
+      if (key != "flops" && key != "bytes")
+        base.counters[key] = benchmark::Counter(value.get<double>());
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      Run run = base;
+      run.repetition_index = static_cast<int64_t>(i);
+      run.iterations = units;
+      run.real_accumulated_time = samples[i].get<double>() * static_cast<double>(units);
+      run.cpu_accumulated_time = run.real_accumulated_time;  // wall clock only is measured
+      runs_.push_back(run);
+    }
+    const auto& stats = result["stats"];
+    for (const char* aggregate : {"mean", "median", "stddev"}) {
+      Run run = base;
+      run.run_type = Run::RT_Aggregate;
+      run.aggregate_name = aggregate;
+      run.aggregate_unit = benchmark::StatisticUnit::kTime;
+      run.iterations = static_cast<int64_t>(samples.size());
+      run.real_accumulated_time =
+          stats[std::string(aggregate) + "_s"].get<double>() * run.iterations;
+      run.cpu_accumulated_time = run.real_accumulated_time;
+      runs_.push_back(run);
+    }
+  }
+
+  std::vector<Run> runs_;
+};
+
+}  // namespace
+
+std::string to_gbench_json(const nlohmann::json& report) {
+  std::ostringstream out, errors;
+  benchmark::JSONReporter reporter;
+  reporter.SetOutputStream(&out);
+  reporter.SetErrorStream(&errors);
+  benchmark::BenchmarkReporter::Context::executable_name = "trainbench";
+  reporter.ReportContext(benchmark::BenchmarkReporter::Context());
+  const GbenchRuns runs(report);
+  if (!runs.runs().empty()) reporter.ReportRuns(runs.runs());
+  reporter.Finalize();
+  return out.str();
+}
+
+ReportWriter::ReportWriter(std::string path, ReportFormat format, nlohmann::json header)
+    : path_(std::move(path)), format_(format), report_(std::move(header)) {
+  report_["results"] = nlohmann::json::array();
+  write();
+}
+
+void ReportWriter::add(const CaseResult& result) {
+  report_["results"].push_back(to_json(result));
+  write();
+}
+
+void ReportWriter::set(const std::string& key, nlohmann::json value) {
+  report_[key] = std::move(value);
+  write();
+}
+
+void ReportWriter::finish(const std::string& finished_at) {
+  report_["finished_at"] = finished_at;
+  write();
+}
+
+void ReportWriter::write() const {
+  write_file_atomically(
+      path_, format_ == ReportFormat::json ? report_.dump(2) + "\n" : to_gbench_json(report_));
+}
+
+}  // namespace tb

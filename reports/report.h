@@ -1,0 +1,85 @@
+// Reports: one versioned JSON document per run (schema in reports/schema.json), rewritten
+// atomically after every case so that killing the run at any moment leaves a valid report
+// holding every finished case. The Google Benchmark format is written by its own JSONReporter.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/stats.h"
+#include "workloads/workload.h"
+
+namespace tb {
+
+inline constexpr int kReportSchemaVersion = 1;
+
+enum class CaseStatus { passed, failed, skipped, unimplemented };
+std::string_view case_status_name(CaseStatus status);
+
+// Metrics from the median sample; each is present only where it applies.
+struct CaseMetrics {
+  std::optional<double> flops, bytes, tflops, gbps, samples_per_s, percent_of_peak,
+      percent_of_theoretical_peak;
+};
+
+struct CaseResult {
+  std::string workload;  // canonical descriptor
+  std::string backend;
+  std::string dtype;
+  CaseStatus status = CaseStatus::failed;
+  std::string reason;
+  std::string implementation, math_mode;
+  std::optional<Validation> validation;
+  std::vector<double> samples_s;
+  int units_per_sample = 0, warmup_runs = 0;
+  std::optional<SampleStats> stats;
+  std::optional<CaseMetrics> metrics;
+};
+
+nlohmann::json to_json(const CaseResult& result);
+nlohmann::json to_json(const DeviceInfo& device);
+
+class ReportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class ReportFormat { json, gbench };
+ReportFormat parse_report_format(std::string_view name);  // throws UsageError
+
+// Writes `content` to a temporary file beside `path`, then renames it over `path`.
+// Throws ReportError naming the path and the system's reason.
+void write_file_atomically(const std::string& path, const std::string& content);
+
+// The report schema compiled into the binary.
+const nlohmann::json& report_schema();
+// Reads and checks a report: unreadable, not JSON, or not matching the schema -> ReportError.
+nlohmann::json read_report(const std::string& path);
+
+// The report's passed cases as Google Benchmark JSON (one run per sample plus mean, median
+// and stddev aggregates), written by benchmark::JSONReporter; failed cases as errored runs.
+std::string to_gbench_json(const nlohmann::json& report);
+
+// Keeps the report on disk up to date: the header at construction (which proves the path is
+// writable), then after every case.
+class ReportWriter {
+ public:
+  ReportWriter(std::string path, ReportFormat format, nlohmann::json header);
+  void add(const CaseResult& result);
+  // Sets a top-level key (the backends block, once their peaks are measured).
+  void set(const std::string& key, nlohmann::json value);
+  void finish(const std::string& finished_at);
+  const nlohmann::json& report() const { return report_; }
+
+ private:
+  void write() const;
+  std::string path_;
+  ReportFormat format_;
+  nlohmann::json report_;
+};
+
+}  // namespace tb

@@ -1,0 +1,184 @@
+// conv: forward, backward-data and backward-weights 2-D convolution.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "backends/cpu/reference.h"
+#include "workloads/kinds.h"
+
+namespace tb {
+namespace {
+
+constexpr int kSampledOutputs = 256;
+
+const char* direction_name(ConvDirection direction) {
+  switch (direction) {
+    case ConvDirection::forward:
+      return "fwd";
+    case ConvDirection::backward_data:
+      return "bwd_data";
+    case ConvDirection::backward_weights:
+      return "bwd_weights";
+  }
+  return "?";
+}
+
+class ConvWorkload final : public OpWorkload {
+ public:
+  ConvWorkload(ConvOp op, std::string name) : op_(op), name_(std::move(name)) {}
+
+  Descriptor descriptor() const override {
+    Descriptor d("conv");
+    if (!name_.empty()) d.set("name", name_);
+    for (auto [key, value] : {std::pair{"mb", op_.mb},
+                              {"ic", op_.ic},
+                              {"ih", op_.ih},
+                              {"iw", op_.iw},
+                              {"oc", op_.oc},
+                              {"kh", op_.kh},
+                              {"kw", op_.kw},
+                              {"sh", op_.sh},
+                              {"sw", op_.sw},
+                              {"ph", op_.ph},
+                              {"pw", op_.pw}})
+      d.set(key, std::to_string(value));
+    d.set("dir", direction_name(op_.direction)).set("dtype", std::string(dtype_name(op_.dtype)));
+    return d;
+  }
+
+  DType dtype() const override { return op_.dtype; }
+
+  WorkCounts counts() const override {
+    WorkCounts counts;
+    // Every direction does the forward's multiply-adds: mb*oc*oh*ow*ic*kh*kw, 2 flops each.
+    counts.flops = 2.0 * op_.mb * op_.oc * op_.oh() * op_.ow() * op_.ic * op_.kh * op_.kw;
+    const double weights_bytes =
+        static_cast<double>(op_.oc * op_.ic * op_.kh * op_.kw) *
+        (op_.direction == ConvDirection::backward_weights ? 4 : dtype_size(op_.dtype));
+    counts.bytes = static_cast<double>(op_.mb * op_.ic * op_.ih * op_.iw +
+                                       op_.mb * op_.oc * op_.oh() * op_.ow()) *
+                       dtype_size(op_.dtype) +
+                   weights_bytes;
+    counts.items = static_cast<double>(op_.mb);
+    return counts;
+  }
+
+  std::uint64_t device_bytes() const override {
+    return static_cast<std::uint64_t>(counts().bytes * 1.1);
+  }
+
+  Status setup(Backend& backend, std::uint64_t seed) override {
+    TB_RETURN_IF_ERROR(plan_and_allocate(backend, op_));
+    seed_ = seed;
+    // Inputs: operands 0 and 1 of every direction; the output is operand 2.
+    for (int operand = 0; operand < 2; ++operand) {
+      const OperandSpec& spec = plan_->operands()[operand];
+      inputs_[operand] = random_values(element_count(spec), seed + operand, spec.dtype);
+      TB_RETURN_IF_ERROR(import(operand, inputs_[operand]));
+    }
+    return Status::Ok();
+  }
+
+  Validation validate() override {
+    constexpr int kOutput = 2;
+    Status status = poison(kOutput);
+    if (status.ok()) status = run();
+    std::vector<float> out;
+    if (status.ok()) status = export_floats(kOutput, &out);
+    if (!status.ok()) return {false, "", 0, 0, 0, status.message()};
+
+    Validation result = check_finite_and_nonzero(out);
+    result.method =
+        fmt::format("fp64 reference on {} sampled outputs, NaN-poisoned output", kSampledOutputs);
+    const OperandSpec& out_spec = plan_->operands()[kOutput];
+    const std::int64_t reduction =
+        op_.direction == ConvDirection::forward         ? op_.ic * op_.kh * op_.kw
+        : op_.direction == ConvDirection::backward_data ? op_.oc * op_.kh * op_.kw
+                                                        : op_.mb * op_.oh() * op_.ow();
+    result.tolerance = tolerance(out_spec.dtype, reduction);
+    if (!result.passed) return result;
+
+    const auto& dims = out_spec.dims;  // NCHW or OIHW
+    std::mt19937_64 rng(seed_ + 7);
+    double worst = 0;
+    for (int sample = 0; sample < kSampledOutputs; ++sample) {
+      std::int64_t index[4];
+      for (int d = 0; d < 4; ++d)
+        index[d] = sample == 0   ? 0
+                   : sample == 1 ? dims[d] - 1
+                                 : static_cast<std::int64_t>(rng() % dims[d]);
+      const cpu::ReferenceValue ref = reference(index);
+      const double got = out[static_cast<std::size_t>(
+          ((index[0] * dims[1] + index[1]) * dims[2] + index[2]) * dims[3] + index[3])];
+      worst = std::max(worst, std::fabs(got - ref.value) / std::max(ref.magnitude, 1e-300));
+    }
+    result.error = worst;
+    result.checked = kSampledOutputs;
+    result.passed = worst <= result.tolerance;
+    if (!result.passed)
+      result.message = fmt::format("error {:.3g} exceeds {:.3g}", worst, result.tolerance);
+    return result;
+  }
+
+ private:
+  static std::size_t element_count(const OperandSpec& spec) {
+    std::size_t count = 1;
+    for (std::int64_t dim : spec.dims) count *= static_cast<std::size_t>(dim);
+    return count;
+  }
+
+  cpu::ReferenceValue reference(const std::int64_t (&i)[4]) const {
+    const float* in0 = inputs_[0].data();
+    const float* in1 = inputs_[1].data();
+    switch (op_.direction) {
+      case ConvDirection::forward:  // src, weights -> dst
+        return cpu::conv_forward_reference(op_, in0, in1, i[0], i[1], i[2], i[3]);
+      case ConvDirection::backward_data:  // diff_dst, weights -> diff_src
+        return cpu::conv_backward_data_reference(op_, in0, in1, i[0], i[1], i[2], i[3]);
+      case ConvDirection::backward_weights:  // src, diff_dst -> diff_weights
+        return cpu::conv_backward_weights_reference(op_, in0, in1, i[0], i[1], i[2], i[3]);
+    }
+    return {};
+  }
+
+  ConvOp op_;
+  std::string name_;
+  std::uint64_t seed_ = 0;
+  std::vector<float> inputs_[2];  // plain NCHW / OIHW, rounded to their dtypes
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_conv(const Descriptor& descriptor) {
+  DescriptorReader reader(descriptor);
+  ConvOp op;
+  const std::string name = reader.text("name", "");
+  op.mb = reader.integer("mb", 16);
+  op.ic = reader.required_integer("ic");
+  op.ih = reader.required_integer("ih");
+  op.iw = reader.integer("iw", op.ih);
+  op.oc = reader.required_integer("oc");
+  op.kh = reader.required_integer("kh");
+  op.kw = reader.integer("kw", op.kh);
+  op.sh = reader.integer("sh", 1);
+  op.sw = reader.integer("sw", op.sh);
+  op.ph = reader.integer("ph", 0, 0);
+  op.pw = reader.integer("pw", op.ph, 0);
+  const std::string dir = reader.choice("dir", "fwd", {"fwd", "bwd_data", "bwd_weights"});
+  op.direction = dir == "fwd"        ? ConvDirection::forward
+                 : dir == "bwd_data" ? ConvDirection::backward_data
+                                     : ConvDirection::backward_weights;
+  op.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16", "f16", "tf32"}));
+  reader.reject_unknown_keys();
+  if (op.ih + 2 * op.ph < op.kh || op.iw + 2 * op.pw < op.kw)
+    throw UsageError(
+        fmt::format("'{}': the kernel is larger than the padded input", descriptor.to_string()));
+  if (op.ph >= op.kh || op.pw >= op.kw)
+    throw UsageError(
+        fmt::format("'{}': padding must be smaller than the kernel", descriptor.to_string()));
+  return std::make_unique<ConvWorkload>(op, name);
+}
+
+}  // namespace tb

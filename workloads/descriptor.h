@@ -1,0 +1,64 @@
+// A workload descriptor: one line of text, "kind key=value key=value ...", that parses,
+// prints back and reproduces a case (benchdnn-style). Keys keep their order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tb {
+
+class Descriptor {
+ public:
+  Descriptor() = default;
+  explicit Descriptor(std::string kind) : kind_(std::move(kind)) {}
+
+  // Throws UsageError on a malformed line (no kind, a token without '=', a repeated key).
+  static Descriptor parse(std::string_view line);
+  std::string to_string() const;
+
+  const std::string& kind() const { return kind_; }
+  const std::vector<std::pair<std::string, std::string>>& params() const { return params_; }
+  std::optional<std::string> get(std::string_view key) const;
+  bool has(std::string_view key) const { return get(key).has_value(); }
+  // Sets or replaces a key, keeping its position when it exists.
+  Descriptor& set(std::string_view key, std::string value);
+  Descriptor& erase(std::string_view key);
+
+  bool operator==(const Descriptor&) const = default;
+
+ private:
+  std::string kind_;
+  std::vector<std::pair<std::string, std::string>> params_;
+};
+
+// Reads typed values out of a descriptor, remembering which keys were used, so a workload
+// can reject keys it does not know. Every error is a UsageError naming the descriptor.
+class DescriptorReader {
+ public:
+  explicit DescriptorReader(const Descriptor& descriptor) : descriptor_(descriptor) {}
+  std::int64_t integer(std::string_view key, std::int64_t fallback, std::int64_t min_value = 1);
+  std::int64_t required_integer(std::string_view key, std::int64_t min_value = 1);
+  double number(std::string_view key, double fallback);
+  std::string text(std::string_view key, std::string fallback);
+  // One of `choices`.
+  std::string choice(std::string_view key, std::string fallback,
+                     const std::vector<std::string>& choices);
+  // Throws for any key no accessor asked for.
+  void reject_unknown_keys() const;
+
+ private:
+  std::optional<std::string> take(std::string_view key);
+  [[noreturn]] void fail(std::string_view key, const std::string& value,
+                         std::string_view expected) const;
+  const Descriptor& descriptor_;
+  std::vector<std::string> used_;
+};
+
+// Sizes may be written with a binary suffix: 64Ki, 16Mi, 1Gi (or k/M/G for powers of ten).
+std::optional<std::int64_t> parse_integer(std::string_view text);
+
+}  // namespace tb

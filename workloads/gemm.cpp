@@ -1,0 +1,137 @@
+// gemm: C = alpha * op(A) op(B) + beta * C through the backend's GEMM.
+#include "workloads/kinds.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "backends/cpu/reference.h"
+
+namespace tb {
+namespace {
+
+enum Operand { kA = 0, kB = 1, kC = 2 };
+constexpr int kSampledOutputs = 256;
+
+class GemmWorkload final : public OpWorkload {
+ public:
+  GemmWorkload(GemmOp op, std::string name) : op_(op), name_(std::move(name)) {}
+
+  Descriptor descriptor() const override {
+    Descriptor d("gemm");
+    if (!name_.empty()) d.set("name", name_);
+    d.set("m", std::to_string(op_.m))
+        .set("n", std::to_string(op_.n))
+        .set("k", std::to_string(op_.k));
+    if (op_.batch != 1) d.set("batch", std::to_string(op_.batch));
+    d.set("dtype", std::string(dtype_name(op_.a_type)))
+        .set("out", std::string(dtype_name(op_.c_type)))
+        .set("ta", op_.trans_a ? "t" : "n")
+        .set("tb", op_.trans_b ? "t" : "n")
+        .set("alpha", fmt::format("{:g}", op_.alpha))
+        .set("beta", fmt::format("{:g}", op_.beta))
+        .set("layout", op_.prepacked_b ? "prepacked" : "plain");
+    return d;
+  }
+
+  DType dtype() const override { return op_.a_type; }
+
+  WorkCounts counts() const override {
+    const double batch = static_cast<double>(op_.batch);
+    const double m = static_cast<double>(op_.m), n = static_cast<double>(op_.n),
+                 k = static_cast<double>(op_.k);
+    WorkCounts counts;
+    counts.flops = 2 * m * n * k * batch;  // one multiply and one add per (i, j, kk)
+    // A and B read once, C written once (and read once more when beta != 0).
+    counts.bytes = batch * (m * k * dtype_size(op_.a_type) + k * n * dtype_size(op_.b_type) +
+                            m * n * dtype_size(op_.c_type) * (op_.beta != 0 ? 2 : 1));
+    return counts;
+  }
+
+  std::uint64_t device_bytes() const override { return static_cast<std::uint64_t>(counts().bytes); }
+
+  Status setup(Backend& backend, std::uint64_t seed) override {
+    TB_RETURN_IF_ERROR(plan_and_allocate(backend, op_));
+    a_ = random_values(static_cast<std::size_t>(op_.batch * op_.m * op_.k), seed, op_.a_type);
+    b_ = random_values(static_cast<std::size_t>(op_.batch * op_.k * op_.n), seed + 1, op_.b_type);
+    c0_ = random_values(static_cast<std::size_t>(op_.batch * op_.m * op_.n), seed + 2, op_.c_type);
+    seed_ = seed;
+    TB_RETURN_IF_ERROR(import(kA, a_));
+    TB_RETURN_IF_ERROR(import(kB, b_));
+    return import(kC, c0_);
+  }
+
+  bool output_feeds_back() const override { return op_.beta != 0; }
+  Status reset() override { return import(kC, c0_); }
+
+  Validation validate() override {
+    Status status = op_.beta != 0 ? reset() : poison(kC);
+    if (status.ok()) status = run();
+    std::vector<float> c;
+    if (status.ok()) status = export_floats(kC, &c);
+    if (status.ok() && op_.beta != 0) status = reset();
+    if (!status.ok()) return {false, "", 0, 0, 0, status.message()};
+
+    Validation result = check_finite_and_nonzero(c);
+    result.method = fmt::format(
+        "Freivalds probe on every row and fp64 reference on {} sampled "
+        "outputs, NaN-poisoned output",
+        kSampledOutputs);
+    result.tolerance = tolerance(op_.c_type, op_.k);
+    if (!result.passed) return result;
+
+    std::mt19937_64 rng(seed_ + 3);
+    double worst = 0;
+    for (int sample = 0; sample < kSampledOutputs; ++sample) {
+      // The first two samples are the corners; the rest are random.
+      const std::int64_t batch = sample == 1 ? op_.batch - 1 : sample == 0 ? 0 : rng() % op_.batch;
+      const std::int64_t i = sample == 1 ? op_.m - 1 : sample == 0 ? 0 : rng() % op_.m;
+      const std::int64_t j = sample == 1 ? op_.n - 1 : sample == 0 ? 0 : rng() % op_.n;
+      const cpu::ReferenceValue ref =
+          cpu::gemm_reference(op_, a_.data(), b_.data(), c0_.data(), batch, i, j);
+      const double got = c[static_cast<std::size_t>((batch * op_.m + i) * op_.n + j)];
+      worst = std::max(worst, std::fabs(got - ref.value) / std::max(ref.magnitude, 1e-300));
+    }
+    const double freivalds =
+        cpu::gemm_freivalds_error(op_, a_.data(), b_.data(), c0_.data(), c.data(), seed_ + 4);
+    result.error = std::max(worst, freivalds);
+    result.checked = kSampledOutputs + op_.batch * op_.m;
+    result.passed = result.error <= result.tolerance;
+    if (!result.passed)
+      result.message = fmt::format("error {:.3g} (sampled {:.3g}, Freivalds {:.3g}) exceeds {:.3g}",
+                                   result.error, worst, freivalds, result.tolerance);
+    return result;
+  }
+
+ private:
+  GemmOp op_;
+  std::string name_;
+  std::uint64_t seed_ = 0;
+  std::vector<float> a_, b_, c0_;  // plain row-major inputs, rounded to their dtypes
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_gemm(const Descriptor& descriptor) {
+  DescriptorReader reader(descriptor);
+  GemmOp op;
+  const std::string name = reader.text("name", "");
+  op.m = reader.required_integer("m");
+  op.n = reader.integer("n", op.m);
+  op.k = reader.integer("k", op.m);
+  op.batch = reader.integer("batch", 1);
+  op.a_type = op.b_type =
+      parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16", "f16", "tf32", "f8_e4m3", "f64"}));
+  op.c_type = parse_dtype(reader.choice("out", "f32", {"f32", "bf16", "f16", "f64"}));
+  op.trans_a = reader.choice("ta", "n", {"n", "t"}) == "t";
+  op.trans_b = reader.choice("tb", "n", {"n", "t"}) == "t";
+  op.alpha = static_cast<float>(reader.number("alpha", 1.0));
+  op.beta = static_cast<float>(reader.number("beta", 0.0));
+  op.prepacked_b = reader.choice("layout", "plain", {"plain", "prepacked"}) == "prepacked";
+  reader.reject_unknown_keys();
+  return std::make_unique<GemmWorkload>(op, name);
+}
+
+}  // namespace tb

@@ -1,0 +1,25 @@
+// Factories for every workload kind; each parses its descriptor (UsageError on bad input).
+#pragma once
+
+#include <memory>
+
+#include "backends/backend.h"
+#include "workloads/workload.h"
+
+namespace tb {
+
+// gemm m=M [n=N] [k=K] [batch=B] [dtype=f32|bf16] [out=f32|bf16] [ta=n|t] [tb=n|t]
+//      [alpha=A] [beta=B] [layout=plain|prepacked] [name=LABEL]
+std::unique_ptr<Workload> make_gemm(const Descriptor& descriptor);
+
+// conv mb= ic= ih= [iw=] oc= kh= [kw=] [sh=] [sw=] [ph=] [pw=]
+//      [dir=fwd|bwd_data|bwd_weights] [dtype=f32|bf16] [name=LABEL]
+std::unique_ptr<Workload> make_conv(const Descriptor& descriptor);
+
+// stream [op=copy|scale|add|triad|dot] [n=ELEMENTS]; n defaults to 4x the last-level cache.
+std::unique_ptr<Workload> make_stream(const Descriptor& descriptor, const DeviceInfo& device);
+
+// peak [dtype=f32|bf16] [iterations=N]
+std::unique_ptr<Workload> make_peak(const Descriptor& descriptor);
+
+}  // namespace tb

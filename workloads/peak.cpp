@@ -1,0 +1,71 @@
+// peak: the arithmetic ceiling, measured by the backend's register-resident FMA probe.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "workloads/kinds.h"
+
+namespace tb {
+namespace {
+
+class PeakWorkload final : public OpWorkload {
+ public:
+  explicit PeakWorkload(PeakOp op) : op_(op) {}
+
+  Descriptor descriptor() const override {
+    Descriptor d("peak");
+    d.set("dtype", std::string(dtype_name(op_.dtype)))
+        .set("iterations", std::to_string(op_.iterations));
+    return d;
+  }
+  DType dtype() const override { return op_.dtype; }
+  WorkCounts counts() const override {
+    WorkCounts counts;
+    counts.flops = plan_ ? plan_->flops_per_execution() : 0;  // the probe defines its own work
+    return counts;
+  }
+  std::uint64_t device_bytes() const override { return 1 << 16; }
+
+  Status setup(Backend& backend, std::uint64_t) override { return plan_and_allocate(backend, op_); }
+
+  Validation validate() override {
+    Validation result;
+    result.method = "every thread's accumulators equal iterations x increment exactly";
+    Status status = run();
+    std::vector<double> per_thread(plan_ ? plan_->operands()[0].dims[0] : 0);
+    if (status.ok()) status = backend_->export_operand(*plan_, 0, buffers_[0], per_thread.data());
+    if (!status.ok()) {
+      result.message = status.message();
+      return result;
+    }
+    const double expected =
+        static_cast<double>(op_.iterations) * peak_increment_per_iteration(op_.dtype);
+    for (double value : per_thread)
+      result.error = std::max(result.error, std::fabs(value - expected));
+    result.checked = static_cast<std::int64_t>(per_thread.size());
+    result.passed = result.error == 0;
+    if (!result.passed)
+      result.message = fmt::format("accumulators off by {} from {}", result.error, expected);
+    return result;
+  }
+
+ private:
+  PeakOp op_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_peak(const Descriptor& descriptor) {
+  DescriptorReader reader(descriptor);
+  PeakOp op;
+  op.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16", "f16", "tf32", "f8_e4m3"}));
+  op.iterations = reader.integer("iterations", op.iterations);
+  if (op.iterations > kPeakMaxIterations)
+    throw UsageError(fmt::format("'{}': iterations must be at most {} (the probe must stay exact)",
+                                 descriptor.to_string(), kPeakMaxIterations));
+  reader.reject_unknown_keys();
+  return std::make_unique<PeakWorkload>(op);
+}
+
+}  // namespace tb

@@ -1,0 +1,39 @@
+// Workload kinds by name, shape-list expansion and suites. Suites and shape lists are text
+// files under workloads/suites and workloads/shapes, compiled into the binary.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+#include "workloads/descriptor.h"
+#include "workloads/workload.h"
+
+namespace tb {
+
+struct WorkloadKind {
+  std::string name;
+  std::string summary;
+  std::string usage;  // the descriptor keys
+};
+
+const std::vector<WorkloadKind>& workload_kinds();
+
+// Throws UsageError for an unknown kind or a descriptor the kind rejects.
+std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const DeviceInfo& device);
+
+// `shapes=NAME` stands for every line of workloads/shapes/NAME.txt, each merged with the
+// descriptor's other keys (which win). A descriptor without `shapes` expands to itself.
+std::vector<Descriptor> expand_shapes(const Descriptor& descriptor);
+
+// The descriptors of workloads/suites/NAME.txt, shapes expanded. Throws UsageError.
+std::vector<Descriptor> load_suite(std::string_view name);
+std::vector<std::string> suite_names();
+std::vector<std::string> shape_list_names();
+
+// Lines of a text file: '#' starts a comment, blank lines are skipped.
+std::vector<std::string> content_lines(std::string_view text);
+
+}  // namespace tb

@@ -1,0 +1,195 @@
+// stream: McCalpin's STREAM kernels over arrays far larger than the last-level cache.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "backends/cpu/stream.h"
+#include "workloads/kinds.h"
+
+namespace tb {
+namespace {
+
+constexpr const char* kKernelNames[] = {"copy", "scale", "add", "triad", "dot"};
+
+class StreamWorkload final : public OpWorkload {
+ public:
+  explicit StreamWorkload(StreamOp op) : op_(op) {}
+
+  Descriptor descriptor() const override {
+    Descriptor d("stream");
+    d.set("op", kKernelNames[static_cast<int>(op_.kernel)]).set("n", std::to_string(op_.n));
+    return d;
+  }
+  DType dtype() const override { return DType::f64; }
+
+  WorkCounts counts() const override {
+    WorkCounts counts;
+    counts.bytes = cpu::stream_bytes(op_);  // as STREAM counts: each array access once
+    const double n = static_cast<double>(op_.n);
+    switch (op_.kernel) {
+      case StreamKernel::copy:
+        break;
+      case StreamKernel::scale:
+      case StreamKernel::add:
+        counts.flops = n;
+        break;
+      case StreamKernel::triad:
+      case StreamKernel::dot:
+        counts.flops = 2 * n;
+        break;
+    }
+    return counts;
+  }
+
+  std::uint64_t device_bytes() const override { return 3 * static_cast<std::uint64_t>(op_.n) * 8; }
+
+  Status setup(Backend& backend, std::uint64_t seed) override {
+    TB_RETURN_IF_ERROR(plan_and_allocate(backend, op_));
+    seed_ = seed;
+    // Arrays are many GiB: values come from a counter-based generator, written and later
+    // replayed chunk by chunk, so no host copy of the arrays is ever held.
+    std::vector<double> chunk(kChunk);
+    for (int array = 0; array < 3; ++array)
+      for (std::int64_t begin = 0; begin < op_.n; begin += kChunk) {
+        const std::int64_t count = std::min(kChunk, op_.n - begin);
+        fill_initial(array, begin, count, chunk.data());
+        TB_RETURN_IF_ERROR(
+            backend.upload(chunk.data(), slice(array, begin, count), count * sizeof(double)));
+      }
+    return Status::Ok();
+  }
+
+  Validation validate() override {
+    Validation result;
+    result.method = "exact replay of every element on the host";
+    Status status = run();
+    if (status.ok() && op_.kernel == StreamKernel::dot) status = validate_dot(&result);
+    if (status.ok() && op_.kernel != StreamKernel::dot) status = validate_elements(&result);
+    if (!status.ok()) result.message = status.message();
+    return result;
+  }
+
+ private:
+  int output_operand() const {
+    switch (op_.kernel) {
+      case StreamKernel::copy:
+      case StreamKernel::add:
+        return 2;
+      case StreamKernel::scale:
+        return 1;
+      case StreamKernel::triad:
+        return 0;
+      case StreamKernel::dot:
+        return 3;
+    }
+    return 0;
+  }
+
+  static constexpr std::int64_t kChunk = std::int64_t{1} << 20;
+
+  // Initial value of element i of array a (0), b (1) or c (2): uniform in [-1, 1).
+  double initial(int array, std::int64_t i) const {
+    std::uint64_t z =
+        seed_ ^ (static_cast<std::uint64_t>(array + 1) << 56) ^ static_cast<std::uint64_t>(i);
+    z += 0x9e3779b97f4a7c15ull;  // splitmix64
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1p-52 - 1.0;
+  }
+
+  void fill_initial(int array, std::int64_t begin, std::int64_t count, double* out) const {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < count; ++i) out[i] = initial(array, begin + i);
+  }
+
+  Buffer slice(int operand, std::int64_t begin, std::int64_t count) const {
+    return {static_cast<double*>(buffers_[operand].data) + begin,
+            static_cast<std::size_t>(count) * sizeof(double)};
+  }
+
+  double expected(std::int64_t i) const {
+    const double s = op_.scalar;
+    switch (op_.kernel) {
+      case StreamKernel::copy:
+        return initial(0, i);
+      case StreamKernel::scale:
+        return s * initial(2, i);
+      case StreamKernel::add:
+        return initial(0, i) + initial(1, i);
+      case StreamKernel::triad:
+        return initial(1, i) + s * initial(2, i);
+      case StreamKernel::dot:
+        break;
+    }
+    return 0;
+  }
+
+  Status validate_elements(Validation* result) {
+    const int output = output_operand();
+    std::vector<double> chunk(kChunk);
+    std::int64_t mismatches = 0, first = -1;
+    for (std::int64_t begin = 0; begin < op_.n; begin += kChunk) {
+      const std::int64_t count = std::min(kChunk, op_.n - begin);
+      TB_RETURN_IF_ERROR(
+          backend_->download(slice(output, begin, count), chunk.data(), count * sizeof(double)));
+#pragma omp parallel for schedule(static) reduction(+ : mismatches)
+      for (std::int64_t i = 0; i < count; ++i) mismatches += chunk[i] != expected(begin + i);
+      if (mismatches > 0 && first < 0)
+        for (std::int64_t i = 0; i < count && first < 0; ++i)
+          if (chunk[i] != expected(begin + i)) first = begin + i;
+    }
+    result->checked = op_.n;
+    result->error = static_cast<double>(mismatches);
+    result->passed = mismatches == 0;
+    if (!result->passed)
+      result->message =
+          fmt::format("{} of {} elements differ, first at {}", mismatches, op_.n, first);
+    return Status::Ok();
+  }
+
+  // The only kernel whose summation order differs from a serial replay: checked against an
+  // fp64 sum with a tolerance.
+  Status validate_dot(Validation* result) {
+    double got = 0;
+    TB_RETURN_IF_ERROR(backend_->download(buffers_[3], &got, sizeof(got)));
+    double sum = 0, magnitude = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sum, magnitude)
+    for (std::int64_t i = 0; i < op_.n; ++i) {
+      const double term = initial(0, i) * initial(1, i);
+      sum += term;
+      magnitude += std::fabs(term);
+    }
+    result->tolerance = tolerance(DType::f64, op_.n);
+    result->error = std::fabs(got - sum) / magnitude;
+    result->checked = 1;
+    result->passed = result->error <= result->tolerance;
+    if (!result->passed) result->message = fmt::format("dot {} differs from {}", got, sum);
+    return Status::Ok();
+  }
+
+  StreamOp op_;
+  std::uint64_t seed_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_stream(const Descriptor& descriptor, const DeviceInfo& device) {
+  DescriptorReader reader(descriptor);
+  StreamOp op;
+  const std::string kernel = reader.choice("op", "triad", {"copy", "scale", "add", "triad", "dot"});
+  op.kernel = static_cast<StreamKernel>(
+      std::find(std::begin(kKernelNames), std::end(kKernelNames), kernel) -
+      std::begin(kKernelNames));
+  // Each array at least 4x the last-level cache (STREAM's rule), and never under 64 MiB.
+  const std::uint64_t cache = device.details.value("last_level_cache_bytes", std::uint64_t{0});
+  const std::int64_t default_n =
+      static_cast<std::int64_t>(std::max<std::uint64_t>(4 * cache, 64u << 20) / 8);
+  op.n = reader.integer("n", default_n);
+  reader.reject_unknown_keys();
+  return std::make_unique<StreamWorkload>(op);
+}
+
+}  // namespace tb

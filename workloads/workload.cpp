@@ -1,0 +1,125 @@
+#include "workloads/workload.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "backends/cpu/bf16.h"
+
+namespace tb {
+
+OpWorkload::~OpWorkload() {
+  if (!backend_) return;
+  for (const Buffer& buffer : buffers_) backend_->release(buffer);
+  backend_->release(workspace_);
+}
+
+Status OpWorkload::plan_and_allocate(Backend& backend, const OpDesc& op) {
+  backend_ = &backend;
+  TB_RETURN_IF_ERROR(backend.plan(op, &plan_));
+  for (const OperandSpec& spec : plan_->operands()) {
+    Buffer buffer;
+    TB_RETURN_IF_ERROR(backend.allocate(spec.bytes, &buffer));
+    buffers_.push_back(buffer);
+  }
+  if (plan_->workspace_bytes() > 0)
+    TB_RETURN_IF_ERROR(backend.allocate(plan_->workspace_bytes(), &workspace_));
+  return Status::Ok();
+}
+
+Status OpWorkload::run() {
+  return backend_->execute(*plan_, buffers_, workspace_);
+}
+
+std::string OpWorkload::implementation() const {
+  return plan_ ? plan_->implementation() : "";
+}
+std::string OpWorkload::math_mode() const {
+  return plan_ ? plan_->math_mode() : "";
+}
+
+Status OpWorkload::import(int operand, const std::vector<float>& values) {
+  const DType dtype = plan_->operands().at(operand).dtype;
+  switch (dtype) {
+    case DType::f32:
+      return backend_->import_operand(*plan_, operand, values.data(), buffers_[operand]);
+    case DType::bf16: {
+      std::vector<std::uint16_t> bits(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) bits[i] = cpu::float_to_bf16(values[i]);
+      return backend_->import_operand(*plan_, operand, bits.data(), buffers_[operand]);
+    }
+    default:
+      return Status::Unimplemented(fmt::format("no host conversion for {}", dtype_name(dtype)));
+  }
+}
+
+Status OpWorkload::export_floats(int operand, std::vector<float>* values) {
+  const OperandSpec& spec = plan_->operands().at(operand);
+  std::size_t count = 1;
+  for (std::int64_t dim : spec.dims) count *= static_cast<std::size_t>(dim);
+  values->resize(count);
+  switch (spec.dtype) {
+    case DType::f32:
+      return backend_->export_operand(*plan_, operand, buffers_[operand], values->data());
+    case DType::bf16: {
+      std::vector<std::uint16_t> bits(count);
+      TB_RETURN_IF_ERROR(backend_->export_operand(*plan_, operand, buffers_[operand], bits.data()));
+      for (std::size_t i = 0; i < count; ++i) (*values)[i] = cpu::bf16_to_float(bits[i]);
+      return Status::Ok();
+    }
+    default:
+      return Status::Unimplemented(
+          fmt::format("no host conversion for {}", dtype_name(spec.dtype)));
+  }
+}
+
+Status OpWorkload::poison(int operand) {
+  // All-ones bytes are a NaN in every floating-point format used here.
+  const std::vector<unsigned char> nan_bytes(buffers_.at(operand).bytes, 0xff);
+  return backend_->upload(nan_bytes.data(), buffers_[operand], nan_bytes.size());
+}
+
+std::vector<float> random_values(std::size_t count, std::uint64_t seed, DType dtype) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& value : values) value = uniform(rng);
+  if (dtype == DType::bf16)
+    for (float& value : values) value = cpu::round_to_bf16(value);
+  return values;
+}
+
+double tolerance(DType output, std::int64_t reduction) {
+  // Accumulation error of random-signed terms grows like sqrt(reduction) unit roundoffs of the
+  // accumulator; the output then rounds once more to its own dtype.
+  const double accumulator = output == DType::f64 ? 0x1p-53 : 0x1p-24;
+  const double rounding = output == DType::bf16  ? 0x1p-8
+                          : output == DType::f16 ? 0x1p-11
+                          : output == DType::f64 ? 0x1p-53
+                                                 : 0x1p-24;
+  return accumulator * (4 * std::sqrt(static_cast<double>(reduction)) + 8) + 2 * rounding;
+}
+
+Validation check_finite_and_nonzero(const std::vector<float>& values) {
+  Validation result;
+  std::size_t nonzero = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      result.message =
+          fmt::format("output element {} is {} (unwritten or overflowed)", i, values[i]);
+      return result;
+    }
+    nonzero += values[i] != 0;
+  }
+  if (nonzero == 0) {
+    result.message = "output is all zeros";
+    return result;
+  }
+  result.passed = true;
+  return result;
+}
+
+}  // namespace tb

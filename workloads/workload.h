@@ -1,0 +1,91 @@
+// A Workload: what is measured, set up on one backend. It knows its work (FLOPs, bytes moved,
+// items), sets itself up outside any timed region, runs one timed unit, and validates its
+// output against a reference on an untimed run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "workloads/descriptor.h"
+
+namespace tb {
+
+// Work done by one timed unit. Each formula is written once, in the workload that owns it.
+struct WorkCounts {
+  double flops = 0;  // floating-point operations (a multiply-add counts 2)
+  double bytes = 0;  // minimum bytes moved to and from memory
+  double items = 0;  // samples (images, sequences) processed, for samples/s
+};
+
+struct Validation {
+  bool passed = false;
+  std::string method;        // how the output was checked
+  double error = 0;          // worst normalized error found
+  double tolerance = 0;      // what the dtype allows
+  std::int64_t checked = 0;  // outputs compared against the reference
+  std::string message;       // why it failed
+};
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  // Canonical descriptor: every key with its resolved value, so it reproduces the case.
+  virtual Descriptor descriptor() const = 0;
+  // The dtype the work is done in, which decides the peak it is held against.
+  virtual DType dtype() const = 0;
+  virtual WorkCounts counts() const = 0;
+  // Device memory setup will allocate, checked before allocating.
+  virtual std::uint64_t device_bytes() const = 0;
+
+  // Plan, allocate, fill inputs with seeded random data. Untimed.
+  virtual Status setup(Backend& backend, std::uint64_t seed) = 0;
+  // One timed unit.
+  virtual Status run() = 0;
+  // Runs the unit once more, untimed, and checks it against the reference.
+  virtual Validation validate() = 0;
+  // True when a unit reads what it writes (GEMM with beta != 0): the harness then restores
+  // the inputs with reset() before every sample and times one unit per sample.
+  virtual bool output_feeds_back() const { return false; }
+  virtual Status reset() { return Status::Ok(); }
+
+  virtual std::string implementation() const = 0;
+  virtual std::string math_mode() const = 0;
+};
+
+// A workload that is one planned op: owns the plan, its operand buffers and workspace.
+class OpWorkload : public Workload {
+ public:
+  ~OpWorkload() override;
+  Status run() override;
+  std::string implementation() const override;
+  std::string math_mode() const override;
+
+ protected:
+  // Plans `op` on `backend` and allocates every operand and the workspace.
+  Status plan_and_allocate(Backend& backend, const OpDesc& op);
+  Status import(int operand, const std::vector<float>& values);   // floats -> operand dtype
+  Status export_floats(int operand, std::vector<float>* values);  // operand dtype -> floats
+  // Overwrites an output with NaN, so an element the op never writes cannot pass validation.
+  Status poison(int operand);
+
+  Backend* backend_ = nullptr;
+  std::unique_ptr<Plan> plan_;
+  std::vector<Buffer> buffers_;
+  Buffer workspace_;
+};
+
+// Seeded uniform values in [-1, 1), rounded to `dtype` so references see what the op sees.
+std::vector<float> random_values(std::size_t count, std::uint64_t seed, DType dtype);
+
+// Relative tolerance (against ReferenceValue::magnitude) for a result accumulated over
+// `reduction` terms in fp32 (fp64 for f64) and stored as `output`.
+double tolerance(DType output, std::int64_t reduction);
+
+// Checks that every value is finite and that they are not all zero.
+Validation check_finite_and_nonzero(const std::vector<float>& values);
+
+}  // namespace tb
