@@ -159,8 +159,12 @@ int main_impl(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // help is not an error; every parse error exits 2
+    throw UsageError(e.what());  // every parse error: one line, exit 2
   }
   config.pin = parse_pin_policy(pin);
 

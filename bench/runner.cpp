@@ -1,5 +1,6 @@
 #include "bench/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ostream>
 
@@ -177,13 +178,6 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
         {"min_sample_seconds", options.harness.min_sample_seconds}}},
       {"host", host_inventory_json()},
       {"backends", nlohmann::json::array()}};
-  std::optional<ReportWriter> writer;
-  try {
-    writer.emplace(options.out_path, options.format, header);  // proves the path is writable
-  } catch (const ReportError& e) {
-    throw UsageError(e.what());
-  }
-
   for (BackendSlot& slot : slots) {
     if (!slot.availability.usable) continue;
     const Status created = slot.entry->create(options.backend_config, &slot.backend);
@@ -202,6 +196,13 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
       cases.push_back({&slot, std::move(workload), std::move(canonical)});
     }
 
+  std::optional<ReportWriter> writer;
+  try {
+    writer.emplace(options.out_path, options.format, header);  // proves the path is writable
+  } catch (const ReportError& e) {
+    throw UsageError(e.what());
+  }
+
   nlohmann::json backends = nlohmann::json::array();
   for (BackendSlot& slot : slots) {
     if (slot.backend) slot.peaks = measure_peaks(*slot.backend, options.peak_harness);
@@ -213,6 +214,10 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
   }
   writer->set("backends", backends);
 
+  for (const BackendSlot& slot : slots)
+    if (!slot.backend)
+      fmt::print(progress, "trainbench: error: backend {} is not usable here: {}\n",
+                 slot.entry->name, slot.availability.reason);
   print_header(table);
   int failed = 0;
   const auto start = Clock::now();
@@ -234,7 +239,10 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
   fmt::print(progress, "{} cases in {}, {} failed; report: {}\n", cases.size(),
              format_duration(std::chrono::duration<double>(Clock::now() - start).count()), failed,
              options.out_path);
-  return failed > 0 ? 1 : 0;
+  // A backend the user asked for that cannot run here is an error too, after the rest ran.
+  const bool unusable =
+      std::any_of(slots.begin(), slots.end(), [](const BackendSlot& s) { return !s.backend; });
+  return failed > 0 || unusable ? 1 : 0;
 }
 
 }  // namespace tb

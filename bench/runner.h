@@ -29,7 +29,8 @@ struct RunOptions {
   std::string command_line;
 };
 
-// Exit code: 0 when every case passed or was skipped / unimplemented, 1 when any failed.
+// Exit code: 0 when every case passed or is unimplemented, 1 when any failed or a requested
+// backend is not usable here (its cases are recorded as skipped, with the reason).
 // Throws UsageError (exit 2) for bad input found before the first case runs and
 // ReportError when the report cannot be written.
 int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream& progress);

@@ -2,6 +2,10 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <cstring>
 
@@ -72,20 +76,74 @@ __attribute__((target("avx512f,avx512bf16"))) double dpbf16_avx512(std::int64_t 
   return sum / (kChains * 16);
 }
 
+// AMX: four 16x16 fp32 accumulator tiles, each += A (16x32 bf16) x B (32x16 bf16) per
+// iteration. B holds increment / 16 so every element gains 32 * increment / 16 = 2 increments
+// per iteration, as the bf16 dot-product chains do.
+struct alignas(64) TileConfig {
+  std::uint8_t palette_id = 1, start_row = 0, reserved[14] = {};
+  std::uint16_t bytes_per_row[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+__attribute__((target("amx-tile,amx-bf16"))) double amx_bf16(std::int64_t iterations,
+                                                             float one_value, float increment) {
+  TileConfig config;
+  for (int tile = 0; tile < 8; ++tile) {
+    config.rows[tile] = 16;
+    config.bytes_per_row[tile] = 64;
+  }
+  _tile_loadconfig(&config);
+  alignas(64) std::uint16_t a[16 * 32], b[16 * 32];
+  std::fill(std::begin(a), std::end(a), to_bf16_bits(one_value));
+  std::fill(std::begin(b), std::end(b), to_bf16_bits(increment / 16));
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, a, 64);
+  _tile_loadd(6, b, 64);
+  _tile_loadd(7, b, 64);
+  for (std::int64_t i = 0; i < iterations; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) float c[4][16 * 16];
+  _tile_stored(0, c[0], 64);
+  _tile_stored(1, c[1], 64);
+  _tile_stored(2, c[2], 64);
+  _tile_stored(3, c[3], 64);
+  _tile_release();
+  double sum = 0;
+  for (const auto& tile : c)
+    for (float value : tile) sum += value;
+  return sum / (4 * 16 * 16);
+}
+
+// The kernel may run only after the OS granted this process the AMX tile state.
+bool amx_permitted() {
+  constexpr int kArchRequestXcompPermission = 0x1023, kXfeatureTileData = 18;
+  return syscall(SYS_arch_prctl, kArchRequestXcompPermission, kXfeatureTileData) == 0;
+}
+
 struct PeakKernel {
   double (*function)(std::int64_t, float, float) = nullptr;
-  int lanes = 0;           // fp32 lanes per instruction
-  int flops_per_lane = 0;  // per instruction and lane
+  double flops_per_iteration = 0;  // per thread
   const char* name = "";
 };
 
+// The fastest probe this CPU can run for the dtype.
 PeakKernel select_kernel(DType dtype, const HostInventory& host) {
   if (dtype == DType::f32 && host.has_isa("avx512f"))
-    return {fma_avx512, 16, 2, "avx512 vfmadd231ps zmm, 12 chains"};
+    return {fma_avx512, kChains * 16 * 2, "avx512 vfmadd231ps zmm, 12 chains"};
   if (dtype == DType::f32 && host.has_isa("avx2") && host.has_isa("fma"))
-    return {fma_avx2, 8, 2, "avx2 vfmadd231ps ymm, 12 chains"};
+    return {fma_avx2, kChains * 8 * 2, "avx2 vfmadd231ps ymm, 12 chains"};
+  if (dtype == DType::bf16 && host.has_isa("amx_bf16") && amx_permitted())
+    return {amx_bf16, 4 * 16 * 16 * 32 * 2, "amx_bf16 tdpbf16ps, 4 accumulator tiles"};
   if (dtype == DType::bf16 && host.has_isa("avx512_bf16"))
-    return {dpbf16_avx512, 16, 4, "avx512_bf16 vdpbf16ps zmm, 12 chains"};
+    return {dpbf16_avx512, kChains * 16 * 4, "avx512_bf16 vdpbf16ps zmm, 12 chains"};
   return {};
 }
 
@@ -96,8 +154,8 @@ class PeakPlan final : public CpuPlan {
     operands_ = {{"per_thread", DType::f64, {threads}, threads * sizeof(double), true}};
     implementation_ = kernel.name;
     math_mode_ = dtype_name(op.dtype);
-    flops_per_execution_ = static_cast<double>(threads) * kChains * kernel.lanes *
-                           kernel.flops_per_lane * static_cast<double>(op.iterations);
+    flops_per_execution_ =
+        threads * kernel.flops_per_iteration * static_cast<double>(op.iterations);
   }
 
   Status run(std::span<const Buffer> operands, Buffer) override {
@@ -135,14 +193,22 @@ Status plan_peak(const PeakOp& op, const HostInventory& host, int threads,
 PeakRates theoretical_peak(const HostInventory& host, int threads, double clock_ghz) {
   // Two FMA pipes per core is what current x86 server cores have for their widest vectors.
   constexpr int kFmaPipes = 2;
+  // AMX: one 16x16x32 bf16 tile product (16,384 flops) per 16 cycles per core.
+  constexpr int kAmxBf16FlopsPerCycle = 1024;
   const int lanes = host.has_isa("avx512f") ? 16 : host.has_isa("avx2") ? 8 : 4;
   PeakRates rates;
   rates.fp32_gflops = threads * kFmaPipes * lanes * 2.0 * clock_ghz;
-  rates.bf16_gflops = host.has_isa("avx512_bf16") ? 2 * rates.fp32_gflops : 0;
+  std::string bf16_model = "none";
+  if (host.has_isa("amx_bf16")) {
+    rates.bf16_gflops = threads * kAmxBf16FlopsPerCycle * clock_ghz;
+    bf16_model = fmt::format("AMX {} flops/cycle/core", kAmxBf16FlopsPerCycle);
+  } else if (host.has_isa("avx512_bf16")) {
+    rates.bf16_gflops = 2 * rates.fp32_gflops;
+    bf16_model = "vdpbf16ps at the FMA rate, 2x fp32";
+  }
   rates.model = fmt::format(
-      "{} threads x {} FMA pipes x {} fp32 lanes x 2 flops x {:.2f} GHz measured"
-      " (bf16 dot product: 2x fp32)",
-      threads, kFmaPipes, lanes, clock_ghz);
+      "fp32: {} threads x {} FMA pipes x {} lanes x 2 flops x {:.2f} GHz measured; bf16: {}",
+      threads, kFmaPipes, lanes, clock_ghz, bf16_model);
   return rates;
 }
 

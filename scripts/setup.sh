@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what trainbench builds with, from Debian 12 packages. Run as root (or with sudo).
+set -euo pipefail
+packages=(
+  g++ cmake ninja-build git pkg-config
+  libdnnl-dev          # oneDNN 2.6: the cpu-onednn backend
+  nlohmann-json3-dev   # reports
+  libfmt-dev           # formatting
+  libcli11-dev         # command line
+  libbenchmark-dev     # Google Benchmark's JSON reporter (--format gbench)
+  libgtest-dev         # tests
+)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

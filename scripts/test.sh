@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds and runs the whole test suite (ctest).
+# --sanitize builds and tests with AddressSanitizer + UndefinedBehaviorSanitizer instead.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build/release"
+extra=()
+if [ "${1:-}" = "--sanitize" ]; then
+  build="$root/build/sanitize"
+  extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINBENCH_SANITIZE=address,undefined)
+  # libgomp keeps its thread pool until exit; that is not a leak of ours.
+  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:${ASAN_OPTIONS:-}"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+fi
+bash "$root/scripts/setup.sh"
+bash "$root/scripts/build.sh" "$build" -DTRAINBENCH_WARNINGS_AS_ERRORS=ON "${extra[@]}"
+cd "$build"
+ctest --output-on-failure --timeout 900 -j 2

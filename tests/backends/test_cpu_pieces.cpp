@@ -1,0 +1,115 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/bf16.h"
+#include "backends/cpu/host_info.h"
+#include "backends/cpu/reference.h"
+#include "backends/cpu/threading.h"
+#include "backends/registry.h"
+
+namespace tb::cpu {
+namespace {
+
+TEST(HostInventory, DescribesThisMachine) {
+  const HostInventory host = read_host_inventory();
+  EXPECT_FALSE(host.cpu_model.empty());
+  EXPECT_GE(host.logical_cpus, 1);
+  EXPECT_GE(host.cores, 1);
+  EXPECT_GE(host.sockets, 1);
+  EXPECT_FALSE(host.cores_allowed.empty());
+  EXPECT_GT(host.memory_total_bytes, host.memory_available_bytes / 2);
+  EXPECT_GE(host.numa_nodes, 1);
+  EXPECT_FALSE(host.os.empty());
+  EXPECT_GT(host.last_level_cache_bytes(), 0u);
+}
+
+TEST(HostInventory, ClockIsPlausible) {
+  const double ghz = measure_clock_ghz();
+  EXPECT_GT(ghz, 0.5);
+  EXPECT_LT(ghz, 7.0);
+}
+
+TEST(Threading, DefaultIsOneThreadPerCorePinned) {
+  const HostInventory host = read_host_inventory();
+  const ThreadPlacement placement = configure_threads(BackendConfig{}, host);
+  EXPECT_EQ(placement.threads, static_cast<int>(host.cores_allowed.size()));
+  ASSERT_EQ(placement.affinity.size(), static_cast<std::size_t>(placement.threads));
+  for (std::size_t i = 0; i < placement.affinity.size(); ++i)
+    EXPECT_EQ(placement.affinity[i], host.cores_allowed[i].logical_cpus[0]);
+}
+
+TEST(Threading, ExplicitCountUnpinned) {
+  const ThreadPlacement placement =
+      configure_threads(BackendConfig{1, PinPolicy::none}, read_host_inventory());
+  EXPECT_EQ(placement.threads, 1);
+  EXPECT_EQ(placement.affinity, std::vector<int>{-1});
+  configure_threads(BackendConfig{}, read_host_inventory());  // restore for later tests
+}
+
+TEST(Bf16, RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_float(0x3f80), 1.0f);
+  EXPECT_EQ(round_to_bf16(1.0f + 0x1p-8f), 1.0f);                // tie -> even
+  EXPECT_EQ(round_to_bf16(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f);  // tie -> even (up)
+  EXPECT_EQ(round_to_bf16(1.0f + 0x1p-7f + 0x1p-9f), 1.0f + 0x1p-7f);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+}
+
+TEST(Reference, GemmMatchesHandComputation) {
+  // A = [1 2; 3 4] (2x2), B = [5; 6] (2x1), C0 = [1; 1].
+  const std::vector<float> a = {1, 2, 3, 4}, b = {5, 6}, c0 = {1, 1};
+  GemmOp op;
+  op.m = 2, op.n = 1, op.k = 2, op.alpha = 2, op.beta = -1;
+  EXPECT_DOUBLE_EQ(gemm_reference(op, a.data(), b.data(), c0.data(), 0, 0, 0).value, 2 * 17 - 1);
+  EXPECT_DOUBLE_EQ(gemm_reference(op, a.data(), b.data(), c0.data(), 0, 1, 0).value, 2 * 39 - 1);
+  op.trans_a = true;  // A stored transposed: op(A) = [1 3; 2 4]
+  EXPECT_DOUBLE_EQ(gemm_reference(op, a.data(), b.data(), c0.data(), 0, 0, 0).value, 2 * 23 - 1);
+  const std::vector<float> right = {2 * 23 - 1, 2 * 34 - 1}, wrong = {2 * 23 - 1, 2 * 34};
+  EXPECT_LT(gemm_freivalds_error(op, a.data(), b.data(), c0.data(), right.data(), 1), 1e-15);
+  EXPECT_GT(gemm_freivalds_error(op, a.data(), b.data(), c0.data(), wrong.data(), 1), 1e-3);
+}
+
+TEST(Reference, ConvDirectionsAreAdjoint) {
+  // <conv(x, w), y> = <x, conv_bwd_data(y, w)> = <w, conv_bwd_weights(x, y)>.
+  ConvOp op;
+  op.mb = 2, op.ic = 3, op.ih = 7, op.iw = 6, op.oc = 4, op.kh = 3, op.kw = 2, op.sh = 2, op.sw = 1,
+  op.ph = 1, op.pw = 1;
+  const std::int64_t oh = op.oh(), ow = op.ow();
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto randoms = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  const auto x = randoms(op.mb * op.ic * op.ih * op.iw), w = randoms(op.oc * op.ic * op.kh * op.kw),
+             y = randoms(op.mb * op.oc * oh * ow);
+  double forward = 0, data = 0, weights = 0;
+  for (std::int64_t n = 0; n < op.mb; ++n)
+    for (std::int64_t c = 0; c < op.oc; ++c)
+      for (std::int64_t h = 0; h < oh; ++h)
+        for (std::int64_t v = 0; v < ow; ++v)
+          forward += conv_forward_reference(op, x.data(), w.data(), n, c, h, v).value *
+                     y[((n * op.oc + c) * oh + h) * ow + v];
+  for (std::int64_t n = 0; n < op.mb; ++n)
+    for (std::int64_t c = 0; c < op.ic; ++c)
+      for (std::int64_t h = 0; h < op.ih; ++h)
+        for (std::int64_t v = 0; v < op.iw; ++v)
+          data += conv_backward_data_reference(op, y.data(), w.data(), n, c, h, v).value *
+                  x[((n * op.ic + c) * op.ih + h) * op.iw + v];
+  for (std::int64_t o = 0; o < op.oc; ++o)
+    for (std::int64_t c = 0; c < op.ic; ++c)
+      for (std::int64_t h = 0; h < op.kh; ++h)
+        for (std::int64_t v = 0; v < op.kw; ++v)
+          weights += conv_backward_weights_reference(op, x.data(), y.data(), o, c, h, v).value *
+                     w[((o * op.ic + c) * op.kh + h) * op.kw + v];
+  EXPECT_NEAR(forward, data, 1e-9);
+  EXPECT_NEAR(forward, weights, 1e-9);
+  EXPECT_NE(forward, 0);
+}
+
+}  // namespace
+}  // namespace tb::cpu

@@ -1,0 +1,137 @@
+// Every implemented op of every usable backend against the reference, on awkward shapes.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "backends/registry.h"
+#include "workloads/registry.h"
+
+namespace tb {
+namespace {
+
+std::vector<std::string> usable_backends() {
+  std::vector<std::string> names;
+  for (const BackendEntry& entry : backend_registry())
+    if (entry.probe().usable) names.push_back(entry.name);
+  return names;
+}
+
+class BackendOps : public testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const BackendEntry* entry = find_backend(GetParam());
+    ASSERT_NE(entry, nullptr);
+    ASSERT_TRUE(entry->create(BackendConfig{}, &backend_).ok());
+  }
+
+  // Sets up the case, validates it against the reference, and runs it a few more times.
+  void expect_valid(const std::string& line) {
+    SCOPED_TRACE(line);
+    std::unique_ptr<Workload> workload =
+        create_workload(Descriptor::parse(line), backend_->device_info());
+    const Status setup = workload->setup(*backend_, 1234);
+    ASSERT_TRUE(setup.ok()) << setup.message();
+    const Validation validation = workload->validate();
+    EXPECT_TRUE(validation.passed) << validation.message;
+    EXPECT_GT(validation.checked, 0);
+    EXPECT_LE(validation.error, validation.tolerance);
+    EXPECT_FALSE(workload->implementation().empty());
+    for (int i = 0; i < 2; ++i) {
+      if (workload->output_feeds_back()) {
+        ASSERT_TRUE(workload->reset().ok());
+      }
+      ASSERT_TRUE(workload->run().ok());
+    }
+    // Still right after repeated runs (beta != 0 must not accumulate across them).
+    EXPECT_TRUE(workload->validate().passed);
+  }
+
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_P(BackendOps, GemmAwkwardShapes) {
+  for (const char* shape :
+       {"m=1 n=1 k=1", "m=7 n=1 k=1000", "m=1000 n=7 k=1", "m=13 n=1000 k=7", "m=64 n=48 k=96"})
+    for (const char* transposes : {"ta=n tb=n", "ta=t tb=n", "ta=n tb=t", "ta=t tb=t"})
+      for (const char* dtype : {"f32", "bf16"})
+        expect_valid(fmt::format("gemm {} {} dtype={}", shape, transposes, dtype));
+}
+
+TEST_P(BackendOps, GemmAlphaBetaBatchLayouts) {
+  expect_valid("gemm m=33 n=17 k=65 alpha=0.5 beta=0.75");
+  expect_valid("gemm m=33 n=17 k=65 alpha=-2 beta=1 ta=t");
+  expect_valid("gemm m=33 n=17 k=65 dtype=bf16 out=bf16");
+  expect_valid("gemm m=16 n=24 k=8 batch=3 ta=n tb=t");
+  expect_valid("gemm m=128 n=96 k=200 layout=prepacked");
+  expect_valid("gemm m=128 n=96 k=200 dtype=bf16 layout=prepacked tb=t");
+}
+
+TEST_P(BackendOps, ConvAwkwardShapes) {
+  for (const char* shape :
+       {"mb=1 ic=1 ih=1 oc=1 kh=1", "mb=2 ic=3 ih=7 oc=5 kh=3 ph=1",
+        "mb=3 ic=7 ih=9 iw=6 oc=4 kh=3 kw=2 sh=2 sw=1 ph=1 pw=0",
+        "mb=2 ic=16 ih=13 oc=32 kh=1 sh=2", "mb=1 ic=3 ih=23 oc=8 kh=7 sh=2 ph=3",
+        "mb=2 ic=32 ih=14 oc=16 kh=3 sh=2 ph=1"})
+    for (const char* dir : {"fwd", "bwd_data", "bwd_weights"})
+      for (const char* dtype : {"f32", "bf16"})
+        expect_valid(fmt::format("conv {} dir={} dtype={}", shape, dir, dtype));
+}
+
+TEST_P(BackendOps, StreamKernels) {
+  for (const char* op : {"copy", "scale", "add", "triad", "dot"})
+    for (const char* n : {"1", "7", "1000", "1Mi"})
+      expect_valid(fmt::format("stream op={} n={}", op, n));
+}
+
+TEST_P(BackendOps, PeakProbes) {
+  expect_valid("peak dtype=f32 iterations=1000");
+  const auto workload = create_workload(Descriptor::parse("peak dtype=bf16 iterations=1000"),
+                                        backend_->device_info());
+  const Status status = workload->setup(*backend_, 0);
+  if (status.code() == StatusCode::unimplemented) GTEST_SKIP() << status.message();
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_TRUE(workload->validate().passed);
+}
+
+TEST_P(BackendOps, UnsupportedDtypeIsUnimplementedNotACrash) {
+  auto workload =
+      create_workload(Descriptor::parse("gemm m=8 dtype=f8_e4m3"), backend_->device_info());
+  const Status status = workload->setup(*backend_, 0);
+  EXPECT_EQ(status.code(), StatusCode::unimplemented) << status.message();
+}
+
+TEST_P(BackendOps, TrainingOpsAnswerUnimplementedUntilTheyExist) {
+  std::unique_ptr<Plan> plan;
+  const Status status = backend_->plan(LayerNormOp{Pass::forward, 8, 8, 1e-12f, DType::f32}, &plan);
+  EXPECT_EQ(status.code(), StatusCode::unimplemented);
+  EXPECT_FALSE(status.message().empty());
+}
+
+TEST_P(BackendOps, ExecuteChecksOperands) {
+  std::unique_ptr<Plan> plan;
+  GemmOp op;
+  op.m = op.n = op.k = 4;
+  ASSERT_TRUE(backend_->plan(op, &plan).ok());
+  std::vector<Buffer> too_few(1);
+  EXPECT_EQ(backend_->execute(*plan, too_few, Buffer{}).code(), StatusCode::invalid_argument);
+}
+
+TEST_P(BackendOps, AllocationBeyondMemoryIsAnError) {
+  Buffer buffer;
+  const Status status = backend_->allocate(std::size_t{1} << 50, &buffer);
+  EXPECT_EQ(status.code(), StatusCode::out_of_memory);
+  EXPECT_NE(status.message().find("GiB"), std::string::npos) << status.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Usable, BackendOps, testing::ValuesIn(usable_backends()),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendOps);
+
+}  // namespace
+}  // namespace tb

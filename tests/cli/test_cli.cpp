@@ -1,0 +1,235 @@
+// The trainbench binary on good and bad input: exit codes, one-line errors, reports kept.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "reports/report.h"
+
+namespace tb {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Small, fast harness settings for every run in these tests.
+const std::vector<std::string> kQuick = {"--time-budget", "0.02", "--min-reps",    "2",
+                                         "--warmup",      "1",    "--warmup-time", "0"};
+
+class Cli : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           fmt::format("trainbench-cli-test-{}-{}", getpid(),
+                       testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  pid_t spawn(std::vector<std::string> args) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int out = ::open((dir_ / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open((dir_ / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      chdir(dir_.c_str());
+      args.insert(args.begin(), TRAINBENCH_BINARY);
+      std::vector<char*> argv;
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(TRAINBENCH_BINARY, argv.data());
+      _exit(127);
+    }
+    return pid;
+  }
+
+  Outcome run(std::vector<std::string> args, bool quick = true) {
+    if (quick && !args.empty() && args[0] == "run")
+      args.insert(args.end(), kQuick.begin(), kQuick.end());
+    const pid_t pid = spawn(args);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+            slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
+  }
+
+  std::string report_path() const { return (dir_ / "report.json").string(); }
+
+  // A usage error: exit 2, one line on stderr saying what is wrong, no report written.
+  void expect_usage_error(std::vector<std::string> args, const std::string& says) {
+    args.insert(args.end(), {"-o", report_path()});
+    const Outcome outcome = run(args);
+    EXPECT_EQ(outcome.exit_code, 2) << outcome.err;
+    EXPECT_NE(outcome.err.find(says), std::string::npos) << outcome.err;
+    EXPECT_EQ(std::count(outcome.err.begin(), outcome.err.end(), '\n'), 1) << outcome.err;
+    EXPECT_FALSE(fs::exists(report_path()));
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, HelpOnEverySubcommand) {
+  for (const char* command : {"list", "info", "run"}) {
+    const Outcome outcome = run({command, "--help"}, false);
+    EXPECT_EQ(outcome.exit_code, 0) << command;
+    EXPECT_NE(outcome.out.find("Usage"), std::string::npos) << command;
+  }
+  EXPECT_EQ(run({"--help"}, false).exit_code, 0);
+}
+
+TEST_F(Cli, ListShowsWorkloadsSuitesAndBackends) {
+  const Outcome outcome = run({"list"});
+  EXPECT_EQ(outcome.exit_code, 0);
+  for (const char* expected : {"gemm", "conv", "stream", "peak", "quick", "resnet50", "cpu-onednn"})
+    EXPECT_NE(outcome.out.find(expected), std::string::npos) << expected;
+}
+
+TEST_F(Cli, InfoShowsHostAndPeaks) {
+  const Outcome outcome = run({"info", "--json"});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json info = nlohmann::json::parse(outcome.out);
+  EXPECT_FALSE(info["host"]["cpu_model"].get<std::string>().empty());
+  ASSERT_FALSE(info["backends"].empty());
+  EXPECT_GT(info["backends"][0]["peaks"]["f32"]["measured_gflops"].get<double>(), 0);
+}
+
+TEST_F(Cli, ParseErrorsExitTwo) {
+  expect_usage_error({"run", "--no-such-flag"}, "no-such-flag");
+  expect_usage_error({"run", "--threads", "many"}, "threads");
+  expect_usage_error({"run", "--suite", "nosuch"}, "nosuch");
+  expect_usage_error({"frobnicate"}, "subcommand");
+}
+
+TEST_F(Cli, BadInputExitsTwoBeforeRunning) {
+  expect_usage_error({"run", "-b", "cpu-nosuch", "-w", "gemm m=8"}, "unknown backend 'cpu-nosuch'");
+  expect_usage_error({"run", "-w", "matmul m=8"}, "unknown workload 'matmul'");
+  expect_usage_error({"run", "-w", "gemm m=8 dtype=f77"}, "bad value 'f77' for 'dtype'");
+  expect_usage_error({"run", "-w", "gemm m"}, "malformed token 'm'");
+  expect_usage_error({"run", "-w", "gemm m=8 volume=11"}, "unknown key 'volume'");
+  expect_usage_error({"run", "-w", "gemm m=8", "-w", "conv ic=3"}, "needs ih=");
+  expect_usage_error({"run", "-w", "gemm m=8", "--format", "xml"}, "xml");
+}
+
+TEST_F(Cli, UnwritableOutputExitsTwo) {
+  const Outcome outcome =
+      run({"run", "-w", "gemm m=8", "-o", (dir_ / "missing/dir/r.json").string()});
+  EXPECT_EQ(outcome.exit_code, 2);
+  EXPECT_NE(outcome.err.find("cannot write"), std::string::npos) << outcome.err;
+}
+
+TEST_F(Cli, RunWritesAValidReportAndTable) {
+  const Outcome outcome = run({"run", "-w", "gemm m=33 n=7 k=100 ta=t", "-w",
+                               "conv shapes=resnet50 mb=1 dir=bwd_data", "-o", report_path()});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  ASSERT_EQ(report["results"].size(), 25u);
+  for (const auto& result : report["results"]) {
+    EXPECT_EQ(result["status"], "passed") << result.dump();
+    EXPECT_GE(result["samples_s"].size(), 2u);
+    EXPECT_TRUE(result["validation"]["passed"].get<bool>());
+  }
+  EXPECT_FALSE(report["finished_at"].is_null());
+  EXPECT_EQ(report["backends"][0]["name"], "cpu-onednn");
+  EXPECT_NE(outcome.out.find("gemm m=33 n=7 k=100"), std::string::npos);  // the table
+  EXPECT_NE(outcome.err.find("[25/25]"), std::string::npos);              // the progress line
+}
+
+TEST_F(Cli, GbenchFormatIsGoogleBenchmarkJson) {
+  ASSERT_EQ(run({"run", "-w", "gemm m=16", "--format", "gbench", "-o", report_path()}).exit_code,
+            0);
+  const nlohmann::json gbench = nlohmann::json::parse(slurp(report_path()));
+  EXPECT_TRUE(gbench.contains("context"));
+  EXPECT_FALSE(gbench["benchmarks"].empty());
+}
+
+TEST_F(Cli, TooLargeACaseFailsAloneAndTheRunExitsOne) {
+  const Outcome outcome = run({"run", "-w", "gemm m=8", "-w", "gemm m=300000", "-w",
+                               "stream op=copy n=1000", "-o", report_path()});
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  ASSERT_EQ(report["results"].size(), 3u);
+  EXPECT_EQ(report["results"][0]["status"], "passed");
+  EXPECT_EQ(report["results"][1]["status"], "failed");
+  EXPECT_NE(report["results"][1]["reason"].get<std::string>().find("does not fit in memory"),
+            std::string::npos);
+  EXPECT_EQ(report["results"][2]["status"], "passed");
+}
+
+TEST_F(Cli, UnimplementedCaseIsRecordedNotFailed) {
+  const Outcome outcome = run({"run", "-w", "gemm m=8 dtype=f8_e4m3", "-o", report_path()});
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.err;
+  EXPECT_EQ(read_report(report_path())["results"][0]["status"], "unimplemented");
+}
+
+TEST_F(Cli, UnusableBackendSkipsItsCasesAndExitsOne) {
+  const Outcome listed = run({"list"});
+  if (listed.out.find("unusable") == std::string::npos)
+    GTEST_SKIP() << "every backend in this build is usable here";
+  const auto start = listed.out.find("backends in this build:");
+  std::istringstream lines(listed.out.substr(start));
+  std::string line, name, state;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    if (words >> name >> state && state == "unusable") break;
+  }
+  const Outcome outcome =
+      run({"run", "-b", "cpu-onednn," + name, "-w", "gemm m=8", "-o", report_path()});
+  EXPECT_EQ(outcome.exit_code, 1);
+  EXPECT_NE(outcome.err.find("backend " + name + " is not usable here"), std::string::npos)
+      << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  ASSERT_EQ(report["results"].size(), 2u);
+  EXPECT_EQ(report["results"][0]["status"], "passed");
+  EXPECT_EQ(report["results"][1]["status"], "skipped");
+  EXPECT_FALSE(report["backends"][1]["available"].get<bool>());
+}
+
+TEST_F(Cli, KilledMidRunLeavesAValidReportWithFinishedCases) {
+  std::vector<std::string> args = {"run",           "-o", report_path(), "--time-budget", "0.2",
+                                   "--warmup-time", "0"};
+  for (int i = 0; i < 40; ++i) args.insert(args.end(), {"-w", fmt::format("gemm m={}", 64 + i)});
+  const pid_t pid = spawn(args);
+  std::size_t finished = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (finished < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    try {
+      finished = read_report(report_path())["results"].size();
+    } catch (const ReportError&) {  // not written yet
+    }
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  const nlohmann::json report = read_report(report_path());  // valid JSON, valid schema
+  EXPECT_GE(report["results"].size(), 2u);
+  EXPECT_LT(report["results"].size(), 40u);
+  EXPECT_TRUE(report["finished_at"].is_null());
+  for (const auto& result : report["results"]) EXPECT_EQ(result["status"], "passed");
+}
+
+}  // namespace
+}  // namespace tb

@@ -1,0 +1,175 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "reports/json_schema.h"
+#include "reports/report.h"
+
+namespace tb {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ReportFiles : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("trainbench-report-test-{}", getpid());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+nlohmann::json minimal_header() {
+  return {
+      {"schema_version", kReportSchemaVersion},
+      {"tool",
+       {{"name", "trainbench"}, {"version", "0"}, {"git_commit", "x"}, {"build_type", "Release"}}},
+      {"started_at", "2026-11-30T00:00:00Z"},
+      {"finished_at", nullptr},
+      {"command", "trainbench run"},
+      {"settings",
+       {{"threads", 0},
+        {"pin", "cores"},
+        {"seed", 42},
+        {"suite", "quick"},
+        {"warmup_runs", 2},
+        {"warmup_seconds", 0.1},
+        {"min_repetitions", 5},
+        {"max_repetitions", 100},
+        {"time_budget_seconds", 1.0},
+        {"min_sample_seconds", 0.001}}},
+      {"host",
+       {{"hostname", "h"},
+        {"cpu_model", "cpu"},
+        {"sockets", 1},
+        {"cores", 2},
+        {"logical_cpus", 2},
+        {"memory_bytes", 1},
+        {"numa_nodes", 1},
+        {"isa", {"avx2"}},
+        {"caches", nlohmann::json::array()},
+        {"os", "os"},
+        {"kernel", "k"},
+        {"compiler", "c"},
+        {"libraries", nlohmann::json::array()},
+        {"environment", {{"OMP_NUM_THREADS", "2"}}}}},
+      {"backends", nlohmann::json::array()}};
+}
+
+CaseResult passed_case() {
+  CaseResult r;
+  r.workload = "gemm m=8 n=8 k=8 dtype=f32 out=f32 ta=n tb=n alpha=1 beta=0 layout=plain";
+  r.backend = "cpu-onednn";
+  r.dtype = "f32";
+  r.status = CaseStatus::passed;
+  r.implementation = "brg:avx512_core";
+  r.math_mode = "strict";
+  r.validation = Validation{true, "Freivalds", 1e-7, 1e-5, 264, ""};
+  r.samples_s = {1e-3, 2e-3, 1.5e-3};
+  r.units_per_sample = 4;
+  r.warmup_runs = 2;
+  r.stats = summarize(r.samples_s);
+  CaseMetrics m;
+  m.flops = 1024;
+  m.tflops = 1024 / 1.5e-3 / 1e12;
+  m.percent_of_peak = 12.5;
+  r.metrics = m;
+  return r;
+}
+
+TEST_F(ReportFiles, WriteThenReadValidates) {
+  ReportWriter writer(path("r.json"), ReportFormat::json, minimal_header());
+  EXPECT_EQ(read_report(path("r.json"))["results"].size(), 0u);  // valid before any case
+  writer.add(passed_case());
+  CaseResult failed;
+  failed.workload = "gemm m=1";
+  failed.backend = "cpu-onednn";
+  failed.dtype = "f32";
+  failed.status = CaseStatus::failed;
+  failed.reason = "validation failed: boom";
+  writer.add(failed);
+  writer.finish("2026-11-30T00:01:00Z");
+  const nlohmann::json report = read_report(path("r.json"));
+  ASSERT_EQ(report["results"].size(), 2u);
+  const auto& first = report["results"][0];
+  EXPECT_EQ(first["status"], "passed");
+  EXPECT_EQ(first["samples_s"].size(), 3u);
+  EXPECT_DOUBLE_EQ(first["stats"]["median_s"].get<double>(), 1.5e-3);
+  EXPECT_DOUBLE_EQ(first["metrics"]["percent_of_peak"].get<double>(), 12.5);
+  EXPECT_FALSE(first["metrics"].contains("gbps"));  // absent where it does not apply
+  EXPECT_EQ(report["results"][1]["reason"], "validation failed: boom");
+  EXPECT_TRUE(report["results"][1]["stats"].is_null());
+  EXPECT_EQ(report["finished_at"], "2026-11-30T00:01:00Z");
+  for (const auto& entry : fs::directory_iterator(dir_))  // no temporary files left behind
+    EXPECT_EQ(entry.path().filename(), "r.json");
+}
+
+TEST_F(ReportFiles, CorruptFilesAreClearErrors) {
+  std::ofstream(path("truncated.json")) << R"({"schema_version": 1, "results": [)";
+  std::ofstream(path("other.json")) << R"({"hello": "world"})";
+  std::ofstream(path("array.json")) << "[]";
+  for (const char* name : {"truncated.json", "other.json", "array.json", "missing.json"}) {
+    try {
+      read_report(path(name));
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const ReportError& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(ReportFiles, SchemaViolationsAreReported) {
+  nlohmann::json report = minimal_header();
+  report["results"] = nlohmann::json::array({to_json(passed_case())});
+  EXPECT_TRUE(validate_against_schema(report_schema(), report).empty());
+
+  nlohmann::json bad_status = report;
+  bad_status["results"][0]["status"] = "fast";
+  nlohmann::json missing = report;
+  missing["results"][0].erase("samples_s");
+  nlohmann::json wrong_type = report;
+  wrong_type["host"]["cores"] = "two";
+  nlohmann::json extra = report;
+  extra["results"][0]["speed"] = 1;
+  for (const auto* doc : {&bad_status, &missing, &wrong_type, &extra})
+    EXPECT_FALSE(validate_against_schema(report_schema(), *doc).empty()) << doc->dump();
+
+  std::ofstream(path("bad.json")) << bad_status.dump();
+  EXPECT_THROW(read_report(path("bad.json")), ReportError);
+}
+
+TEST_F(ReportFiles, UnwritablePathIsAReportError) {
+  EXPECT_THROW(ReportWriter(path("no/such/dir/r.json"), ReportFormat::json, minimal_header()),
+               ReportError);
+  EXPECT_THROW(write_file_atomically("/proc/trainbench.json", "{}"), ReportError);
+}
+
+TEST_F(ReportFiles, GbenchFormatComesFromGoogleBenchmarksReporter) {
+  nlohmann::json report = minimal_header();
+  report["results"] = nlohmann::json::array({to_json(passed_case())});
+  CaseResult failed = passed_case();
+  failed.status = CaseStatus::failed;
+  failed.reason = "boom";
+  report["results"].push_back(to_json(failed));
+  const nlohmann::json gbench = nlohmann::json::parse(to_gbench_json(report));
+  ASSERT_TRUE(gbench.contains("context"));
+  const auto& runs = gbench["benchmarks"];
+  ASSERT_EQ(runs.size(), 3u + 3u + 1u);  // 3 samples, mean / median / stddev, one errored case
+  EXPECT_EQ(runs[0]["run_type"], "iteration");
+  EXPECT_EQ(runs[0]["iterations"], 4);
+  EXPECT_NEAR(runs[0]["real_time"].get<double>(), 1e3, 1e-6);  // microseconds per unit
+  EXPECT_EQ(runs[3]["aggregate_name"], "mean");
+  EXPECT_NEAR(runs[4]["real_time"].get<double>(), 1.5e3, 1e-6);  // median
+  EXPECT_TRUE(runs[0].contains("percent_of_peak"));
+  EXPECT_EQ(runs[6]["error_occurred"], true);
+}
+
+}  // namespace
+}  // namespace tb

@@ -1,0 +1,115 @@
+#include <gtest/gtest.h>
+
+#include "backends/status.h"
+#include "workloads/descriptor.h"
+#include "workloads/registry.h"
+
+namespace tb {
+namespace {
+
+TEST(Descriptor, ParsesAndPrintsBack) {
+  const Descriptor d = Descriptor::parse("  gemm m=4096   n=1024 dtype=bf16 ta=t ");
+  EXPECT_EQ(d.kind(), "gemm");
+  EXPECT_EQ(d.get("n"), "1024");
+  EXPECT_FALSE(d.get("k"));
+  EXPECT_EQ(d.to_string(), "gemm m=4096 n=1024 dtype=bf16 ta=t");
+  EXPECT_EQ(Descriptor::parse(d.to_string()), d);
+}
+
+TEST(Descriptor, RejectsMalformedLines) {
+  for (const char* bad : {"", "   ", "m=4 gemm", "gemm m", "gemm =4", "gemm m=", "gemm m=1 m=2",
+                          "gemm m=1;rm", "gemm m=\"4\""})
+    EXPECT_THROW(Descriptor::parse(bad), UsageError) << bad;
+}
+
+TEST(Descriptor, SetKeepsPositionAndEraseRemoves) {
+  Descriptor d = Descriptor::parse("conv mb=16 ic=3");
+  d.set("mb", "32").set("oc", "64").erase("ic");
+  EXPECT_EQ(d.to_string(), "conv mb=32 oc=64");
+}
+
+TEST(Descriptor, IntegersWithSuffixes) {
+  EXPECT_EQ(parse_integer("64Ki"), 65536);
+  EXPECT_EQ(parse_integer("2Mi"), 2 << 20);
+  EXPECT_EQ(parse_integer("1Gi"), std::int64_t{1} << 30);
+  EXPECT_EQ(parse_integer("3k"), 3000);
+  EXPECT_EQ(parse_integer("-5"), -5);
+  EXPECT_FALSE(parse_integer("12x"));
+  EXPECT_FALSE(parse_integer("x"));
+  EXPECT_FALSE(parse_integer("99999999999Gi"));
+}
+
+// Every descriptor a workload prints must create the same workload again.
+void expect_round_trip(const std::string& line) {
+  const DeviceInfo device;
+  const std::string canonical =
+      create_workload(Descriptor::parse(line), device)->descriptor().to_string();
+  EXPECT_EQ(create_workload(Descriptor::parse(canonical), device)->descriptor().to_string(),
+            canonical)
+      << line;
+}
+
+TEST(Descriptor, WorkloadsRoundTrip) {
+  for (const char* line :
+       {"gemm m=7", "gemm m=1 n=1000 k=7 dtype=bf16 ta=t tb=t alpha=0.5 beta=-2 layout=prepacked",
+        "gemm m=3 batch=4 out=bf16 name=attn", "conv ic=3 ih=224 oc=64 kh=7 sh=2 ph=3",
+        "conv mb=2 ic=5 ih=7 iw=9 oc=3 kh=3 kw=1 sh=2 sw=1 ph=1 pw=0 dir=bwd_weights dtype=bf16",
+        "stream op=dot n=1Mi", "stream", "peak dtype=bf16 iterations=1000", "peak"})
+    expect_round_trip(line);
+}
+
+TEST(Descriptor, ResolvesDefaults) {
+  const DeviceInfo device;
+  EXPECT_EQ(create_workload(Descriptor::parse("gemm m=7"), device)->descriptor().to_string(),
+            "gemm m=7 n=7 k=7 dtype=f32 out=f32 ta=n tb=n alpha=1 beta=0 layout=plain");
+}
+
+TEST(Descriptor, StreamDefaultIsFourTimesTheLastLevelCache) {
+  DeviceInfo device;
+  device.details["last_level_cache_bytes"] = std::uint64_t{512} << 20;
+  EXPECT_EQ(create_workload(Descriptor::parse("stream"), device)->descriptor().get("n"),
+            std::to_string((std::uint64_t{2048} << 20) / 8));
+}
+
+TEST(Descriptor, WorkloadsRejectBadInput) {
+  const DeviceInfo device;
+  for (const char* bad :
+       {"matmul m=4", "gemm", "gemm m=0", "gemm m=-3", "gemm m=4 dtype=f77", "gemm m=4 ta=x",
+        "gemm m=4 alpha=x", "gemm m=4 colour=red", "conv ic=3 ih=5 oc=4",
+        "conv ic=3 ih=2 oc=4 kh=5", "conv ic=3 ih=8 oc=4 kh=3 ph=3",
+        "conv ic=3 ih=8 oc=4 kh=3 dir=sideways", "stream op=nand", "stream n=0",
+        "peak iterations=99999999", "peak dtype=int4", "gemm m=4 shapes=resnet50"})
+    EXPECT_THROW(create_workload(Descriptor::parse(bad), device), UsageError) << bad;
+}
+
+TEST(Shapes, ExpandMergesKeysAndUserKeysWin) {
+  const auto cases =
+      expand_shapes(Descriptor::parse("conv shapes=resnet50 mb=32 dir=bwd_data dtype=bf16"));
+  ASSERT_EQ(cases.size(), 24u);
+  EXPECT_EQ(cases[0].get("name"), "conv1");
+  EXPECT_EQ(cases[0].get("mb"), "32");
+  EXPECT_EQ(cases[0].get("dir"), "bwd_data");
+  EXPECT_FALSE(cases[0].has("shapes"));
+  const DeviceInfo device;
+  for (const Descriptor& d : cases) EXPECT_NO_THROW(create_workload(d, device)) << d.to_string();
+}
+
+TEST(Shapes, UnknownListOrWrongKindIsAUsageError) {
+  EXPECT_THROW(expand_shapes(Descriptor::parse("conv shapes=nosuch")), UsageError);
+  EXPECT_THROW(expand_shapes(Descriptor::parse("gemm shapes=resnet50")), UsageError);
+}
+
+TEST(Suites, EveryCaseOfEverySuiteCreates) {
+  const DeviceInfo device;
+  ASSERT_FALSE(suite_names().empty());
+  for (const std::string& suite : suite_names()) {
+    const auto cases = load_suite(suite);
+    EXPECT_FALSE(cases.empty()) << suite;
+    for (const Descriptor& d : cases)
+      EXPECT_NO_THROW(create_workload(d, device)) << suite << ": " << d.to_string();
+  }
+  EXPECT_THROW(load_suite("nosuch"), UsageError);
+}
+
+}  // namespace
+}  // namespace tb
