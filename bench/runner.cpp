@@ -124,8 +124,8 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
 }
 
 void print_header(std::ostream& table) {
-  fmt::print(table, "{:<11} {:<13} {:>11} {:>9} {:>9} {:>7}  {}\n", "backend", "status", "median",
-             "TFLOP/s", "GB/s", "%peak", "workload");
+  fmt::print(table, "{:<11} {:<13} {:>11} {:>9} {:>9} {:>7} {:>7}  {}\n", "backend", "status",
+             "median", "TFLOP/s", "GB/s", "%peak", "%theor", "workload");
 }
 
 void print_row(std::ostream& table, const CaseResult& r) {
@@ -134,9 +134,10 @@ void print_row(std::ostream& table, const CaseResult& r) {
   };
   const std::string median = r.stats ? fmt::format("{:.4g} ms", r.stats->median * 1e3) : "-";
   const CaseMetrics metrics = r.metrics.value_or(CaseMetrics{});
-  fmt::print(table, "{:<11} {:<13} {:>11} {:>9} {:>9} {:>7}  {}\n", r.backend,
+  fmt::print(table, "{:<11} {:<13} {:>11} {:>9} {:>9} {:>7} {:>7}  {}\n", r.backend,
              case_status_name(r.status), median, number(metrics.tflops, "{:.3f}"),
-             number(metrics.gbps, "{:.1f}"), number(metrics.percent_of_peak, "{:.1f}"), r.workload);
+             number(metrics.gbps, "{:.1f}"), number(metrics.percent_of_peak, "{:.1f}"),
+             number(metrics.percent_of_theoretical_peak, "{:.1f}"), r.workload);
   if (r.status != CaseStatus::passed) fmt::print(table, "{:<11} ^ {}\n", "", r.reason);
   table.flush();
 }

@@ -12,9 +12,5 @@ string(APPEND body "};\n}  // namespace\n\nstd::span<const EmbeddedFile> embedde
   "std::optional<std::string_view> embedded_file(std::string_view path) {\n"
   "  for (const EmbeddedFile& file : kFiles)\n    if (file.path == path) return file.content;\n"
   "  return std::nullopt;\n}\n\n}  // namespace tb\n")
-if(EXISTS "${OUTPUT}")
-  file(READ "${OUTPUT}" old)
-endif()
-if(NOT old STREQUAL body)
-  file(WRITE "${OUTPUT}" "${body}")
-endif()
+include("${CMAKE_CURRENT_LIST_DIR}/write_if_changed.cmake")
+write_if_changed("${OUTPUT}" "${body}")

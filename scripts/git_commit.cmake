@@ -1,5 +1,4 @@
-# Writes bench/git_commit.h with the current commit (and "-dirty" for local changes); rewrites
-# it only when it changes, so a build that changes nothing recompiles nothing.
+# Writes bench/git_commit.h with the current commit ("-dirty" when tracked files changed).
 execute_process(COMMAND git rev-parse HEAD WORKING_DIRECTORY "${SOURCE_DIR}"
                 OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE failed)
 if(failed OR commit STREQUAL "")
@@ -12,9 +11,5 @@ else()
   endif()
 endif()
 set(content "#pragma once\n#define TRAINBENCH_GIT_COMMIT \"${commit}\"\n")
-if(EXISTS "${OUTPUT}")
-  file(READ "${OUTPUT}" old)
-endif()
-if(NOT old STREQUAL content)
-  file(WRITE "${OUTPUT}" "${content}")
-endif()
+include("${CMAKE_CURRENT_LIST_DIR}/write_if_changed.cmake")
+write_if_changed("${OUTPUT}" "${content}")

@@ -8,8 +8,7 @@ extra=()
 if [ "${1:-}" = "--sanitize" ]; then
   build="$root/build/sanitize"
   extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINBENCH_SANITIZE=address,undefined)
-  # libgomp keeps its thread pool until exit; that is not a leak of ours.
-  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:${ASAN_OPTIONS:-}"
+  export ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 fi
 bash "$root/scripts/setup.sh"

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/cpu/bf16.h"
 #include "backends/cpu/cpu_backend.h"
 
 namespace tb::cpu {
@@ -19,6 +20,12 @@ namespace {
 // Enough independent chains to cover FMA latency (4-5 cycles) on two pipes.
 constexpr int kChains = 12;
 
+double mean(const float* values, std::size_t count) {
+  double sum = 0;
+  for (std::size_t i = 0; i < count; ++i) sum += values[i];
+  return sum / static_cast<double>(count);
+}
+
 __attribute__((target("avx512f"))) double fma_avx512(std::int64_t iterations, float one_value,
                                                      float increment) {
   const __m512 one = _mm512_set1_ps(one_value), inc = _mm512_set1_ps(increment);
@@ -26,13 +33,9 @@ __attribute__((target("avx512f"))) double fma_avx512(std::int64_t iterations, fl
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (std::int64_t i = 0; i < iterations; ++i)
     for (auto& a : acc) a = _mm512_fmadd_ps(a, one, inc);
-  double sum = 0;
-  alignas(64) float lanes[16];
-  for (auto& a : acc) {
-    _mm512_store_ps(lanes, a);
-    for (float lane : lanes) sum += lane;
-  }
-  return sum / (kChains * 16);
+  alignas(64) float lanes[kChains][16];
+  for (int chain = 0; chain < kChains; ++chain) _mm512_store_ps(lanes[chain], acc[chain]);
+  return mean(&lanes[0][0], kChains * 16);
 }
 
 __attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iterations, float one_value,
@@ -42,38 +45,24 @@ __attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iterations, flo
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < iterations; ++i)
     for (auto& a : acc) a = _mm256_fmadd_ps(a, one, inc);
-  double sum = 0;
-  alignas(32) float lanes[8];
-  for (auto& a : acc) {
-    _mm256_store_ps(lanes, a);
-    for (float lane : lanes) sum += lane;
-  }
-  return sum / (kChains * 8);
-}
-
-std::uint16_t to_bf16_bits(float value) {  // exact for the powers of two used here
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return static_cast<std::uint16_t>(bits >> 16);
+  alignas(32) float lanes[kChains][8];
+  for (int chain = 0; chain < kChains; ++chain) _mm256_store_ps(lanes[chain], acc[chain]);
+  return mean(&lanes[0][0], kChains * 8);
 }
 
 // vdpbf16ps: each fp32 lane accumulates two bf16 products: 32 multiply-adds per instruction.
 __attribute__((target("avx512f,avx512bf16"))) double dpbf16_avx512(std::int64_t iterations,
                                                                    float one_value,
                                                                    float increment) {
-  const __m512bh one = (__m512bh)_mm512_set1_epi16(static_cast<short>(to_bf16_bits(one_value)));
-  const __m512bh inc = (__m512bh)_mm512_set1_epi16(static_cast<short>(to_bf16_bits(increment)));
+  const __m512bh one = (__m512bh)_mm512_set1_epi16(static_cast<short>(float_to_bf16(one_value)));
+  const __m512bh inc = (__m512bh)_mm512_set1_epi16(static_cast<short>(float_to_bf16(increment)));
   __m512 acc[kChains];
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (std::int64_t i = 0; i < iterations; ++i)
     for (auto& a : acc) a = _mm512_dpbf16_ps(a, one, inc);
-  double sum = 0;
-  alignas(64) float lanes[16];
-  for (auto& a : acc) {
-    _mm512_store_ps(lanes, a);
-    for (float lane : lanes) sum += lane;
-  }
-  return sum / (kChains * 16);
+  alignas(64) float lanes[kChains][16];
+  for (int chain = 0; chain < kChains; ++chain) _mm512_store_ps(lanes[chain], acc[chain]);
+  return mean(&lanes[0][0], kChains * 16);
 }
 
 // AMX: four 16x16 fp32 accumulator tiles, each += A (16x32 bf16) x B (32x16 bf16) per
@@ -94,8 +83,8 @@ __attribute__((target("amx-tile,amx-bf16"))) double amx_bf16(std::int64_t iterat
   }
   _tile_loadconfig(&config);
   alignas(64) std::uint16_t a[16 * 32], b[16 * 32];
-  std::fill(std::begin(a), std::end(a), to_bf16_bits(one_value));
-  std::fill(std::begin(b), std::end(b), to_bf16_bits(increment / 16));
+  std::fill(std::begin(a), std::end(a), float_to_bf16(one_value));
+  std::fill(std::begin(b), std::end(b), float_to_bf16(increment / 16));
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -116,10 +105,7 @@ __attribute__((target("amx-tile,amx-bf16"))) double amx_bf16(std::int64_t iterat
   _tile_stored(2, c[2], 64);
   _tile_stored(3, c[3], 64);
   _tile_release();
-  double sum = 0;
-  for (const auto& tile : c)
-    for (float value : tile) sum += value;
-  return sum / (4 * 16 * 16);
+  return mean(&c[0][0], 4 * 16 * 16);
 }
 
 // The kernel may run only after the OS granted this process the AMX tile state.

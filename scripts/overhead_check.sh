@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Side by side, interleaved: trainbench against the same work done directly (oneDNN matmul
+# and a plain OpenMP STREAM triad, built with the same flags). Both pin one thread per core.
+# Usage: scripts/overhead_check.sh [BUILD_DIR] [ROUNDS]
+set -euo pipefail
+build="${1:-build/release}"
+rounds="${2:-3}"
+n_stream=$(( ${STREAM_N:-251658240} ))
+export OMP_PROC_BIND=close OMP_PLACES=cores  # the baselines' pinning, as trainbench pins
+for round in $(seq "$rounds"); do
+  echo "--- round $round"
+  "$build/bench/baselines/trainbench-baseline-onednn-gemm" 4096 4096 4096 20
+  "$build/bench/trainbench" run -w "gemm m=4096" --min-reps 20 --time-budget 0 -o /tmp/trainbench-overhead-gemm.json 2>/dev/null | tail -n 1
+  "$build/bench/baselines/trainbench-baseline-stream" "$n_stream" 20
+  "$build/bench/trainbench" run -w "stream op=triad n=$n_stream" --min-reps 20 --time-budget 0 -o /tmp/trainbench-overhead-stream.json 2>/dev/null | tail -n 1
+done
