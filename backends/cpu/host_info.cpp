@@ -1,5 +1,6 @@
 #include "backends/cpu/host_info.h"
 
+#include <omp.h>
 #include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -109,7 +110,17 @@ HostInventory read_host_inventory() {
   inv.logical_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  sched_getaffinity(0, sizeof(allowed), &allowed);
+  if (omp_get_num_places() > 0) {
+    // OMP_PLACES is set: libgomp has already bound this thread to the first place, so the
+    // CPUs the process may use are the union of the places.
+    for (int place = 0; place < omp_get_num_places(); ++place) {
+      std::vector<int> ids(omp_get_place_num_procs(place));
+      omp_get_place_proc_ids(place, ids.data());
+      for (int id : ids) CPU_SET(id, &allowed);
+    }
+  } else {
+    sched_getaffinity(0, sizeof(allowed), &allowed);
+  }
 
   std::map<std::pair<int, int>, CpuCore> cores;
   std::set<int> packages;

@@ -47,9 +47,11 @@ class Cli : public testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  pid_t spawn(std::vector<std::string> args) {
+  pid_t spawn(std::vector<std::string> args,
+              const std::vector<std::pair<std::string, std::string>>& env = {}) {
     const pid_t pid = fork();
     if (pid == 0) {
+      for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
       const int out = ::open((dir_ / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int err = ::open((dir_ / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(out, 1);
@@ -65,10 +67,11 @@ class Cli : public testing::Test {
     return pid;
   }
 
-  Outcome run(std::vector<std::string> args, bool quick = true) {
+  Outcome run(std::vector<std::string> args, bool quick = true,
+              const std::vector<std::pair<std::string, std::string>>& env = {}) {
     if (quick && !args.empty() && args[0] == "run")
       args.insert(args.end(), kQuick.begin(), kQuick.end());
-    const pid_t pid = spawn(args);
+    const pid_t pid = spawn(args, env);
     int status = 0;
     waitpid(pid, &status, 0);
     return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
@@ -113,6 +116,19 @@ TEST_F(Cli, InfoShowsHostAndPeaks) {
   EXPECT_FALSE(info["host"]["cpu_model"].get<std::string>().empty());
   ASSERT_FALSE(info["backends"].empty());
   EXPECT_GT(info["backends"][0]["peaks"]["f32"]["measured_gflops"].get<double>(), 0);
+}
+
+TEST_F(Cli, OmpPlacesDoNotShrinkTheThreadCount) {
+  // libgomp binds the main thread to the first place before main(): the default thread count
+  // must still be one per core.
+  const auto threads = [](const Outcome& outcome) {
+    return nlohmann::json::parse(outcome.out)["backends"][0]["device"]["threads_used"].get<int>();
+  };
+  const Outcome plain = run({"info", "--json"});
+  const Outcome placed =
+      run({"info", "--json"}, false, {{"OMP_PROC_BIND", "close"}, {"OMP_PLACES", "cores"}});
+  ASSERT_EQ(placed.exit_code, 0) << placed.err;
+  EXPECT_EQ(threads(placed), threads(plain));
 }
 
 TEST_F(Cli, ParseErrorsExitTwo) {
