@@ -5,6 +5,9 @@
 #ifdef TRAINBENCH_HAVE_ONEDNN
 #include "backends/onednn/onednn_backend.h"
 #endif
+#ifdef TRAINBENCH_HAVE_OPENBLAS
+#include "backends/openblas/openblas_backend.h"
+#endif
 #ifdef TRAINBENCH_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
@@ -15,6 +18,9 @@ const std::vector<BackendEntry>& backend_registry() {
   static const std::vector<BackendEntry> entries = {
 #ifdef TRAINBENCH_HAVE_ONEDNN
       onednn_backend_entry(),
+#endif
+#ifdef TRAINBENCH_HAVE_OPENBLAS
+      openblas_backend_entry(),
 #endif
 #ifdef TRAINBENCH_HAVE_CUDA
       cuda_backend_entry(),

@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build git pkg-config
   libdnnl-dev          # oneDNN 2.6: the cpu-onednn backend
+  libopenblas-openmp-dev  # OpenBLAS, OpenMP variant: the cpu-openblas backend (shares oneDNN's pool)
   nlohmann-json3-dev   # reports
   libfmt-dev           # formatting
   libcli11-dev         # command line

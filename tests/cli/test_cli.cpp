@@ -156,7 +156,7 @@ TEST_F(Cli, UnwritableOutputExitsTwo) {
 }
 
 TEST_F(Cli, RunWritesAValidReportAndTable) {
-  const Outcome outcome = run({"run", "-w", "gemm m=33 n=7 k=100 ta=t", "-w",
+  const Outcome outcome = run({"run", "-b", "cpu-onednn", "-w", "gemm m=33 n=7 k=100 ta=t", "-w",
                                "conv shapes=resnet50 mb=1 dir=bwd_data", "-o", report_path()});
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
   const nlohmann::json report = read_report(report_path());
@@ -181,8 +181,8 @@ TEST_F(Cli, GbenchFormatIsGoogleBenchmarkJson) {
 }
 
 TEST_F(Cli, TooLargeACaseFailsAloneAndTheRunExitsOne) {
-  const Outcome outcome = run({"run", "-w", "gemm m=8", "-w", "gemm m=300000", "-w",
-                               "stream op=copy n=1000", "-o", report_path()});
+  const Outcome outcome = run({"run", "-b", "cpu-onednn", "-w", "gemm m=8", "-w", "gemm m=300000",
+                               "-w", "stream op=copy n=1000", "-o", report_path()});
   EXPECT_EQ(outcome.exit_code, 1) << outcome.err;
   const nlohmann::json report = read_report(report_path());
   ASSERT_EQ(report["results"].size(), 3u);

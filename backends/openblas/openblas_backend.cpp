@@ -1,0 +1,242 @@
+#include "backends/openblas/openblas_backend.h"
+
+#include <cblas.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/im2col.h"
+
+namespace tb {
+namespace {
+
+std::string parallel_mode() {
+  switch (openblas_get_parallel()) {
+    case 0:
+      return "sequential";
+    case 1:
+      return "pthreads";
+    case 2:
+      return "OpenMP";
+    default:
+      return "unknown";
+  }
+}
+
+std::string kernel_description() {
+  return fmt::format("{} kernels", openblas_get_corename());
+}
+
+std::size_t element_count(const std::vector<std::int64_t>& dims) {
+  std::size_t count = 1;
+  for (std::int64_t dim : dims) count *= static_cast<std::size_t>(dim);
+  return count;
+}
+
+OperandSpec operand(const char* name, DType dtype, std::vector<std::int64_t> dims, bool is_output) {
+  const std::size_t bytes = element_count(dims) * dtype_size(dtype);
+  return {name, dtype, std::move(dims), bytes, is_output};
+}
+
+// Row-major GEMM, strided over `batch`, through cblas_sgemm or cblas_sbgemm.
+class GemmPlan final : public cpu::CpuPlan {
+ public:
+  explicit GemmPlan(const GemmOp& op) : op_(op) {
+    operands_ = {operand("a", op.a_type, {op.batch, op.m, op.k}, false),
+                 operand("b", op.b_type, {op.batch, op.k, op.n}, false),
+                 operand("c", op.c_type, {op.batch, op.m, op.n}, true)};
+    implementation_ = fmt::format("cblas_{}gemm, {}", op.a_type == DType::bf16 ? "sb" : "s",
+                                  kernel_description());
+    math_mode_ = op.a_type == DType::bf16 ? "bf16 inputs, fp32 accumulation" : "strict";
+  }
+
+  Status run(std::span<const Buffer> operands, Buffer) override {
+    const auto ta = op_.trans_a ? CblasTrans : CblasNoTrans,
+               tb = op_.trans_b ? CblasTrans : CblasNoTrans;
+    const blasint m = static_cast<blasint>(op_.m), n = static_cast<blasint>(op_.n),
+                  k = static_cast<blasint>(op_.k);
+    const blasint lda = op_.trans_a ? m : k, ldb = op_.trans_b ? k : n;
+    float* c = static_cast<float*>(operands[2].data);
+    for (std::int64_t batch = 0; batch < op_.batch; ++batch) {
+      float* c_batch = c + batch * op_.m * op_.n;
+      if (op_.a_type == DType::bf16) {
+#ifdef TRAINBENCH_OPENBLAS_HAS_SBGEMM
+        const auto* a = static_cast<const bfloat16*>(operands[0].data) + batch * op_.m * op_.k;
+        const auto* b = static_cast<const bfloat16*>(operands[1].data) + batch * op_.k * op_.n;
+        cblas_sbgemm(CblasRowMajor, ta, tb, m, n, k, op_.alpha, a, lda, b, ldb, op_.beta, c_batch,
+                     n);
+#endif
+      } else {
+        const float* a = static_cast<const float*>(operands[0].data) + batch * op_.m * op_.k;
+        const float* b = static_cast<const float*>(operands[1].data) + batch * op_.k * op_.n;
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, op_.alpha, a, lda, b, ldb, op_.beta, c_batch,
+                    n);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  GemmOp op_;
+};
+
+// Convolution as one sgemm per image: W (oc x ic*kh*kw) times the image's column matrix
+// (ic*kh*kw x oh*ow). The column matrix is the workspace, planned once.
+class ConvPlan final : public cpu::CpuPlan {
+ public:
+  explicit ConvPlan(const ConvOp& op) : op_(op) {
+    const std::vector<std::int64_t> src = {op.mb, op.ic, op.ih, op.iw},
+                                    weights = {op.oc, op.ic, op.kh, op.kw},
+                                    dst = {op.mb, op.oc, op.oh(), op.ow()};
+    switch (op.direction) {
+      case ConvDirection::forward:
+        operands_ = {operand("src", DType::f32, src, false),
+                     operand("weights", DType::f32, weights, false),
+                     operand("dst", DType::f32, dst, true)};
+        break;
+      case ConvDirection::backward_data:
+        operands_ = {operand("diff_dst", DType::f32, dst, false),
+                     operand("weights", DType::f32, weights, false),
+                     operand("diff_src", DType::f32, src, true)};
+        break;
+      case ConvDirection::backward_weights:
+        operands_ = {operand("src", DType::f32, src, false),
+                     operand("diff_dst", DType::f32, dst, false),
+                     operand("diff_weights", DType::f32, weights, true)};
+        break;
+    }
+    identity_ = cpu::im2col_is_identity(op);
+    workspace_bytes_ =
+        identity_ ? 0 : static_cast<std::size_t>(patch_size() * pixels()) * sizeof(float);
+    implementation_ = fmt::format("{}cblas_sgemm per image, {}", identity_ ? "" : "im2col + ",
+                                  kernel_description());
+  }
+
+  Status run(std::span<const Buffer> operands, Buffer workspace) override {
+    const float* in0 = static_cast<const float*>(operands[0].data);
+    const float* in1 = static_cast<const float*>(operands[1].data);
+    float* out = static_cast<float*>(operands[2].data);
+    float* col = static_cast<float*>(workspace.data);
+    const blasint oc = static_cast<blasint>(op_.oc), patch = static_cast<blasint>(patch_size()),
+                  pixels = static_cast<blasint>(this->pixels());
+    const std::int64_t src_image = op_.ic * op_.ih * op_.iw, dst_image = op_.oc * pixels;
+    for (std::int64_t n = 0; n < op_.mb; ++n) {
+      switch (op_.direction) {
+        case ConvDirection::forward: {  // dst_n = W x col(src_n)
+          const float* columns = columns_of(in0 + n * src_image, col);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, oc, pixels, patch, 1.0f, in1,
+                      patch, columns, pixels, 0.0f, out + n * dst_image, pixels);
+          break;
+        }
+        case ConvDirection::backward_data: {  // diff_src_n = col2im(W^T x diff_dst_n)
+          float* image = out + n * src_image;
+          float* columns = identity_ ? image : col;
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, patch, pixels, oc, 1.0f, in1, patch,
+                      in0 + n * dst_image, pixels, 0.0f, columns, pixels);
+          if (!identity_) {
+            std::memset(image, 0, static_cast<std::size_t>(src_image) * sizeof(float));
+            cpu::col2im(op_, columns, image);
+          }
+          break;
+        }
+        case ConvDirection::backward_weights: {  // diff_W += diff_dst_n x col(src_n)^T
+          const float* columns = columns_of(in0 + n * src_image, col);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, oc, patch, pixels, 1.0f,
+                      in1 + n * dst_image, pixels, columns, pixels, n == 0 ? 0.0f : 1.0f, out,
+                      patch);
+          break;
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::int64_t patch_size() const { return op_.ic * op_.kh * op_.kw; }
+  std::int64_t pixels() const { return op_.oh() * op_.ow(); }
+  const float* columns_of(const float* image, float* col) const {
+    if (identity_) return image;
+    cpu::im2col(op_, image, col);
+    return col;
+  }
+
+  ConvOp op_;
+  bool identity_ = false;
+};
+
+class OpenBlasBackend final : public cpu::CpuBackend {
+ public:
+  explicit OpenBlasBackend(const BackendConfig& config) : CpuBackend("cpu-openblas", config) {
+    openblas_set_num_threads(placement().threads);
+  }
+
+  DeviceInfo device_info() const override {
+    DeviceInfo info = CpuBackend::device_info();
+    info.libraries.push_back({"OpenBLAS", openblas_get_config()});
+    info.details["openblas_corename"] = openblas_get_corename();  // the kernel set that really runs
+    info.details["openblas_config"] = openblas_get_config();
+    info.details["openblas_parallel"] = parallel_mode();
+    info.details["openblas_threads"] = openblas_get_num_threads();
+#ifdef TRAINBENCH_OPENBLAS_HAS_SBGEMM
+    info.details["openblas_sbgemm"] = true;
+#else
+    info.details["openblas_sbgemm"] = false;
+#endif
+    return info;
+  }
+
+  Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
+    if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_gemm(*gemm, out);
+    if (const auto* conv = std::get_if<ConvOp>(&op)) return plan_conv(*conv, out);
+    return CpuBackend::plan(op, out);
+  }
+
+ private:
+  static Status plan_gemm(const GemmOp& op, std::unique_ptr<Plan>* out) {
+    if (op.a_type != op.b_type || op.c_type != DType::f32)
+      return Status::Unimplemented("cpu-openblas: GEMM needs equal input dtypes and an f32 output");
+    if (op.a_type == DType::bf16) {
+#ifndef TRAINBENCH_OPENBLAS_HAS_SBGEMM
+      return Status::Unimplemented(
+          "cpu-openblas: this OpenBLAS does not export cblas_sbgemm (no bf16 GEMM)");
+#endif
+    } else if (op.a_type != DType::f32) {
+      return Status::Unimplemented(
+          fmt::format("cpu-openblas has no {} GEMM", dtype_name(op.a_type)));
+    }
+    if (op.prepacked_b)
+      return Status::Unimplemented("cpu-openblas: OpenBLAS has no pre-packed GEMM interface");
+    *out = std::make_unique<GemmPlan>(op);
+    return Status::Ok();
+  }
+
+  static Status plan_conv(const ConvOp& op, std::unique_ptr<Plan>* out) {
+    if (op.dtype != DType::f32)
+      return Status::Unimplemented(fmt::format(
+          "cpu-openblas: the im2col convolution is fp32 only, not {}", dtype_name(op.dtype)));
+    *out = std::make_unique<ConvPlan>(op);
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+BackendEntry openblas_backend_entry() {
+  std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+  version.erase(0, version.find_first_not_of(' '));
+  version.erase(version.find_last_not_of(' ') + 1);
+  return {"cpu-openblas",
+          fmt::format("CPU through {} ({} threads; sgemm, im2col convolution)", version,
+                      parallel_mode()),
+          [] {
+            return Availability{true, ""};
+          },
+          [](const BackendConfig& config, std::unique_ptr<Backend>* out) {
+            *out = std::make_unique<OpenBlasBackend>(config);
+            return Status::Ok();
+          }};
+}
+
+}  // namespace tb
