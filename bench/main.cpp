@@ -153,6 +153,12 @@ int main_impl(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--seed", options.seed, "seed of the random inputs");
   run->add_option("-o,--out", out, "report file (default trainbench-report-<UTC time>.json)");
+  std::vector<std::string> child_environments;
+  run->add_option(
+      "--child-env", child_environments,
+      "also run BACKEND in a child process with a changed environment and merge its results: "
+      "BACKEND:NAME=VALUE,-NAME,... ('-NAME' unsets; repeatable), e.g. "
+      "'cpu-openblas:-OPENBLAS_CORETYPE,-OPENBLAS_L2_SIZE'");
   run->add_option("--format", format,
                   "report format: json (trainbench schema) or gbench (Google Benchmark)")
       ->check(CLI::IsMember({"json", "gbench"}));
@@ -185,6 +191,8 @@ int main_impl(int argc, char** argv) {
       if (entry.probe().usable) backends.push_back(entry.name);
   if (backends.empty()) throw UsageError("no backend in this build is usable here");
   options.backends = backends;
+  for (const std::string& spec : child_environments)
+    options.child_environments.push_back(ChildEnvironment::parse(spec));
   options.backend_config = config;
   options.format = parse_report_format(format);
   std::string stamp = utc_now();

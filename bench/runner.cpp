@@ -1,6 +1,8 @@
 #include "bench/runner.h"
 
+#include <unistd.h>
 #include <algorithm>
+
 #include <chrono>
 #include <ostream>
 
@@ -142,6 +144,73 @@ void print_row(std::ostream& table, const CaseResult& r) {
   table.flush();
 }
 
+// The parent's settings and cases, as arguments for a child `trainbench run`.
+std::vector<std::string> child_arguments(const RunOptions& options) {
+  const HarnessConfig& h = options.harness;
+  std::vector<std::string> arguments = {"--threads",
+                                        std::to_string(options.backend_config.threads),
+                                        "--pin",
+                                        std::string(pin_policy_name(options.backend_config.pin)),
+                                        "--seed",
+                                        std::to_string(options.seed),
+                                        "--warmup",
+                                        std::to_string(h.warmup_runs),
+                                        "--warmup-time",
+                                        fmt::format("{}", h.warmup_seconds),
+                                        "--min-reps",
+                                        std::to_string(h.min_repetitions),
+                                        "--max-reps",
+                                        std::to_string(h.max_repetitions),
+                                        "--time-budget",
+                                        fmt::format("{}", h.time_budget_seconds),
+                                        "--min-sample-time",
+                                        fmt::format("{}", h.min_sample_seconds)};
+  for (const Descriptor& descriptor : options.cases)
+    arguments.insert(arguments.end(), {"-w", descriptor.to_string()});
+  return arguments;
+}
+
+// Runs one backend in a child with a changed environment and merges its results, relabelled
+// with the environment, into the report. Returns how many of its cases did not pass or skip
+// cleanly (failed, or skipped because the backend is unusable).
+int merge_child_run(const ChildEnvironment& environment, const RunOptions& options,
+                    ReportWriter& writer, std::ostream& table, std::ostream& progress) {
+  const std::string label = environment.label();
+  fmt::print(progress, "running {} in a child process\n", label);
+  progress.flush();
+  table.flush();
+  const ChildOutcome outcome = run_child(environment, child_arguments(options),
+                                         fmt::format("{}.child.{}", options.out_path, getpid()));
+  int problems = 0;
+  if (!outcome.report) {
+    for (const Descriptor& descriptor : options.cases) {
+      CaseResult result;
+      result.workload = descriptor.to_string();
+      result.backend = label;
+      result.dtype = descriptor.get("dtype").value_or("f32");
+      result.reason = outcome.error;
+      writer.add(result);
+      print_row(table, result);
+      ++problems;
+    }
+    return problems;
+  }
+  nlohmann::json backends = writer.report()["backends"];
+  for (nlohmann::json block : (*outcome.report)["backends"]) {
+    block["name"] = label;
+    block["variant_of"] = environment.backend;
+    block["environment"] = (*outcome.report)["host"]["environment"];
+    backends.push_back(std::move(block));
+  }
+  writer.set("backends", backends);
+  for (nlohmann::json result : (*outcome.report)["results"]) {
+    result["backend"] = label;
+    problems += result["status"] == "failed" || result["status"] == "skipped";
+    writer.add(std::move(result));
+  }
+  return problems;
+}
+
 }  // namespace
 
 int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream& progress) {
@@ -236,6 +305,8 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
     writer->add(result);
     print_row(table, result);
   }
+  for (const ChildEnvironment& environment : options.child_environments)
+    failed += merge_child_run(environment, options, *writer, table, progress);
   writer->finish(utc_now());
   fmt::print(progress, "{} cases in {}, {} failed; report: {}\n", cases.size(),
              format_duration(std::chrono::duration<double>(Clock::now() - start).count()), failed,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/registry.h"
+#include "bench/child_run.h"
 #include "bench/harness.h"
 #include "reports/report.h"
 #include "workloads/descriptor.h"
@@ -27,6 +28,8 @@ struct RunOptions {
   std::string out_path;
   ReportFormat format = ReportFormat::json;
   std::string command_line;
+  // Backends to run again in a child process with a changed environment, after the rest.
+  std::vector<ChildEnvironment> child_environments;
 };
 
 // Exit code: 0 when every case passed or is unimplemented, 1 when any failed or a requested

@@ -235,7 +235,11 @@ ReportWriter::ReportWriter(std::string path, ReportFormat format, nlohmann::json
 }
 
 void ReportWriter::add(const CaseResult& result) {
-  report_["results"].push_back(to_json(result));
+  add(to_json(result));
+}
+
+void ReportWriter::add(nlohmann::json result) {
+  report_["results"].push_back(std::move(result));
   write();
 }
 

@@ -70,6 +70,7 @@ class ReportWriter {
  public:
   ReportWriter(std::string path, ReportFormat format, nlohmann::json header);
   void add(const CaseResult& result);
+  void add(nlohmann::json result);  // a result already in report form (from a child run)
   // Sets a top-level key (the backends block, once their peaks are measured).
   void set(const std::string& key, nlohmann::json value);
   void finish(const std::string& finished_at);

@@ -65,7 +65,32 @@ const char* const kInterestingIsa[] = {
     "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16", "avx512_fp16",
     "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",    "asimd",       "sve"};
 
+cpu_set_t read_process_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (omp_get_num_places() > 0) {
+    // OMP_PLACES is set: libgomp has already bound this thread to the first place, so the
+    // CPUs the process may use are the union of the places.
+    for (int place = 0; place < omp_get_num_places(); ++place) {
+      std::vector<int> ids(omp_get_place_num_procs(place));
+      omp_get_place_proc_ids(place, ids.data());
+      for (int id : ids) CPU_SET(id, &allowed);
+    }
+  } else {
+    sched_getaffinity(0, sizeof(allowed), &allowed);
+  }
+  return allowed;
+}
+
+// Read once at load time, before any backend pins the main thread to one CPU (which would
+// otherwise shrink what later backends and child processes see).
+const cpu_set_t kProcessCpus = read_process_cpus();
+
 }  // namespace
+
+const cpu_set_t& process_cpus() {
+  return kProcessCpus;
+}
 
 bool HostInventory::has_isa(const std::string& flag) const {
   return std::find(isa.begin(), isa.end(), flag) != isa.end();
@@ -108,19 +133,7 @@ HostInventory read_host_inventory() {
     if (flags.count(flag)) inv.isa.emplace_back(flag);
 
   inv.logical_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (omp_get_num_places() > 0) {
-    // OMP_PLACES is set: libgomp has already bound this thread to the first place, so the
-    // CPUs the process may use are the union of the places.
-    for (int place = 0; place < omp_get_num_places(); ++place) {
-      std::vector<int> ids(omp_get_place_num_procs(place));
-      omp_get_place_proc_ids(place, ids.data());
-      for (int id : ids) CPU_SET(id, &allowed);
-    }
-  } else {
-    sched_getaffinity(0, sizeof(allowed), &allowed);
-  }
+  const cpu_set_t& allowed = process_cpus();
 
   std::map<std::pair<int, int>, CpuCore> cores;
   std::set<int> packages;

@@ -1,6 +1,8 @@
 // What the host is: read once from /proc and /sys, recorded in every report.
 #pragma once
 
+#include <sched.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +35,8 @@ struct HostInventory {
 };
 
 HostInventory read_host_inventory();
+// The CPUs this process was started on, captured before any thread was pinned.
+const cpu_set_t& process_cpus();
 // Free memory now, from /proc/meminfo (MemAvailable), in bytes.
 std::uint64_t memory_available_bytes();
 // Core clock while running, measured with a chain of dependent integer adds (1 cycle each).

@@ -131,6 +131,55 @@ TEST_F(Cli, OmpPlacesDoNotShrinkTheThreadCount) {
   EXPECT_EQ(threads(placed), threads(plain));
 }
 
+TEST_F(Cli, EveryCpuBackendGetsEveryCore) {
+  // Pinning one backend's threads must not shrink the CPUs the next backend sees.
+  const Outcome outcome = run({"info", "--json"});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json info = nlohmann::json::parse(outcome.out);
+  const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  for (const auto& backend : info["backends"]) {
+    if (!backend.contains("device") || backend["device"]["kind"] != "cpu") continue;
+    EXPECT_EQ(backend["device"]["threads_used"].get<int>(), backend["device"]["cores"].get<int>())
+        << backend["name"] << " on " << cores << " logical CPUs";
+  }
+}
+
+TEST_F(Cli, ChildEnvironmentRunsAreMergedAndLabelled) {
+  const Outcome outcome =
+      run({"run", "-b", "cpu-onednn", "-w", "gemm m=16", "--child-env",
+           "cpu-onednn:TRAINBENCH_TEST_MARK=7,-OMP_WAIT_POLICY", "-o", report_path()},
+          true, {{"OMP_WAIT_POLICY", "passive"}});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  ASSERT_EQ(report["results"].size(), 2u);
+  const std::string label = "cpu-onednn[TRAINBENCH_TEST_MARK=7,-OMP_WAIT_POLICY]";
+  EXPECT_EQ(report["results"][0]["backend"], "cpu-onednn");
+  EXPECT_EQ(report["results"][1]["backend"], label);
+  EXPECT_EQ(report["results"][1]["status"], "passed");
+  ASSERT_EQ(report["backends"].size(), 2u);
+  const auto& child = report["backends"][1];
+  EXPECT_EQ(child["name"], label);
+  EXPECT_EQ(child["variant_of"], "cpu-onednn");
+  EXPECT_FALSE(child["environment"].contains("OMP_WAIT_POLICY"));  // unset in the child
+  EXPECT_EQ(report["host"]["environment"]["OMP_WAIT_POLICY"], "passive");
+  EXPECT_EQ(child["device"]["threads_used"], report["backends"][0]["device"]["threads_used"]);
+  for (const auto& entry :
+       fs::directory_iterator(dir_))  // the child's report is merged, then removed
+    EXPECT_EQ(entry.path().filename().string().find(".child."), std::string::npos) << entry.path();
+}
+
+TEST_F(Cli, OpenBlasCoreTypeTakesEffectInTheChild) {
+  if (run({"list"}).out.find("cpu-openblas") == std::string::npos)
+    GTEST_SKIP() << "no cpu-openblas in this build";
+  const Outcome outcome = run({"run", "-b", "cpu-openblas", "-w", "gemm m=16", "--child-env",
+                               "cpu-openblas:OPENBLAS_CORETYPE=Haswell", "-o", report_path()});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  EXPECT_EQ(report["backends"][1]["device"]["details"]["openblas_corename"], "Haswell");
+  EXPECT_NE(report["results"][1]["implementation"].get<std::string>().find("Haswell"),
+            std::string::npos);
+}
+
 TEST_F(Cli, ParseErrorsExitTwo) {
   expect_usage_error({"run", "--no-such-flag"}, "no-such-flag");
   expect_usage_error({"run", "--threads", "many"}, "threads");
@@ -146,6 +195,11 @@ TEST_F(Cli, BadInputExitsTwoBeforeRunning) {
   expect_usage_error({"run", "-w", "gemm m=8 volume=11"}, "unknown key 'volume'");
   expect_usage_error({"run", "-w", "gemm m=8", "-w", "conv ic=3"}, "needs ih=");
   expect_usage_error({"run", "-w", "gemm m=8", "--format", "xml"}, "xml");
+  expect_usage_error({"run", "-w", "gemm m=8", "--child-env", "cpu-nosuch:A=1"},
+                     "unknown backend 'cpu-nosuch'");
+  expect_usage_error({"run", "-w", "gemm m=8", "--child-env", "cpu-onednn"}, "BACKEND:NAME=VALUE");
+  expect_usage_error({"run", "-w", "gemm m=8", "--child-env", "cpu-onednn:A=1,B"},
+                     "'B' is neither");
 }
 
 TEST_F(Cli, UnwritableOutputExitsTwo) {
