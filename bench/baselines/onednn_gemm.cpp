@@ -10,6 +10,8 @@
 #include <random>
 #include <vector>
 
+#include "bench/baselines/huge_buffer.h"
+
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s M N K [REPETITIONS]\n", argv[0]);
@@ -26,7 +28,10 @@ int main(int argc, char** argv) {
   dnnl::primitive_attr attr;
   attr.set_fpmath_mode(dnnl::fpmath_mode::strict);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
-  memory a(a_md, engine), b(b_md, engine), c(c_md, engine);
+  auto a_data = huge_buffer<float>(m * k), b_data = huge_buffer<float>(k * n),
+       c_data = huge_buffer<float>(m * n);
+  memory a(a_md, engine, a_data.get()), b(b_md, engine, b_data.get()),
+      c(c_md, engine, c_data.get());
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-1, 1);
   for (const memory* mem : {&a, &b, &c}) {

@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "bench/baselines/huge_buffer.h"
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s N [REPETITIONS]\n", argv[0]);
@@ -16,7 +18,7 @@ int main(int argc, char** argv) {
   }
   const long n = std::atol(argv[1]);
   const int repetitions = argc > 2 ? std::atoi(argv[2]) : 20;
-  std::unique_ptr<double[]> a(new double[n]), b(new double[n]), c(new double[n]);
+  auto a = huge_buffer<double>(n), b = huge_buffer<double>(n), c = huge_buffer<double>(n);
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < n; ++i) {
     a[i] = 1.0;
