@@ -8,6 +8,7 @@
 
 #include "backends/registry.h"
 #include "bench/inventory.h"
+#include "bench/report_commands.h"
 #include "bench/runner.h"
 #include "reports/report.h"
 #include "workloads/registry.h"
@@ -163,6 +164,64 @@ int main_impl(int argc, char** argv) {
                   "report format: json (trainbench schema) or gbench (Google Benchmark)")
       ->check(CLI::IsMember({"json", "gbench"}));
 
+  CompareOptions compare_options;
+  std::string compare_format = "table", check_format = "table", ab_format = "table",
+              summary_format = "table";
+  std::string compare_threshold = "5%", check_threshold = "5%", ab_threshold = "5%";
+  CLI::App* compare = app.add_subcommand(
+      "compare", "compare reports case by case: speed-up, 95% interval, significance");
+  compare
+      ->add_option("reports", compare_options.reports, "report files (the first is the reference)")
+      ->required();
+  compare->add_flag("--across-backends", compare_options.across_backends,
+                    "put the backends of each report side by side (CPU against GPU)");
+  compare->add_option("--threshold", compare_threshold,
+                      "smallest change called faster / slower (default 5%)");
+  compare
+      ->add_option("--price-per-hour", compare_options.price_per_hour,
+                   "USD per hour of each machine, in report order")
+      ->delimiter(',');
+  compare
+      ->add_option("--watts", compare_options.watts,
+                   "power of each machine in watts, in report order")
+      ->delimiter(',');
+  compare->add_option("--costs", compare_options.costs_file,
+                      "JSON file {\"REPORT\": {\"price_per_hour\": USD, \"watts\": W}}");
+  compare->add_option("--format", compare_format, "table, markdown, csv or json")
+      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
+
+  CheckOptions check_options;
+  CLI::App* check =
+      app.add_subcommand("check", "CI gate: exit 1 when a case got significantly slower or failed");
+  check->add_option("--baseline", check_options.baseline, "the reference report")->required();
+  check->add_option("--current", check_options.current, "the report to check")->required();
+  check->add_option("--threshold", check_threshold, "slow-down that fails the check (default 5%)");
+  check->add_flag("--force", check_options.force, "accept a baseline from another machine");
+  check->add_option("--format", check_format, "table, markdown or json")
+      ->check(CLI::IsMember({"table", "markdown", "json"}));
+
+  AbOptions ab_options;
+  CLI::App* ab = app.add_subcommand(
+      "ab",
+      "run two builds interleaved (A B A B ...) on this machine and apply check's verdict; "
+      "further options go to both builds' `run`");
+  ab->add_option("--baseline-bin", ab_options.baseline_bin, "the old trainbench binary")
+      ->required();
+  ab->add_option("--current-bin", ab_options.current_bin, "the new trainbench binary")->required();
+  ab->add_option("--rounds", ab_options.rounds, "rounds, each one run of each build (at least 5)");
+  ab->add_option("--threshold", ab_threshold, "slow-down that fails (default 5%)");
+  ab->add_option("--out-dir", ab_options.out_dir,
+                 "keep every round's report and the combined ones here");
+  ab->add_option("--ab-format", ab_format, "table, markdown or json")
+      ->check(CLI::IsMember({"table", "markdown", "json"}));
+  ab->allow_extras();
+
+  SummaryOptions summary_options;
+  CLI::App* summary = app.add_subcommand("summary", "what a buyer asks, answered from one report");
+  summary->add_option("report", summary_options.report, "report file")->required();
+  summary->add_option("--format", summary_format, "table, markdown or json")
+      ->check(CLI::IsMember({"table", "markdown", "json"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -176,6 +235,26 @@ int main_impl(int argc, char** argv) {
 
   if (*list) return list_command();
   if (*info) return info_command(config, info_json);
+  if (*compare) {
+    compare_options.threshold = parse_threshold(compare_threshold);
+    compare_options.format = parse_table_format(compare_format);
+    return compare_command(compare_options);
+  }
+  if (*check) {
+    check_options.threshold = parse_threshold(check_threshold);
+    check_options.format = parse_table_format(check_format);
+    return check_command(check_options);
+  }
+  if (*ab) {
+    ab_options.threshold = parse_threshold(ab_threshold);
+    ab_options.format = parse_table_format(ab_format);
+    ab_options.run_arguments = ab->remaining();
+    return ab_command(ab_options);
+  }
+  if (*summary) {
+    summary_options.format = parse_table_format(summary_format);
+    return summary_command(summary_options);
+  }
 
   if (options.harness.max_repetitions < options.harness.min_repetitions)
     throw UsageError("--max-reps must be at least --min-reps");

@@ -140,9 +140,12 @@ nlohmann::json read_report(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw ReportError(fmt::format("corrupt report {}: not valid JSON ({})", path, e.what()));
   }
-  if (!report.is_object() || report.value("schema_version", 0) != kReportSchemaVersion)
-    throw ReportError(fmt::format("report {} is not a trainbench report of schema version {}", path,
-                                  kReportSchemaVersion));
+  if (!report.is_object() || !report.contains("schema_version"))
+    throw ReportError(fmt::format("{} is not a trainbench report (no schema_version)", path));
+  if (report["schema_version"] != kReportSchemaVersion)
+    throw ReportError(
+        fmt::format("report {} has schema version {}; this trainbench reads version {} only", path,
+                    report["schema_version"].dump(), kReportSchemaVersion));
   const std::vector<std::string> errors = validate_against_schema(report_schema(), report);
   if (!errors.empty())
     throw ReportError(

@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <numeric>
+#include <random>
+#include <utility>
 #include <vector>
 
 namespace tb {
@@ -39,6 +41,105 @@ SampleStats summarize(std::span<const double> samples) {
   stats.ci95_low = stats.mean - half_width;
   stats.ci95_high = stats.mean + half_width;
   return stats;
+}
+
+namespace {
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// P(U <= u) under the null hypothesis, exact, by counting rank arrangements.
+double exact_u_cdf(std::size_t n1, std::size_t n2, double u) {
+  // counts[j][v]: arrangements of i first-set and j second-set values with U = v, built up in i.
+  const std::size_t max_u = n1 * n2;
+  std::vector<std::vector<double>> counts(n2 + 1, std::vector<double>(max_u + 1, 0));
+  for (std::size_t j = 0; j <= n2; ++j) counts[j][0] = 1;  // i = 0
+  for (std::size_t i = 1; i <= n1; ++i) {
+    std::vector<std::vector<double>> next(n2 + 1, std::vector<double>(max_u + 1, 0));
+    next[0][0] = 1;
+    for (std::size_t j = 1; j <= n2; ++j)
+      for (std::size_t v = 0; v <= i * j; ++v)
+        // The largest value belongs to the first set (it beats all j of the second) or not.
+        next[j][v] = (v >= j ? counts[j][v - j] : 0) + next[j - 1][v];
+    counts = std::move(next);
+  }
+  double total = 0, below = 0;
+  for (std::size_t v = 0; v <= max_u; ++v) {
+    total += counts[n2][v];
+    if (static_cast<double>(v) <= u + 1e-9) below += counts[n2][v];
+  }
+  return below / total;
+}
+
+double binomial(std::size_t n, std::size_t k) {
+  double result = 1;
+  for (std::size_t i = 1; i <= k; ++i)
+    result = result * static_cast<double>(n - k + i) / static_cast<double>(i);
+  return result;
+}
+
+}  // namespace
+
+RankTest mann_whitney(std::span<const double> first, std::span<const double> second) {
+  RankTest test;
+  const std::size_t n1 = first.size(), n2 = second.size();
+  if (n1 == 0 || n2 == 0) return test;
+  test.min_p = std::min(1.0, 2.0 / binomial(n1 + n2, n1));
+  // Ranks of the pooled samples, ties sharing their mean rank.
+  std::vector<std::pair<double, int>> pooled;
+  for (double v : first) pooled.emplace_back(v, 0);
+  for (double v : second) pooled.emplace_back(v, 1);
+  std::sort(pooled.begin(), pooled.end());
+  double rank_sum = 0, tie_term = 0;
+  bool ties = false;
+  for (std::size_t i = 0; i < pooled.size();) {
+    std::size_t j = i;
+    while (j < pooled.size() && pooled[j].first == pooled[i].first) ++j;
+    const double mean_rank = 0.5 * static_cast<double>(i + 1 + j);
+    const double t = static_cast<double>(j - i);
+    if (t > 1) ties = true;
+    tie_term += t * t * t - t;
+    for (std::size_t k = i; k < j; ++k)
+      if (pooled[k].second == 0) rank_sum += mean_rank;
+    i = j;
+  }
+  test.u = rank_sum - static_cast<double>(n1 * (n1 + 1)) / 2;
+  const double mean = static_cast<double>(n1 * n2) / 2;
+  if (!ties && n1 + n2 <= 40) {
+    const double lower = exact_u_cdf(n1, n2, std::min(test.u, 2 * mean - test.u));
+    test.p_value = std::min(1.0, 2 * lower);
+  } else {
+    const double n = static_cast<double>(n1 + n2);
+    const double variance =
+        static_cast<double>(n1 * n2) / 12 * ((n + 1) - tie_term / (n * (n - 1)));
+    if (variance <= 0) return test;  // every value equal: no evidence of a difference
+    const double z =
+        (std::fabs(test.u - mean) - 0.5) / std::sqrt(variance);  // continuity-corrected
+    test.p_value = std::min(1.0, std::erfc(std::max(z, 0.0) / std::sqrt(2.0)));
+  }
+  return test;
+}
+
+RatioInterval median_ratio(std::span<const double> first, std::span<const double> second,
+                           int resamples) {
+  RatioInterval interval;
+  if (first.empty() || second.empty()) return interval;
+  interval.ratio =
+      median_of({second.begin(), second.end()}) / median_of({first.begin(), first.end()});
+  std::mt19937_64 rng(0x7261746966ull);
+  std::vector<double> ratios, a(first.size()), b(second.size());
+  for (int r = 0; r < resamples; ++r) {
+    for (double& v : a) v = first[rng() % first.size()];
+    for (double& v : b) v = second[rng() % second.size()];
+    ratios.push_back(median_of(b) / median_of(a));
+  }
+  std::sort(ratios.begin(), ratios.end());
+  interval.low = ratios[static_cast<std::size_t>(0.025 * (resamples - 1))];
+  interval.high = ratios[static_cast<std::size_t>(0.975 * (resamples - 1))];
+  return interval;
 }
 
 }  // namespace tb

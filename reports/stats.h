@@ -18,4 +18,20 @@ SampleStats summarize(std::span<const double> samples);
 // Two-sided 97.5% quantile of Student's t with `dof` degrees of freedom.
 double student_t_975(std::size_t dof);
 
+// Mann-Whitney U test, two-sided: do the two sample sets come from one distribution?
+struct RankTest {
+  double u = 0;        // U of the first set
+  double p_value = 1;  // exact for small sets without ties, normal approximation otherwise
+  double min_p = 1;    // the smallest p these set sizes can ever give (2 / C(n1 + n2, n1))
+};
+RankTest mann_whitney(std::span<const double> first, std::span<const double> second);
+
+// Ratio of medians second / first with a 95% percentile-bootstrap interval (seeded, so the
+// same samples always give the same interval).
+struct RatioInterval {
+  double ratio = 0, low = 0, high = 0;
+};
+RatioInterval median_ratio(std::span<const double> first, std::span<const double> second,
+                           int resamples = 2000);
+
 }  // namespace tb

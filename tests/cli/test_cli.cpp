@@ -276,6 +276,132 @@ TEST_F(Cli, UnusableBackendSkipsItsCasesAndExitsOne) {
   EXPECT_FALSE(report["backends"][1]["available"].get<bool>());
 }
 
+std::string data(const std::string& name) {
+  return std::string(TRAINBENCH_TEST_DATA) + "/" + name;
+}
+
+TEST_F(Cli, CompareInEveryFormat) {
+  const Outcome csv =
+      run({"compare", data("baseline.json"), data("current_same.json"), "--format", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 4) << csv.out;  // header + 3 cases
+  EXPECT_EQ(
+      csv.out.rfind("workload,dtype,backend,baseline.json,current_same.json,vs baseline.json", 0),
+      0u)
+      << csv.out;
+
+  const Outcome json = run({"compare", data("baseline.json"), data("current_regressed.json"),
+                            "--format", "json", "--price-per-hour", "2,4", "--watts", "300,600"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json out = nlohmann::json::parse(json.out);
+  ASSERT_EQ(out["reports"].size(), 2u);
+  const auto& headline = out["reports"][0]["headline"];
+  ASSERT_FALSE(headline.empty());
+  EXPECT_TRUE(headline[0].contains("per_usd_per_hour"));
+  EXPECT_TRUE(headline[0].contains("per_watt"));
+  bool saw_slower = false;
+  for (const auto& entry : out["cases"])
+    for (const auto& column : entry["columns"])
+      if (column.contains("versus_first") && column["versus_first"]["verdict"] == "slower")
+        saw_slower = true;
+  EXPECT_TRUE(saw_slower);
+
+  const Outcome markdown =
+      run({"compare", data("baseline.json"), "--across-backends", "--format", "markdown"});
+  ASSERT_EQ(markdown.exit_code, 0) << markdown.err;
+  EXPECT_NE(markdown.out.find("| workload | dtype |"), std::string::npos) << markdown.out;
+}
+
+TEST_F(Cli, CompareBadInput) {
+  EXPECT_EQ(run({"compare", data("baseline.json")}).exit_code, 2);
+  EXPECT_EQ(
+      run({"compare", data("baseline.json"), data("current_same.json"), "--price-per-hour", "1"})
+          .exit_code,
+      2);
+  std::ofstream(dir_ / "truncated.json") << slurp(data("baseline.json")).substr(0, 500);
+  const Outcome corrupt =
+      run({"compare", data("baseline.json"), (dir_ / "truncated.json").string()});
+  EXPECT_EQ(corrupt.exit_code, 2);
+  EXPECT_NE(corrupt.err.find("truncated.json"), std::string::npos) << corrupt.err;
+  nlohmann::json future = nlohmann::json::parse(slurp(data("baseline.json")));
+  future["schema_version"] = 2;
+  std::ofstream(dir_ / "future.json") << future.dump();
+  const Outcome version = run(
+      {"check", "--baseline", data("baseline.json"), "--current", (dir_ / "future.json").string()});
+  EXPECT_EQ(version.exit_code, 2);
+  EXPECT_NE(version.err.find("schema version 2"), std::string::npos) << version.err;
+}
+
+TEST_F(Cli, CheckGatesOnSignificantSlowdowns) {
+  const std::string before = slurp(data("baseline.json"));
+  const Outcome same =
+      run({"check", "--baseline", data("baseline.json"), "--current", data("current_same.json")});
+  EXPECT_EQ(same.exit_code, 0) << same.out;
+  const Outcome regressed = run({"check", "--baseline", data("baseline.json"), "--current",
+                                 data("current_regressed.json"), "--threshold", "5%"});
+  EXPECT_EQ(regressed.exit_code, 1);
+  for (const char* section : {"regressions:", "improvements:", "new:", "missing:", "check FAILED"})
+    EXPECT_NE(regressed.out.find(section), std::string::npos) << section << "\n" << regressed.out;
+  EXPECT_EQ(run({"check", "--baseline", data("baseline.json"), "--current",
+                 data("current_regressed.json"), "--threshold", "0.15"})
+                .exit_code,
+            0);
+  const Outcome failed =
+      run({"check", "--baseline", data("baseline.json"), "--current", data("current_failed.json")});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.out.find("validation failed"), std::string::npos) << failed.out;
+  EXPECT_EQ(run({"check", "--baseline", data("baseline_few_samples.json"), "--current",
+                 data("current_few_samples.json")})
+                .exit_code,
+            0);
+  const Outcome other = run(
+      {"check", "--baseline", data("other_machine.json"), "--current", data("current_same.json")});
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.err.find("--force"), std::string::npos) << other.err;
+  EXPECT_NE(run({"check", "--baseline", data("other_machine.json"), "--current",
+                 data("current_same.json"), "--force"})
+                .exit_code,
+            2);
+  EXPECT_EQ(run({"check", "--baseline", data("baseline.json"), "--current",
+                 data("current_same.json"), "--threshold", "fast"})
+                .exit_code,
+            2);
+  EXPECT_EQ(slurp(data("baseline.json")), before);  // inputs are never written
+}
+
+TEST_F(Cli, SummaryAnswersWithItsSources) {
+  const Outcome outcome = run({"summary", data("current_regressed.json"), "--format", "json"});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json answers = nlohmann::json::parse(outcome.out);
+  ASSERT_EQ(answers.size(), 5u);
+  for (const auto& answer : answers) EXPECT_FALSE(answer["answer"].get<std::string>().empty());
+  EXPECT_EQ(answers[0]["answer"], "not measured: no case ran on both a GPU and a CPU backend");
+}
+
+TEST_F(Cli, AbRunsBothBuildsInterleaved) {
+  const Outcome outcome =
+      run({"ab", "--baseline-bin", TRAINBENCH_BINARY, "--current-bin", TRAINBENCH_BINARY,
+           "--rounds", "5", "--out-dir", (dir_ / "ab").string(), "-b", "cpu-onednn", "-w",
+           "gemm m=64", "--time-budget", "0", "--min-reps", "3", "--warmup-time", "0"},
+          false);
+  ASSERT_LE(outcome.exit_code, 1) << outcome.err;  // the same binary: any verdict but a crash
+  EXPECT_NE(outcome.out.find("check "), std::string::npos) << outcome.out;
+  const nlohmann::json combined = read_report((dir_ / "ab" / "current-combined.json").string());
+  EXPECT_EQ(combined["results"][0]["samples_s"].size(), 5u);  // one median per round
+  const std::string order = outcome.err;
+  EXPECT_LT(order.find("round 1/5, baseline"), order.find("round 1/5, current"));
+  EXPECT_LT(order.find("round 1/5, current"), order.find("round 2/5, baseline"));
+  EXPECT_EQ(run({"ab", "--baseline-bin", TRAINBENCH_BINARY, "--current-bin", TRAINBENCH_BINARY,
+                 "--rounds", "3"},
+                false)
+                .exit_code,
+            2);
+  EXPECT_EQ(
+      run({"ab", "--baseline-bin", "/no/such/binary", "--current-bin", TRAINBENCH_BINARY}, false)
+          .exit_code,
+      2);
+}
+
 TEST_F(Cli, KilledMidRunLeavesAValidReportWithFinishedCases) {
   std::vector<std::string> args = {"run",           "-o", report_path(), "--time-budget", "0.2",
                                    "--warmup-time", "0"};

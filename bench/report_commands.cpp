@@ -1,0 +1,513 @@
+#include "bench/report_commands.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "backends/status.h"
+#include "reports/compare.h"
+#include "reports/report.h"
+#include "reports/stats.h"
+
+namespace tb {
+namespace {
+
+// Rows of text cells, printed as an aligned table, Markdown or CSV.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  bool empty() const { return rows_.empty(); }
+
+  std::string render(TableFormat format) const {
+    std::string out;
+    if (format == TableFormat::csv) {
+      for (const auto* row : all_rows()) {
+        std::vector<std::string> cells;
+        for (const std::string& cell : *row) cells.push_back(csv_cell(cell));
+        out += fmt::format("{}\n", fmt::join(cells, ","));
+      }
+      return out;
+    }
+    if (format == TableFormat::markdown) {
+      out += fmt::format("| {} |\n|{}|\n", fmt::join(header_, " | "),
+                         fmt::join(std::vector<std::string>(header_.size(), "---"), "|"));
+      for (const auto& row : rows_) out += fmt::format("| {} |\n", fmt::join(row, " | "));
+      return out;
+    }
+    std::vector<std::size_t> widths(header_.size(), 0);
+    for (const auto* row : all_rows())
+      for (std::size_t i = 0; i < row->size(); ++i)
+        widths[i] = std::max(widths[i], (*row)[i].size());
+    for (const auto* row : all_rows()) {
+      std::string line;
+      for (std::size_t i = 0; i < row->size(); ++i)
+        line += fmt::format("{:<{}}  ", (*row)[i], widths[i]);
+      line.erase(line.find_last_not_of(' ') + 1);
+      out += line + "\n";
+    }
+    return out;
+  }
+
+ private:
+  static std::string csv_cell(const std::string& cell) {
+    if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
+    std::string quoted = "\"";
+    for (char c : cell) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+  }
+  std::vector<const std::vector<std::string>*> all_rows() const {
+    std::vector<const std::vector<std::string>*> rows = {&header_};
+    for (const auto& row : rows_) rows.push_back(&row);
+    return rows;
+  }
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// A report named on the command line: an unreadable, corrupt or foreign file is bad input.
+nlohmann::json read_input_report(const std::string& path) {
+  try {
+    return read_report(path);
+  } catch (const ReportError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::string workload_kind(const std::string& descriptor) {
+  return descriptor.substr(0, descriptor.find(' '));
+}
+
+// The headline figure of a result: TFLOP/s where it computes, else GB/s, else samples/s.
+std::string headline_metric(const nlohmann::json& result) {
+  const auto& m = result["metrics"];
+  if (!m.is_object()) return "-";
+  if (m.contains("tflops") && workload_kind(result["workload"]) != "stream")
+    return fmt::format("{:.3f} TFLOP/s", m["tflops"].get<double>());
+  if (m.contains("gbps")) return fmt::format("{:.1f} GB/s", m["gbps"].get<double>());
+  if (m.contains("samples_per_s"))
+    return fmt::format("{:.1f} samples/s", m["samples_per_s"].get<double>());
+  return "-";
+}
+
+std::string format_seconds(double seconds) {
+  if (seconds >= 1) return fmt::format("{:.3g} s", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.3g} ms", seconds * 1e3);
+  return fmt::format("{:.3g} us", seconds * 1e6);
+}
+
+// Speed-up of `current` over `baseline` (>1: faster) with its interval and the verdict.
+std::string format_speedup(const SampleComparison& c) {
+  return fmt::format("{:.2f}x [{:.2f}, {:.2f}] p={:.2g} {}", 1 / c.time_ratio, 1 / c.ci_high,
+                     1 / c.ci_low, c.p_value, verdict_name(c.verdict));
+}
+
+nlohmann::json comparison_json(const SampleComparison& c) {
+  return {{"speedup", 1 / c.time_ratio},
+          {"speedup_ci95", {1 / c.ci_high, 1 / c.ci_low}},
+          {"time_ratio", c.time_ratio},
+          {"p_value", c.p_value},
+          {"min_p", c.min_p},
+          {"verdict", verdict_name(c.verdict)}};
+}
+
+void print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+struct Costs {
+  std::optional<double> price_per_hour, watts;
+};
+
+// Per report: best GEMM TFLOP/s per dtype, bandwidth, training throughput and time-to-train,
+// for each backend; with price and power, per dollar and per watt.
+nlohmann::json headline(const nlohmann::json& report, const Costs& costs) {
+  nlohmann::json lines = nlohmann::json::array();
+  std::map<std::string, std::pair<double, std::string>> best;  // "backend|figure" -> value, unit
+  auto keep_max = [&](const std::string& key, double value, const std::string& unit) {
+    auto& slot = best[key];
+    if (value > slot.first) slot = {value, unit};
+  };
+  for (const auto& result : report["results"]) {
+    if (result["status"] != "passed" || !result["metrics"].is_object()) continue;
+    const auto& m = result["metrics"];
+    const std::string kind = workload_kind(result["workload"]), backend = result["backend"];
+    const std::string dtype = result["dtype"];
+    if (kind == "gemm" && m.contains("tflops"))
+      keep_max(backend + "|GEMM " + dtype, m["tflops"], "TFLOP/s");
+    if (kind == "stream" && m.contains("gbps"))
+      keep_max(backend + "|memory bandwidth", m["gbps"], "GB/s");
+    if (kind.ends_with("-train") && m.contains("samples_per_s"))
+      keep_max(backend + "|" + kind + " " + dtype, m["samples_per_s"], "samples/s");
+    if (m.contains("time_to_train_s")) {
+      auto& slot = best[backend + "|time to train " + kind + " " + dtype];
+      const double seconds = m["time_to_train_s"];
+      if (slot.first == 0 || seconds < slot.first) slot = {seconds, "s"};
+    }
+  }
+  for (const auto& [key, value] : best) {
+    const auto bar = key.find('|');
+    nlohmann::json line = {{"backend", key.substr(0, bar)},
+                           {"figure", key.substr(bar + 1)},
+                           {"value", value.first},
+                           {"unit", value.second}};
+    if (value.second == "s") {  // a time-to-train: its cost and energy
+      if (costs.price_per_hour) line["cost_usd"] = value.first / 3600 * *costs.price_per_hour;
+      if (costs.watts) line["energy_kwh"] = value.first * *costs.watts / 3.6e6;
+    } else {  // a throughput: per dollar (per hour of the machine) and per watt
+      if (costs.price_per_hour) line["per_usd_per_hour"] = value.first / *costs.price_per_hour;
+      if (costs.watts) line["per_watt"] = value.first / *costs.watts;
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::string headline_text(const nlohmann::json& line) {
+  std::string text = fmt::format("{} {}: {:.4g} {}", line["backend"].get<std::string>(),
+                                 line["figure"].get<std::string>(), line["value"].get<double>(),
+                                 line["unit"].get<std::string>());
+  const std::string unit = line["unit"];
+  if (line.contains("per_usd_per_hour"))
+    text += fmt::format(", {:.4g} {} per $/h", line["per_usd_per_hour"].get<double>(), unit);
+  if (line.contains("per_watt"))
+    text += fmt::format(", {:.4g} {} per W", line["per_watt"].get<double>(), unit);
+  if (line.contains("cost_usd")) text += fmt::format(", ${:.2f}", line["cost_usd"].get<double>());
+  if (line.contains("energy_kwh"))
+    text += fmt::format(", {:.3f} kWh", line["energy_kwh"].get<double>());
+  return text;
+}
+
+std::vector<Costs> load_costs(const CompareOptions& options) {
+  std::vector<Costs> costs(options.reports.size());
+  for (const auto* list : {&options.price_per_hour, &options.watts})
+    if (!list->empty() && list->size() != options.reports.size())
+      throw UsageError(fmt::format(
+          "--price-per-hour and --watts take one value per report ({} reports, {} values)",
+          options.reports.size(), list->size()));
+  for (std::size_t i = 0; i < options.reports.size(); ++i) {
+    if (!options.price_per_hour.empty()) costs[i].price_per_hour = options.price_per_hour[i];
+    if (!options.watts.empty()) costs[i].watts = options.watts[i];
+  }
+  if (options.costs_file) {
+    std::ifstream in(*options.costs_file);
+    if (!in) throw UsageError(fmt::format("cannot read costs file {}", *options.costs_file));
+    nlohmann::json file;
+    try {
+      file = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(
+          fmt::format("costs file {} is not valid JSON: {}", *options.costs_file, e.what()));
+    }
+    for (std::size_t i = 0; i < options.reports.size(); ++i) {
+      const std::string name = std::filesystem::path(options.reports[i]).filename().string();
+      for (const std::string& key : {options.reports[i], name})
+        if (file.contains(key)) {
+          const auto& entry = file[key];
+          if (entry.contains("price_per_hour"))
+            costs[i].price_per_hour = entry["price_per_hour"].get<double>();
+          if (entry.contains("watts")) costs[i].watts = entry["watts"].get<double>();
+        }
+    }
+  }
+  return costs;
+}
+
+}  // namespace
+
+TableFormat parse_table_format(const std::string& name) {
+  if (name == "table") return TableFormat::table;
+  if (name == "markdown") return TableFormat::markdown;
+  if (name == "csv") return TableFormat::csv;
+  if (name == "json") return TableFormat::json;
+  throw UsageError(
+      fmt::format("unknown format '{}' (expected table, markdown, csv or json)", name));
+}
+
+double parse_threshold(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    double value = std::stod(text, &used);
+    if (used < text.size() && text.substr(used) == "%")
+      value /= 100;
+    else if (used != text.size())
+      throw std::invalid_argument(text);
+    if (value < 0 || value >= 10) throw std::out_of_range(text);
+    return value;
+  } catch (const std::logic_error&) {
+    throw UsageError(fmt::format(
+        "bad threshold '{}' (expected a percentage like 5% or a fraction like 0.05)", text));
+  }
+}
+
+int compare_command(const CompareOptions& options) {
+  if (options.reports.size() < (options.across_backends ? 1u : 2u))
+    throw UsageError("compare needs at least two reports (or one with --across-backends)");
+  std::vector<nlohmann::json> reports;
+  for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
+  const std::vector<Costs> costs = load_costs(options);
+
+  // Columns: one per report, or one per (report, backend) across backends.
+  struct Column {
+    std::string label;
+    std::size_t report;
+    std::string backend;  // empty: any
+  };
+  std::vector<Column> columns;
+  using RowKey =
+      std::tuple<std::string, std::string, std::string>;  // workload, dtype, backend ("" across)
+  std::map<RowKey, std::map<std::size_t, const nlohmann::json*>> rows;
+  for (std::size_t r = 0; r < reports.size(); ++r) {
+    const std::string name = std::filesystem::path(options.reports[r]).filename().string();
+    std::map<std::string, std::size_t> column_of_backend;
+    for (const auto& result : reports[r]["results"]) {
+      const std::string backend = result["backend"];
+      std::size_t column = r;
+      if (options.across_backends) {
+        auto [it, inserted] = column_of_backend.emplace(backend, columns.size());
+        if (inserted) columns.push_back({fmt::format("{}:{}", name, backend), r, backend});
+        column = it->second;
+      } else if (columns.size() == r) {
+        columns.push_back({name, r, ""});
+      }
+      rows[{result["workload"], result["dtype"], options.across_backends ? "" : backend}][column] =
+          &result;
+    }
+    if (!options.across_backends && columns.size() == r) columns.push_back({name, r, ""});
+  }
+
+  nlohmann::json out = {{"reports", nlohmann::json::array()}, {"cases", nlohmann::json::array()}};
+  for (std::size_t r = 0; r < reports.size(); ++r)
+    out["reports"].push_back({{"path", options.reports[r]},
+                              {"fingerprint", machine_fingerprint(reports[r])},
+                              {"headline", headline(reports[r], costs[r])}});
+
+  std::vector<std::string> header = {"workload", "dtype"};
+  if (!options.across_backends) header.push_back("backend");
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    header.push_back(columns[c].label);
+    if (c > 0) header.push_back(fmt::format("vs {}", columns[0].label));
+  }
+  TextTable table(header);
+  for (const auto& [key, cells] : rows) {
+    const auto& [workload, dtype, backend] = key;
+    std::vector<std::string> row = {workload, dtype};
+    if (!options.across_backends) row.push_back(backend);
+    nlohmann::json entry = {
+        {"workload", workload}, {"dtype", dtype}, {"columns", nlohmann::json::array()}};
+    if (!options.across_backends) entry["backend"] = backend;
+    const nlohmann::json* first = cells.count(0) ? cells.at(0) : nullptr;
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      const nlohmann::json* result = cells.count(c) ? cells.at(c) : nullptr;
+      nlohmann::json cell = {{"column", columns[c].label}};
+      std::string text = "-";
+      if (result && (*result)["status"] == "passed") {
+        text = fmt::format("{} ({})", headline_metric(*result),
+                           format_seconds((*result)["stats"]["median_s"]));
+        cell["median_s"] = (*result)["stats"]["median_s"];
+        cell["metrics"] = (*result)["metrics"];
+      } else if (result) {
+        text = (*result)["status"];
+        cell["status"] = (*result)["status"];
+      }
+      row.push_back(text);
+      if (c == 0) {
+        entry["columns"].push_back(cell);
+        continue;
+      }
+      std::string versus = "-";
+      if (first && result && (*first)["status"] == "passed" && (*result)["status"] == "passed") {
+        const SampleComparison comparison =
+            compare_samples((*first)["samples_s"].get<std::vector<double>>(),
+                            (*result)["samples_s"].get<std::vector<double>>(), options.threshold);
+        versus = format_speedup(comparison);
+        cell["versus_first"] = comparison_json(comparison);
+      }
+      row.push_back(versus);
+      entry["columns"].push_back(cell);
+    }
+    table.add(std::move(row));
+    out["cases"].push_back(entry);
+  }
+
+  if (options.format == TableFormat::json) {
+    print(out.dump(2) + "\n");
+    return 0;
+  }
+  std::string text;
+  const bool markdown = options.format == TableFormat::markdown;
+  if (options.format != TableFormat::csv) {
+    for (const auto& report : out["reports"]) {
+      text +=
+          fmt::format(fmt::runtime(markdown ? "**{}** ({})\n\n" : "{} ({})\n"),
+                      report["path"].get<std::string>(), report["fingerprint"].get<std::string>());
+      for (const auto& line : report["headline"])
+        text += fmt::format(fmt::runtime(markdown ? "- {}\n" : "  {}\n"), headline_text(line));
+      text += "\n";
+    }
+  }
+  print(text + table.render(options.format));
+  return 0;
+}
+
+namespace {
+
+std::string key_text(const CaseKey& key) {
+  return fmt::format("{} [{}] {}", key.backend, key.dtype, key.workload);
+}
+
+int print_check(const CheckResult& check, TableFormat format, double threshold) {
+  if (format == TableFormat::json) {
+    nlohmann::json out = {
+        {"passed", check.passed()}, {"threshold", threshold}, {"cases", nlohmann::json::array()}};
+    for (const CheckEntry& entry : check.entries) {
+      nlohmann::json item = {{"workload", entry.key.workload},
+                             {"dtype", entry.key.dtype},
+                             {"backend", entry.key.backend},
+                             {"verdict", verdict_name(entry.verdict)}};
+      if (entry.comparison) item["comparison"] = comparison_json(*entry.comparison);
+      if (!entry.reason.empty()) item["reason"] = entry.reason;
+      out["cases"].push_back(item);
+    }
+    print(out.dump(2) + "\n");
+    return check.passed() ? 0 : 1;
+  }
+  std::string text;
+  const bool markdown = format == TableFormat::markdown;
+  for (Verdict verdict : {Verdict::failed, Verdict::slower, Verdict::faster, Verdict::unchanged,
+                          Verdict::insufficient_samples, Verdict::new_case, Verdict::missing}) {
+    TextTable table({"case", "speed-up [95% CI], p, verdict"});
+    for (const CheckEntry& entry : check.entries)
+      if (entry.verdict == verdict)
+        table.add({key_text(entry.key),
+                   entry.comparison ? format_speedup(*entry.comparison) : entry.reason});
+    if (table.empty()) continue;
+    const std::string title = verdict == Verdict::slower   ? "regressions"
+                              : verdict == Verdict::faster ? "improvements"
+                                                           : std::string(verdict_name(verdict));
+    text += fmt::format(fmt::runtime(markdown ? "### {}\n\n{}\n" : "{}:\n{}\n"), title,
+                        table.render(format));
+  }
+  text += fmt::format("check {} (threshold {:.1f}%)\n", check.passed() ? "passed" : "FAILED",
+                      threshold * 100);
+  print(text);
+  return check.passed() ? 0 : 1;
+}
+
+}  // namespace
+
+int check_command(const CheckOptions& options) {
+  const nlohmann::json baseline = read_input_report(options.baseline),
+                       current = read_input_report(options.current);
+  const std::string base_machine = machine_fingerprint(baseline),
+                    current_machine = machine_fingerprint(current);
+  if (base_machine != current_machine && !options.force)
+    throw UsageError(fmt::format(
+        "the baseline comes from another machine ({} vs {}); use --force to compare anyway",
+        base_machine, current_machine));
+  return print_check(check_reports(baseline, current, options.threshold), options.format,
+                     options.threshold);
+}
+
+namespace {
+
+// Runs one build's `trainbench run` into `out`; false when it produced no report.
+bool run_build(const std::string& binary, const std::vector<std::string>& arguments,
+               const std::string& out) {
+  std::vector<std::string> strings = {binary, "run"};
+  strings.insert(strings.end(), arguments.begin(), arguments.end());
+  strings.insert(strings.end(), {"-o", out});
+  std::vector<char*> argv;
+  for (std::string& s : strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execv(binary.c_str(), argv.data());
+    std::perror(binary.c_str());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) <= 1;
+}
+
+// One report per build whose samples are the per-round medians; a case that failed in any
+// round is failed.
+nlohmann::json combine_rounds(const std::vector<nlohmann::json>& rounds) {
+  nlohmann::json combined = rounds.front();
+  std::map<CaseKey, std::vector<const nlohmann::json*>> by_case;
+  for (const auto& report : rounds)
+    for (const auto& result : report["results"]) by_case[case_key(result)].push_back(&result);
+  combined["results"] = nlohmann::json::array();
+  for (const auto& [key, results] : by_case) {
+    nlohmann::json merged = *results.front();
+    std::vector<double> medians;
+    for (const nlohmann::json* result : results) {
+      if ((*result)["status"] != "passed") {
+        merged = *result;
+        medians.clear();
+        break;
+      }
+      medians.push_back((*result)["stats"]["median_s"]);
+    }
+    if (!medians.empty()) {
+      merged["samples_s"] = medians;
+      const SampleStats stats = summarize(medians);
+      merged["stats"] = {{"count", stats.count},         {"median_s", stats.median},
+                         {"mean_s", stats.mean},         {"min_s", stats.min},
+                         {"max_s", stats.max},           {"stddev_s", stats.stddev},
+                         {"ci95_low_s", stats.ci95_low}, {"ci95_high_s", stats.ci95_high}};
+    }
+    combined["results"].push_back(merged);
+  }
+  return combined;
+}
+
+}  // namespace
+
+int ab_command(const AbOptions& options) {
+  if (options.rounds < 5)
+    throw UsageError("ab needs at least 5 rounds: fewer can never show a significant difference");
+  for (const std::string& binary : {options.baseline_bin, options.current_bin})
+    if (access(binary.c_str(), X_OK) != 0)
+      throw UsageError(fmt::format("{} is not an executable", binary));
+  const std::string dir = options.out_dir.value_or(
+      (std::filesystem::temp_directory_path() / fmt::format("trainbench-ab-{}", getpid()))
+          .string());
+  std::filesystem::create_directories(dir);
+  std::vector<nlohmann::json> rounds[2];
+  const std::string* binaries[2] = {&options.baseline_bin, &options.current_bin};
+  for (int round = 0; round < options.rounds; ++round)
+    for (int side = 0; side < 2; ++side) {  // interleaved: A B A B ...
+      const std::string out =
+          fmt::format("{}/{}-{}.json", dir, side == 0 ? "baseline" : "current", round);
+      fmt::print(stderr, "ab: round {}/{}, {}\n", round + 1, options.rounds,
+                 side == 0 ? "baseline" : "current");
+      if (!run_build(*binaries[side], options.run_arguments, out))
+        throw std::runtime_error(fmt::format("{} run failed in round {} (see its output above)",
+                                             *binaries[side], round + 1));
+      rounds[side].push_back(read_report(out));
+    }
+  const nlohmann::json baseline = combine_rounds(rounds[0]), current = combine_rounds(rounds[1]);
+  if (options.out_dir) {
+    write_file_atomically(dir + "/baseline-combined.json", baseline.dump(2) + "\n");
+    write_file_atomically(dir + "/current-combined.json", current.dump(2) + "\n");
+  } else {
+    std::filesystem::remove_all(dir);
+  }
+  return print_check(check_reports(baseline, current, options.threshold), options.format,
+                     options.threshold);
+}
+
+}  // namespace tb

@@ -1,0 +1,49 @@
+// The subcommands that read reports: compare, check, ab, summary.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tb {
+
+enum class TableFormat { table, markdown, csv, json };
+TableFormat parse_table_format(const std::string& name);  // throws UsageError
+// "5%" or "0.05" -> 0.05; throws UsageError.
+double parse_threshold(const std::string& text);
+
+struct CompareOptions {
+  std::vector<std::string> reports;
+  bool across_backends = false;
+  double threshold = 0.05;
+  TableFormat format = TableFormat::table;
+  std::vector<double> price_per_hour, watts;  // per report, in order; empty when not given
+  std::optional<std::string> costs_file;      // {"REPORT": {"price_per_hour": X, "watts": Y}}
+};
+int compare_command(const CompareOptions& options);
+
+struct CheckOptions {
+  std::string baseline, current;
+  double threshold = 0.05;
+  bool force = false;  // accept a baseline from another machine
+  TableFormat format = TableFormat::table;
+};
+int check_command(const CheckOptions& options);
+
+struct AbOptions {
+  std::string baseline_bin, current_bin;
+  int rounds = 5;
+  double threshold = 0.05;
+  TableFormat format = TableFormat::table;
+  std::optional<std::string> out_dir;      // keeps every round's report and the two combined ones
+  std::vector<std::string> run_arguments;  // passed to `run` of both builds
+};
+int ab_command(const AbOptions& options);
+
+struct SummaryOptions {
+  std::string report;
+  TableFormat format = TableFormat::table;
+};
+int summary_command(const SummaryOptions& options);
+
+}  // namespace tb

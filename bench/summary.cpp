@@ -1,0 +1,188 @@
+// `trainbench summary`: the questions a buyer asks, answered from one report, each answer
+// with the measurements it comes from.
+#include <cstdio>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "backends/status.h"
+#include "bench/report_commands.h"
+#include "reports/report.h"
+
+namespace tb {
+namespace {
+
+// MLPerf reference convergence points, for projected full-scale time-to-train.
+constexpr double kResnet50Images = 35.0 * 1'281'167;  // ~35 epochs of ImageNet
+constexpr double kBertSamples = 2.55e6;               // BERT-large to 0.720 MLM accuracy
+
+struct Answer {
+  std::string question, answer;
+  std::vector<std::string> from;  // the measurements (descriptor and figure)
+};
+
+std::string kind_of(const std::string& workload) {
+  return workload.substr(0, workload.find(' '));
+}
+
+std::string measured(const nlohmann::json& result) {
+  return fmt::format("{} {} {}: median {:.4g} s", result["backend"].get<std::string>(),
+                     result["dtype"].get<std::string>(), result["workload"].get<std::string>(),
+                     result["stats"]["median_s"].get<double>());
+}
+
+std::vector<Answer> answer(const nlohmann::json& report) {
+  std::map<std::string, std::string> device_kind;  // backend -> cpu / gpu
+  for (const auto& backend : report["backends"])
+    if (backend["device"].is_object()) device_kind[backend["name"]] = backend["device"]["kind"];
+  std::vector<const nlohmann::json*> passed;
+  for (const auto& result : report["results"])
+    if (result["status"] == "passed") passed.push_back(&result);
+  auto kind = [&](const nlohmann::json& r) {
+    return device_kind.count(r["backend"]) ? device_kind[r["backend"]] : "";
+  };
+  auto median = [](const nlohmann::json& r) { return r["stats"]["median_s"].get<double>(); };
+  std::vector<Answer> answers;
+
+  // 1. GPU over CPU speed-up, per workload and dtype: the GPU against the fastest CPU backend.
+  Answer speedup{"GPU over CPU speed-up per workload and dtype", "", {}};
+  std::map<std::pair<std::string, std::string>,
+           std::pair<const nlohmann::json*, const nlohmann::json*>>
+      pairs;
+  for (const nlohmann::json* r : passed) {
+    auto& [cpu, gpu] = pairs[{(*r)["workload"], (*r)["dtype"]}];
+    auto& slot = kind(*r) == "gpu" ? gpu : cpu;
+    if (kind(*r) != "gpu" && kind(*r) != "cpu") continue;
+    if (!slot || median(*r) < median(*slot)) slot = r;
+  }
+  for (const auto& [key, pair] : pairs)
+    if (pair.first && pair.second) {
+      speedup.answer +=
+          fmt::format("{}{:.1f}x for {} [{}]", speedup.answer.empty() ? "" : "; ",
+                      median(*pair.first) / median(*pair.second), key.first, key.second);
+      speedup.from.push_back(measured(*pair.first));
+      speedup.from.push_back(measured(*pair.second));
+    }
+  if (speedup.answer.empty())
+    speedup.answer = "not measured: no case ran on both a GPU and a CPU backend";
+  answers.push_back(speedup);
+
+  // 2. Memory bandwidth: best STREAM figure on each kind of device.
+  Answer bandwidth{"Memory-bandwidth ratio, GPU over CPU", "", {}};
+  std::map<std::string, const nlohmann::json*> best_stream;
+  for (const nlohmann::json* r : passed)
+    if (kind_of((*r)["workload"]) == "stream" && (*r)["metrics"].contains("gbps")) {
+      auto& slot = best_stream[kind(*r)];
+      if (!slot || (*r)["metrics"]["gbps"] > (*slot)["metrics"]["gbps"]) slot = r;
+    }
+  for (const auto& [device, r] : best_stream)
+    bandwidth.from.push_back(fmt::format("{}: {:.1f} GB/s ({})", device,
+                                         (*r)["metrics"]["gbps"].get<double>(), measured(*r)));
+  if (best_stream.count("gpu") && best_stream.count("cpu"))
+    bandwidth.answer =
+        fmt::format("{:.1f}x", (*best_stream["gpu"])["metrics"]["gbps"].get<double>() /
+                                   (*best_stream["cpu"])["metrics"]["gbps"].get<double>());
+  else
+    bandwidth.answer = fmt::format("not measured: STREAM ran on {}",
+                                   best_stream.empty() ? "no device" : "one kind of device only");
+  answers.push_back(bandwidth);
+
+  // 3. Mixed precision: the same case in a low-precision dtype against fp32, same backend.
+  Answer mixed{"Mixed-precision speed-up and memory saving over fp32", "", {}};
+  std::map<std::pair<std::string, std::string>, const nlohmann::json*> by_workload;
+  for (const nlohmann::json* r : passed) by_workload[{(*r)["backend"], (*r)["workload"]}] = r;
+  for (const nlohmann::json* r : passed) {
+    const std::string dtype = (*r)["dtype"], workload = (*r)["workload"];
+    const std::string tag = " dtype=" + dtype;
+    if (dtype == "f32" || dtype == "f64" || workload.find(tag) == std::string::npos) continue;
+    std::string fp32 = workload;
+    fp32.replace(fp32.find(tag), tag.size(), " dtype=f32");
+    const auto it = by_workload.find({(*r)["backend"], fp32});
+    if (it == by_workload.end()) continue;
+    const auto& m32 = (*it->second)["metrics"];
+    const auto& mlp = (*r)["metrics"];
+    std::string saving;
+    if (m32.contains("bytes") && mlp.contains("bytes"))
+      saving = fmt::format(", {:.0f}% less memory traffic",
+                           100 * (1 - mlp["bytes"].get<double>() / m32["bytes"].get<double>()));
+    mixed.answer += fmt::format("{}{} {:.2f}x{} ({} {})", mixed.answer.empty() ? "" : "; ", dtype,
+                                median(*it->second) / median(*r), saving,
+                                (*r)["backend"].get<std::string>(), kind_of(workload));
+    mixed.from.push_back(measured(*it->second));
+    mixed.from.push_back(measured(*r));
+  }
+  if (mixed.answer.empty())
+    mixed.answer = "not measured: no case ran in both fp32 and a lower precision";
+  answers.push_back(mixed);
+
+  // 4. Training state per parameter with AdamW.
+  Answer state{"Training-state memory per parameter with AdamW", "", {}};
+  for (const nlohmann::json* r : passed)
+    if ((*r)["metrics"].contains("optimizer_state_bytes_per_parameter")) {
+      state.answer =
+          fmt::format("{:.1f} bytes (measured)",
+                      (*r)["metrics"]["optimizer_state_bytes_per_parameter"].get<double>());
+      state.from.push_back(measured(*r));
+    }
+  if (state.answer.empty())
+    state.answer =
+        "not measured in this report; by the AdamW state layout: fp32 16 bytes (weights 4, "
+        "gradients 4, two moments 8); "
+        "bf16 mixed precision with fp32 master weights 18 bytes (+2 for the bf16 weight copy), "
+        "activations extra";
+  answers.push_back(state);
+
+  // 5. Projected full-scale time-to-train from measured training throughput.
+  Answer projection{"Projected time-to-train per device (MLPerf convergence points)", "", {}};
+  for (const nlohmann::json* r : passed) {
+    const std::string kind = kind_of((*r)["workload"]);
+    if (!(*r)["metrics"].contains("samples_per_s")) continue;
+    const double samples = kind.starts_with("resnet50") && kind.ends_with("-train")
+                               ? kResnet50Images
+                           : kind.starts_with("bert") && kind.ends_with("-train") ? kBertSamples
+                                                                                  : 0;
+    if (samples == 0) continue;
+    const double rate = (*r)["metrics"]["samples_per_s"];
+    projection.answer +=
+        fmt::format("{}{} {} [{}]: {:.1f} h (projection: {:.3g} samples at {:.1f}/s)",
+                    projection.answer.empty() ? "" : "; ", (*r)["backend"].get<std::string>(), kind,
+                    (*r)["dtype"].get<std::string>(), samples / rate / 3600, samples, rate);
+    projection.from.push_back(measured(*r));
+  }
+  if (projection.answer.empty())
+    projection.answer = "not measured: no ResNet-50 or BERT training step in this report";
+  answers.push_back(projection);
+  return answers;
+}
+
+}  // namespace
+
+int summary_command(const SummaryOptions& options) {
+  nlohmann::json report;
+  try {
+    report = read_report(options.report);
+  } catch (const ReportError& e) {
+    throw UsageError(e.what());  // a bad input file
+  }
+  const std::vector<Answer> answers = answer(report);
+  std::string text;
+  if (options.format == TableFormat::json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Answer& a : answers)
+      out.push_back({{"question", a.question}, {"answer", a.answer}, {"from", a.from}});
+    text = out.dump(2) + "\n";
+  } else {
+    const bool markdown = options.format == TableFormat::markdown;
+    for (const Answer& a : answers) {
+      text += fmt::format(fmt::runtime(markdown ? "**{}**: {}\n" : "{}:\n  {}\n"), a.question,
+                          a.answer);
+      for (const std::string& from : a.from)
+        text += fmt::format(fmt::runtime(markdown ? "- from {}\n" : "    from {}\n"), from);
+      text += "\n";
+    }
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+}  // namespace tb

@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "reports/compare.h"
+#include "reports/report.h"
+#include "reports/stats.h"
+
+namespace tb {
+namespace {
+
+std::string data(const std::string& name) {
+  return std::string(TRAINBENCH_TEST_DATA) + "/" + name;
+}
+
+TEST(MannWhitney, ExactSmallSamples) {
+  const std::vector<double> low = {1, 2, 3}, high = {4, 5, 6};
+  RankTest test = mann_whitney(low, high);
+  EXPECT_DOUBLE_EQ(test.u, 0);
+  EXPECT_NEAR(test.p_value, 0.1, 1e-12);  // 2 / C(6, 3)
+  EXPECT_NEAR(test.min_p, 0.1, 1e-12);
+  const std::vector<double> a = {1, 2, 3, 4, 5}, b = {6, 7, 8, 9, 10};
+  EXPECT_NEAR(mann_whitney(a, b).p_value, 2.0 / 252, 1e-12);
+  EXPECT_NEAR(mann_whitney(b, a).p_value, 2.0 / 252, 1e-12);
+  // Interleaved: no evidence either way.
+  const std::vector<double> odd = {1, 3, 5, 7, 9}, even = {2, 4, 6, 8, 10};
+  EXPECT_GT(mann_whitney(odd, even).p_value, 0.5);
+  // One swap at the boundary: P(U <= 1) = 2 / 252, two-sided 4 / 252.
+  const std::vector<double> c = {1, 2, 3, 4, 6}, d = {5, 7, 8, 9, 10};
+  EXPECT_NEAR(mann_whitney(c, d).p_value, 4.0 / 252, 1e-12);
+}
+
+TEST(MannWhitney, LargeSamplesUseTheNormalApproximation) {
+  std::vector<double> a, b;
+  for (int i = 0; i < 40; ++i) {
+    a.push_back(1.0 + 0.001 * i);
+    b.push_back(1.02 + 0.001 * i);
+  }
+  const RankTest test = mann_whitney(a, b);
+  EXPECT_GT(test.p_value, 0);
+  EXPECT_LT(test.p_value, 1e-3);
+  const std::vector<double> same(30, 1.0);
+  EXPECT_DOUBLE_EQ(mann_whitney(same, same).p_value, 1.0);
+}
+
+TEST(MedianRatio, IntervalBracketsTheRatio) {
+  const std::vector<double> a = {1, 1, 1, 1, 1}, b = {2, 2, 2, 2, 2};
+  const RatioInterval exact = median_ratio(a, b);
+  EXPECT_DOUBLE_EQ(exact.ratio, 2);
+  EXPECT_DOUBLE_EQ(exact.low, 2);
+  EXPECT_DOUBLE_EQ(exact.high, 2);
+  const std::vector<double> noisy_a = {1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98},
+                            noisy_b = {1.5, 1.6, 1.4, 1.55, 1.45, 1.52, 1.48};
+  const RatioInterval noisy = median_ratio(noisy_a, noisy_b);
+  EXPECT_LT(noisy.low, noisy.ratio);
+  EXPECT_GT(noisy.high, noisy.ratio);
+  EXPECT_EQ(median_ratio(noisy_a, noisy_b).low, noisy.low);  // seeded: reproducible
+}
+
+TEST(CompareSamples, Verdicts) {
+  const std::vector<double> base = {1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99};
+  std::vector<double> slower, faster, slightly;
+  for (double v : base) {
+    slower.push_back(v * 1.2);
+    faster.push_back(v * 0.8);
+    slightly.push_back(v * 1.03);
+  }
+  EXPECT_EQ(compare_samples(base, slower, 0.05).verdict, Verdict::slower);
+  EXPECT_EQ(compare_samples(base, faster, 0.05).verdict, Verdict::faster);
+  EXPECT_EQ(compare_samples(base, slightly, 0.05).verdict,
+            Verdict::unchanged);  // significant but under 5%
+  EXPECT_EQ(compare_samples(base, base, 0.05).verdict, Verdict::unchanged);
+  const std::vector<double> three = {1, 1.01, 0.99}, three_slow = {2, 2.01, 1.99};
+  EXPECT_EQ(compare_samples(three, three_slow, 0.05).verdict, Verdict::insufficient_samples);
+}
+
+Verdict verdict_of(const CheckResult& check, const std::string& workload_prefix) {
+  for (const CheckEntry& entry : check.entries)
+    if (entry.key.workload.rfind(workload_prefix, 0) == 0) return entry.verdict;
+  ADD_FAILURE() << "no case " << workload_prefix;
+  return Verdict::unchanged;
+}
+
+TEST(CheckReports, CheckedInReports) {
+  const nlohmann::json baseline = read_report(data("baseline.json"));
+  const CheckResult same = check_reports(baseline, read_report(data("current_same.json")), 0.05);
+  EXPECT_TRUE(same.passed());
+  EXPECT_EQ(same.entries.size(), 3u);
+
+  const CheckResult regressed =
+      check_reports(baseline, read_report(data("current_regressed.json")), 0.05);
+  EXPECT_FALSE(regressed.passed());
+  EXPECT_EQ(verdict_of(regressed, "gemm m=1024"), Verdict::slower);  // 10% slower
+  EXPECT_EQ(verdict_of(regressed, "stream"), Verdict::faster);       // 20% faster
+  EXPECT_EQ(verdict_of(regressed, "gemm m=2048"), Verdict::new_case);
+  EXPECT_EQ(verdict_of(regressed, "conv"), Verdict::missing);
+  // A 15% threshold lets the 10% slow-down through.
+  EXPECT_TRUE(check_reports(baseline, read_report(data("current_regressed.json")), 0.15).passed());
+
+  const CheckResult failed =
+      check_reports(baseline, read_report(data("current_failed.json")), 0.05);
+  EXPECT_FALSE(failed.passed());
+  EXPECT_EQ(verdict_of(failed, "gemm m=1024"), Verdict::failed);
+
+  const CheckResult few = check_reports(read_report(data("baseline_few_samples.json")),
+                                        read_report(data("current_few_samples.json")), 0.05);
+  EXPECT_TRUE(few.passed());  // 50% slower, but 3 against 3 samples cannot say so
+  EXPECT_EQ(verdict_of(few, "gemm"), Verdict::insufficient_samples);
+}
+
+TEST(Fingerprint, DistinguishesMachines) {
+  EXPECT_EQ(machine_fingerprint(read_report(data("baseline.json"))),
+            machine_fingerprint(read_report(data("current_same.json"))));
+  EXPECT_NE(machine_fingerprint(read_report(data("baseline.json"))),
+            machine_fingerprint(read_report(data("other_machine.json"))));
+}
+
+}  // namespace
+}  // namespace tb
