@@ -222,6 +222,29 @@ int main_impl(int argc, char** argv) {
   summary->add_option("--format", summary_format, "table, markdown or json")
       ->check(CLI::IsMember({"table", "markdown", "json"}));
 
+  HistoryOptions history_options;
+  std::string history_format = "table", history_threshold = "5%";
+  CLI::App* history = app.add_subcommand("history", "reports over time in a SQLite file");
+  history->add_option("--db", history_options.database, "history database file")
+      ->capture_default_str();
+  history->add_option("--format", history_format, "table, markdown, csv or json")
+      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
+  history->require_subcommand(1);
+  CLI::App* history_add =
+      history->add_subcommand("add", "add reports (a report already there is skipped)");
+  history_add->add_option("reports", history_options.reports, "report files")->required();
+  CLI::App* history_list = history->add_subcommand("list", "the reports in the history");
+  CLI::App* history_trend = history->add_subcommand(
+      "trend", "each matching case over commits and dates on one machine, change points marked");
+  history_trend
+      ->add_option("--workload", history_options.workload,
+                   "descriptor text to match, e.g. 'gemm m=4096'")
+      ->required();
+  history_trend->add_option("--machine", history_options.fingerprint,
+                            "machine fingerprint (default: the newest report's)");
+  history_trend->add_option("--threshold", history_threshold,
+                            "smallest change marked (default 5%)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -250,6 +273,13 @@ int main_impl(int argc, char** argv) {
     ab_options.format = parse_table_format(ab_format);
     ab_options.run_arguments = ab->remaining();
     return ab_command(ab_options);
+  }
+  if (*history) {
+    history_options.format = parse_table_format(history_format);
+    history_options.threshold = parse_threshold(history_threshold);
+    if (*history_add) return history_add_command(history_options);
+    if (*history_list) return history_list_command(history_options);
+    if (*history_trend) return history_trend_command(history_options);
   }
   if (*summary) {
     summary_options.format = parse_table_format(summary_format);

@@ -15,6 +15,7 @@
 
 #include "backends/status.h"
 #include "reports/compare.h"
+#include "reports/history.h"
 #include "reports/report.h"
 #include "reports/stats.h"
 
@@ -508,6 +509,61 @@ int ab_command(const AbOptions& options) {
   }
   return print_check(check_reports(baseline, current, options.threshold), options.format,
                      options.threshold);
+}
+
+int history_add_command(const HistoryOptions& options) {
+  std::vector<nlohmann::json> reports;  // all checked before any is added
+  for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
+  History history(options.database);
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const bool added =
+        history.add(reports[i], std::filesystem::absolute(options.reports[i]).string());
+    fmt::print("{} {}\n", added ? "added" : "already there:", options.reports[i]);
+  }
+  return 0;
+}
+
+int history_list_command(const HistoryOptions& options) {
+  History history(options.database);
+  TextTable table({"id", "started", "commit", "cases", "machine", "source"});
+  nlohmann::json out = nlohmann::json::array();
+  for (const HistoryReport& r : history.list()) {
+    table.add({std::to_string(r.id), r.started_at, r.git_commit.substr(0, 12),
+               std::to_string(r.cases), r.fingerprint, r.source});
+    out.push_back({{"id", r.id},
+                   {"started_at", r.started_at},
+                   {"git_commit", r.git_commit},
+                   {"cases", r.cases},
+                   {"fingerprint", r.fingerprint},
+                   {"source", r.source}});
+  }
+  print(options.format == TableFormat::json ? out.dump(2) + "\n" : table.render(options.format));
+  return 0;
+}
+
+int history_trend_command(const HistoryOptions& options) {
+  History history(options.database);
+  TextTable table({"backend", "dtype", "workload", "started", "commit", "median", "change"});
+  nlohmann::json out = nlohmann::json::array();
+  for (const TrendSeries& series :
+       history.trend(options.workload, options.fingerprint, options.threshold)) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const TrendPoint& p : series.points) {
+      table.add({series.backend, series.dtype, series.workload, p.started_at,
+                 p.git_commit.substr(0, 12), format_seconds(p.median_s),
+                 p.change.empty() ? "" : "<- " + p.change});
+      points.push_back({{"started_at", p.started_at},
+                        {"git_commit", p.git_commit},
+                        {"median_s", p.median_s},
+                        {"change", p.change}});
+    }
+    out.push_back({{"workload", series.workload},
+                   {"dtype", series.dtype},
+                   {"backend", series.backend},
+                   {"points", points}});
+  }
+  print(options.format == TableFormat::json ? out.dump(2) + "\n" : table.render(options.format));
+  return 0;
 }
 
 }  // namespace tb

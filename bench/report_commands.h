@@ -46,4 +46,16 @@ struct SummaryOptions {
 };
 int summary_command(const SummaryOptions& options);
 
+struct HistoryOptions {
+  std::string database = "trainbench-history.db";
+  std::vector<std::string> reports;        // add
+  std::string workload;                    // trend: descriptor substring
+  std::optional<std::string> fingerprint;  // trend: machine (default: newest report's)
+  double threshold = 0.05;                 // trend: change points
+  TableFormat format = TableFormat::table;
+};
+int history_add_command(const HistoryOptions& options);
+int history_list_command(const HistoryOptions& options);
+int history_trend_command(const HistoryOptions& options);
+
 }  // namespace tb

@@ -9,6 +9,7 @@ packages=(
   libfmt-dev           # formatting
   libcli11-dev         # command line
   libbenchmark-dev     # Google Benchmark's JSON reporter (--format gbench)
+  libsqlite3-dev       # trainbench history
   libgtest-dev         # tests
 )
 missing=()

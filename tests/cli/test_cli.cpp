@@ -402,6 +402,33 @@ TEST_F(Cli, AbRunsBothBuildsInterleaved) {
       2);
 }
 
+TEST_F(Cli, ConcurrentHistoryAddsLoseNothing) {
+  // Twenty distinct reports, added by two processes at once, ten each.
+  nlohmann::json report = nlohmann::json::parse(slurp(data("baseline.json")));
+  std::vector<std::string> first = {"history", "--db", (dir_ / "h.db").string(), "add"},
+                           second = first;
+  for (int i = 0; i < 20; ++i) {
+    report["started_at"] = fmt::format("2026-10-01T00:00:{:02d}Z", i);
+    const std::string path = (dir_ / fmt::format("r{}.json", i)).string();
+    std::ofstream(path) << report.dump();
+    (i % 2 ? second : first).push_back(path);
+  }
+  const pid_t a = spawn(first), b = spawn(second);
+  int status_a = 0, status_b = 0;
+  waitpid(a, &status_a, 0);
+  waitpid(b, &status_b, 0);
+  ASSERT_TRUE(WIFEXITED(status_a) && WEXITSTATUS(status_a) == 0);
+  ASSERT_TRUE(WIFEXITED(status_b) && WEXITSTATUS(status_b) == 0);
+  const Outcome list =
+      run({"history", "--db", (dir_ / "h.db").string(), "--format", "json", "list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(nlohmann::json::parse(list.out).size(), 20u);
+  const Outcome trend = run({"history", "--db", (dir_ / "h.db").string(), "--format", "json",
+                             "trend", "--workload", "stream"});
+  ASSERT_EQ(trend.exit_code, 0) << trend.err;
+  EXPECT_EQ(nlohmann::json::parse(trend.out)[0]["points"].size(), 20u);
+}
+
 TEST_F(Cli, KilledMidRunLeavesAValidReportWithFinishedCases) {
   std::vector<std::string> args = {"run",           "-o", report_path(), "--time-budget", "0.2",
                                    "--warmup-time", "0"};

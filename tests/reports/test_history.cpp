@@ -1,0 +1,76 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "reports/history.h"
+#include "reports/report.h"
+
+namespace tb {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string data(const std::string& name) {
+  return std::string(TRAINBENCH_TEST_DATA) + "/" + name;
+}
+
+class HistoryFile : public testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = fs::temp_directory_path() / fmt::format("trainbench-history-{}.db", getpid());
+  }
+  void TearDown() override {
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path_.string() + suffix);
+  }
+  fs::path path_;
+};
+
+TEST_F(HistoryFile, AddListTrend) {
+  History history(path_.string());
+  EXPECT_TRUE(history.add(read_report(data("baseline.json")), "baseline.json"));
+  EXPECT_TRUE(history.add(read_report(data("current_same.json")), "current_same.json"));
+  EXPECT_TRUE(history.add(read_report(data("current_regressed.json")), "current_regressed.json"));
+  EXPECT_FALSE(
+      history.add(read_report(data("baseline.json")), "again"));  // the same report once only
+  EXPECT_TRUE(history.add(read_report(data("other_machine.json")), "other_machine.json"));
+
+  const auto reports = history.list();
+  ASSERT_EQ(reports.size(), 4u);
+  EXPECT_EQ(reports[0].source, "baseline.json");
+  EXPECT_EQ(reports[0].cases, 3);
+
+  // The other machine's report is newest: ask for this machine explicitly.
+  const auto series = history.trend("gemm m=1024", reports[0].fingerprint, 0.05);
+  ASSERT_EQ(series.size(), 1u);
+  ASSERT_EQ(series[0].points.size(), 3u);
+  EXPECT_EQ(series[0].points[0].change, "");
+  EXPECT_EQ(series[0].points[1].change, "");        // within noise
+  EXPECT_EQ(series[0].points[2].change, "slower");  // the 10% regression
+  EXPECT_EQ(history.trend("gemm m=1024", std::nullopt, 0.05)[0].points.size(),
+            1u);  // newest machine: other
+}
+
+TEST_F(HistoryFile, PersistsAcrossOpens) {
+  { History(path_.string()).add(read_report(data("baseline.json")), "b"); }
+  EXPECT_EQ(History(path_.string()).list().size(), 1u);
+}
+
+TEST_F(HistoryFile, NotADatabaseIsAClearError) {
+  std::ofstream(path_)
+      << "this is not a database, just text that is long enough to be read as a header......";
+  try {
+    History history(path_.string());
+    history.list();
+    ADD_FAILURE() << "accepted";
+  } catch (const HistoryError& e) {
+    EXPECT_NE(std::string(e.what()).find(path_.string()), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tb
