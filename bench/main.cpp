@@ -245,6 +245,11 @@ int main_impl(int argc, char** argv) {
   history_trend->add_option("--threshold", history_threshold,
                             "smallest change marked (default 5%)");
 
+  HtmlOptions html_options;
+  CLI::App* report = app.add_subcommand("report", "render reports as one self-contained HTML page");
+  report->add_option("--html", html_options.out, "the HTML file to write")->required();
+  report->add_option("reports", html_options.reports, "report files")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -281,6 +286,7 @@ int main_impl(int argc, char** argv) {
     if (*history_list) return history_list_command(history_options);
     if (*history_trend) return history_trend_command(history_options);
   }
+  if (*report) return html_report_command(html_options);
   if (*summary) {
     summary_options.format = parse_table_format(summary_format);
     return summary_command(summary_options);

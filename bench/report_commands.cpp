@@ -16,6 +16,7 @@
 #include "backends/status.h"
 #include "reports/compare.h"
 #include "reports/history.h"
+#include "reports/html.h"
 #include "reports/report.h"
 #include "reports/stats.h"
 
@@ -464,11 +465,7 @@ nlohmann::json combine_rounds(const std::vector<nlohmann::json>& rounds) {
     }
     if (!medians.empty()) {
       merged["samples_s"] = medians;
-      const SampleStats stats = summarize(medians);
-      merged["stats"] = {{"count", stats.count},         {"median_s", stats.median},
-                         {"mean_s", stats.mean},         {"min_s", stats.min},
-                         {"max_s", stats.max},           {"stddev_s", stats.stddev},
-                         {"ci95_low_s", stats.ci95_low}, {"ci95_high_s", stats.ci95_high}};
+      merged["stats"] = to_json(summarize(medians));
     }
     combined["results"].push_back(merged);
   }
@@ -563,6 +560,25 @@ int history_trend_command(const HistoryOptions& options) {
                    {"points", points}});
   }
   print(options.format == TableFormat::json ? out.dump(2) + "\n" : table.render(options.format));
+  return 0;
+}
+
+int html_report_command(const HtmlOptions& options) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, nlohmann::json>> reports;
+  for (const std::string& path : options.reports) {
+    std::error_code error;
+    if (fs::exists(options.out) && fs::equivalent(options.out, path, error))
+      throw UsageError(
+          fmt::format("{} is an input report; refusing to write over it", options.out));
+    reports.emplace_back(fs::path(path).filename().string(), read_input_report(path));
+  }
+  try {
+    write_file_atomically(options.out, render_html(reports));
+  } catch (const ReportError& e) {
+    throw UsageError(e.what());
+  }
+  fmt::print("wrote {}\n", options.out);
   return 0;
 }
 

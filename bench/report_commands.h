@@ -58,4 +58,10 @@ int history_add_command(const HistoryOptions& options);
 int history_list_command(const HistoryOptions& options);
 int history_trend_command(const HistoryOptions& options);
 
+struct HtmlOptions {
+  std::string out;
+  std::vector<std::string> reports;
+};
+int html_report_command(const HtmlOptions& options);
+
 }  // namespace tb

@@ -49,14 +49,7 @@ nlohmann::json to_json(const CaseResult& r) {
   j["samples_s"] = r.samples_s;
   j["units_per_sample"] = r.units_per_sample;
   j["warmup_runs"] = r.warmup_runs;
-  j["stats"] = nullptr;
-  if (r.stats) {
-    const SampleStats& s = *r.stats;
-    j["stats"] = {{"count", s.count},         {"median_s", s.median},
-                  {"mean_s", s.mean},         {"min_s", s.min},
-                  {"max_s", s.max},           {"stddev_s", s.stddev},
-                  {"ci95_low_s", s.ci95_low}, {"ci95_high_s", s.ci95_high}};
-  }
+  j["stats"] = r.stats ? to_json(*r.stats) : nlohmann::json(nullptr);
   j["metrics"] = nullptr;
   if (r.metrics) {
     nlohmann::json m = nlohmann::json::object();
@@ -73,6 +66,13 @@ nlohmann::json to_json(const CaseResult& r) {
     j["metrics"] = m;
   }
   return j;
+}
+
+nlohmann::json to_json(const SampleStats& s) {
+  return {{"count", s.count},         {"median_s", s.median},
+          {"mean_s", s.mean},         {"min_s", s.min},
+          {"max_s", s.max},           {"stddev_s", s.stddev},
+          {"ci95_low_s", s.ci95_low}, {"ci95_high_s", s.ci95_high}};
 }
 
 nlohmann::json to_json(const DeviceInfo& d) {

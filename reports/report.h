@@ -41,6 +41,7 @@ struct CaseResult {
 };
 
 nlohmann::json to_json(const CaseResult& result);
+nlohmann::json to_json(const SampleStats& stats);
 nlohmann::json to_json(const DeviceInfo& device);
 
 class ReportError : public std::runtime_error {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what trainbench builds with, from Debian 12 packages. Run as root (or with sudo).
+# Usage: scripts/setup.sh [--test]
 set -euo pipefail
 packages=(
   g++ cmake ninja-build git pkg-config
@@ -12,6 +13,8 @@ packages=(
   libsqlite3-dev       # trainbench history
   libgtest-dev         # tests
 )
+# --test: also what the tests need beyond the build (a headless browser for the HTML report).
+[ "${1:-}" = "--test" ] && packages+=(chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -11,7 +11,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   export ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 fi
-bash "$root/scripts/setup.sh"
+bash "$root/scripts/setup.sh" --test
 bash "$root/scripts/build.sh" "$build" -DTRAINBENCH_WARNINGS_AS_ERRORS=ON "${extra[@]}"
 cd "$build"
 ctest --output-on-failure --timeout 900 -j 2

@@ -429,6 +429,47 @@ TEST_F(Cli, ConcurrentHistoryAddsLoseNothing) {
   EXPECT_EQ(nlohmann::json::parse(trend.out)[0]["points"].size(), 20u);
 }
 
+TEST_F(Cli, HtmlReportRendersInHeadlessChromium) {
+  const std::string html = (dir_ / "report.html").string();
+  const Outcome outcome =
+      run({"report", "--html", html, data("baseline.json"), data("current_regressed.json")});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const std::string page = slurp(html);
+  EXPECT_EQ(page.find("http://"), std::string::npos);  // self-contained: nothing to fetch
+  EXPECT_EQ(page.find("https://"), std::string::npos);
+  for (const char* expected :
+       {"id=\"roofline\"", "id=\"bars\"", "Time to train", "Hosts", "cpu-onednn"})
+    EXPECT_NE(page.find(expected), std::string::npos) << expected;
+
+  ASSERT_EQ(std::system("command -v chromium > /dev/null"), 0)
+      << "chromium is not installed: scripts/setup.sh --test installs it";
+  const std::string dom = (dir_ / "dom.html").string();
+  const std::string command = fmt::format(
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+      "--disable-background-networking --disable-component-update --disable-sync "
+      "--user-data-dir={} "
+      "--dump-dom file://{} > {} 2> {}",
+      (dir_ / "profile").string(), html, dom, (dir_ / "chromium.err").string());
+  ASSERT_EQ(std::system(command.c_str()), 0) << slurp(dir_ / "chromium.err");
+  const std::string rendered = slurp(dom);
+  // The page's script counts the charts whose marks laid out with a non-empty box.
+  EXPECT_NE(rendered.find("data-charts=\"2\" data-charts-rendered=\"2\""), std::string::npos)
+      << rendered.substr(0, 2000);
+}
+
+TEST_F(Cli, HtmlReportNeverWritesOverAnInput) {
+  const std::string input = (dir_ / "input.json").string();
+  fs::copy_file(data("baseline.json"), input);
+  const std::string before = slurp(input);
+  const Outcome outcome = run({"report", "--html", input, input});
+  EXPECT_EQ(outcome.exit_code, 2);
+  EXPECT_NE(outcome.err.find("refusing to write over it"), std::string::npos) << outcome.err;
+  EXPECT_EQ(slurp(input), before);
+  EXPECT_EQ(run({"report", "--html", (dir_ / "x.html").string(), (dir_ / "missing.json").string()})
+                .exit_code,
+            2);
+}
+
 TEST_F(Cli, KilledMidRunLeavesAValidReportWithFinishedCases) {
   std::vector<std::string> args = {"run",           "-o", report_path(), "--time-budget", "0.2",
                                    "--warmup-time", "0"};
