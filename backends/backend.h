@@ -18,10 +18,14 @@
 
 namespace tb {
 
-// A caller-owned region of device memory (host memory on CPU backends).
+// Where a buffer lives. On CPU backends every kind is ordinary host memory.
+enum class MemoryKind { device, host_pinned, host_pageable };
+
+// A caller-owned region of memory: device memory unless `kind` says otherwise.
 struct Buffer {
   void* data = nullptr;
   std::size_t bytes = 0;
+  MemoryKind kind = MemoryKind::device;
 };
 
 // One operand of a plan, in the order execute() takes them.
@@ -31,6 +35,7 @@ struct OperandSpec {
   std::vector<std::int64_t> dims;  // logical dims in the op's plain layout
   std::size_t bytes = 0;           // size in the plan's layout (may exceed the plain size)
   bool is_output = false;
+  MemoryKind memory = MemoryKind::device;  // host memory for the host side of a transfer
 };
 
 class Plan {
@@ -90,7 +95,10 @@ class Backend {
   // Device memory, allocated once per run and first touched by the threads that compute on
   // it (on CPU the touching thread decides the page's NUMA node and pays its page fault).
   virtual Status allocate(std::size_t bytes, Buffer* out) = 0;
-  virtual void release(Buffer buffer) = 0;
+  // Host memory for transfers: page-locked (pinned) or ordinary (pageable).
+  virtual Status allocate_host(std::size_t bytes, bool pinned, Buffer* out) = 0;
+  virtual void release(Buffer buffer) = 0;  // any kind
+  // Copies between host memory and a buffer of any kind.
   virtual Status upload(const void* host, Buffer device, std::size_t bytes) = 0;
   virtual Status download(Buffer device, void* host, std::size_t bytes) = 0;
   virtual void synchronize() = 0;

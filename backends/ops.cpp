@@ -50,9 +50,22 @@ std::size_t dtype_size(DType dtype) {
 
 std::string_view op_name(const OpDesc& op) {
   static constexpr std::array<std::string_view, std::variant_size_v<OpDesc>> kNames = {
-      "gemm",       "conv",      "stream",  "peak",    "batch_norm",
-      "eltwise",    "pool",      "binary",  "softmax", "softmax_cross_entropy",
-      "layer_norm", "embedding", "dropout", "cast",    "optimizer"};
+      "gemm",
+      "conv",
+      "stream",
+      "peak",
+      "transfer",
+      "batch_norm",
+      "eltwise",
+      "pool",
+      "binary",
+      "softmax",
+      "softmax_cross_entropy",
+      "layer_norm",
+      "embedding",
+      "dropout",
+      "cast",
+      "optimizer"};
   return kNames[op.index()];
 }
 

@@ -48,6 +48,16 @@ struct StreamOp {
   double scalar = 3.0;
 };
 
+enum class TransferDirection { host_to_device, device_to_host, device_to_device };
+
+// Copies `bytes` between memories: operand 0 is the source, operand 1 the destination; the
+// host side is pinned or pageable.
+struct TransferOp {
+  TransferDirection direction = TransferDirection::host_to_device;
+  std::int64_t bytes = 0;
+  bool pinned = true;
+};
+
 // Peak arithmetic probe: every thread runs `iterations` rounds of independent FMA chains
 // (fp32) or bf16 dot products (bf16) in registers; operand 0 receives per-thread results.
 struct PeakOp {
@@ -134,9 +144,9 @@ struct OptimizerOp {  // hyper-parameters that change per step are execution arg
   std::int64_t count = 0;
 };
 
-using OpDesc = std::variant<GemmOp, ConvOp, StreamOp, PeakOp, BatchNormOp, EltwiseOp, PoolOp,
-                            BinaryOp, SoftmaxOp, SoftmaxCrossEntropyOp, LayerNormOp, EmbeddingOp,
-                            DropoutOp, CastOp, OptimizerOp>;
+using OpDesc = std::variant<GemmOp, ConvOp, StreamOp, PeakOp, TransferOp, BatchNormOp, EltwiseOp,
+                            PoolOp, BinaryOp, SoftmaxOp, SoftmaxCrossEntropyOp, LayerNormOp,
+                            EmbeddingOp, DropoutOp, CastOp, OptimizerOp>;
 
 // Short name of the op kind ("gemm", "conv", ...), for messages.
 std::string_view op_name(const OpDesc& op);

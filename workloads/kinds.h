@@ -19,6 +19,9 @@ std::unique_ptr<Workload> make_conv(const Descriptor& descriptor);
 // stream [op=copy|scale|add|triad|dot] [n=ELEMENTS]; n defaults to 4x the last-level cache.
 std::unique_ptr<Workload> make_stream(const Descriptor& descriptor, const DeviceInfo& device);
 
+// transfer [dir=h2d|d2h|d2d] [bytes=N, multiple of 8] [memory=pinned|pageable]
+std::unique_ptr<Workload> make_transfer(const Descriptor& descriptor);
+
 // peak [dtype=f32|bf16] [iterations=N]
 std::unique_ptr<Workload> make_peak(const Descriptor& descriptor);
 

@@ -16,6 +16,8 @@ const std::vector<WorkloadKind>& workload_kinds() {
        "[dtype=f32|bf16] [iterations=N]"},
       {"stream", "STREAM memory bandwidth (copy, scale, add, triad, dot), GB/s as STREAM counts",
        "[op=copy|scale|add|triad|dot] [n=ELEMENTS, default 4x last-level cache]"},
+      {"transfer", "host <-> device and device <-> device copies (GPU backends)",
+       "[dir=h2d|d2h|d2d] [bytes=N] [memory=pinned|pageable]"},
       {"gemm", "matrix multiply C = alpha op(A) op(B) + beta C",
        "m=M [n=N] [k=K] [batch=B] [dtype=f32|bf16] [out=f32|bf16] [ta=n|t] [tb=n|t] [alpha=] "
        "[beta=] [layout=plain|prepacked] [shapes=LIST]"},
@@ -35,6 +37,7 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
   if (kind == "conv") return make_conv(descriptor);
   if (kind == "stream") return make_stream(descriptor, device);
   if (kind == "peak") return make_peak(descriptor);
+  if (kind == "transfer") return make_transfer(descriptor);
   std::vector<std::string> names;
   for (const WorkloadKind& known : workload_kinds()) names.push_back(known.name);
   throw UsageError(fmt::format("unknown workload '{}' (known: {})", kind, fmt::join(names, ", ")));

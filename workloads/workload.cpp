@@ -22,7 +22,10 @@ Status OpWorkload::plan_and_allocate(Backend& backend, const OpDesc& op) {
   TB_RETURN_IF_ERROR(backend.plan(op, &plan_));
   for (const OperandSpec& spec : plan_->operands()) {
     Buffer buffer;
-    TB_RETURN_IF_ERROR(backend.allocate(spec.bytes, &buffer));
+    TB_RETURN_IF_ERROR(
+        spec.memory == MemoryKind::device
+            ? backend.allocate(spec.bytes, &buffer)
+            : backend.allocate_host(spec.bytes, spec.memory == MemoryKind::host_pinned, &buffer));
     buffers_.push_back(buffer);
   }
   if (plan_->workspace_bytes() > 0)

@@ -102,6 +102,12 @@ Status CpuBackend::allocate(std::size_t bytes, Buffer* out) {
   return Status::Ok();
 }
 
+Status CpuBackend::allocate_host(std::size_t bytes, bool pinned, Buffer* out) {
+  TB_RETURN_IF_ERROR(allocate(bytes, out));
+  out->kind = pinned ? MemoryKind::host_pinned : MemoryKind::host_pageable;
+  return Status::Ok();
+}
+
 void CpuBackend::release(Buffer buffer) {
   if (buffer.data) munmap(buffer.data, mapped_size(buffer.bytes));
 }
@@ -126,6 +132,9 @@ Status CpuBackend::plan(const OpDesc& op, std::unique_ptr<Plan>* out) {
   if (const auto* stream = std::get_if<StreamOp>(&op)) return plan_stream(*stream, out);
   if (const auto* peak = std::get_if<PeakOp>(&op))
     return plan_peak(*peak, host_, placement_.threads, out);
+  if (std::holds_alternative<TransferOp>(op))
+    return Status::Unimplemented(
+        fmt::format("{}: no transfers, host memory is the device's memory", name_));
   return Status::Unimplemented(fmt::format("{}: op '{}' is not implemented", name_, op_name(op)));
 }
 

@@ -30,6 +30,8 @@ class CpuBackend : public Backend {
   std::string name() const override { return name_; }
   DeviceInfo device_info() const override;
   Status allocate(std::size_t bytes, Buffer* out) override;
+  // Host memory is the device's memory here: the same allocation, tagged with its kind.
+  Status allocate_host(std::size_t bytes, bool pinned, Buffer* out) override;
   void release(Buffer buffer) override;
   Status upload(const void* host, Buffer device, std::size_t bytes) override;
   Status download(Buffer device, void* host, std::size_t bytes) override;

@@ -2,10 +2,17 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include <fmt/format.h>
+
+#include "backends/cuda/kernels.h"
 
 namespace tb {
 namespace {
+
+using namespace cuda;
 
 std::string cuda_error(const char* call, cudaError_t error) {
   return fmt::format("{}: {}", call, cudaGetErrorString(error));
@@ -39,6 +46,99 @@ class EventTimer final : public Timer {
   cudaEvent_t start_{}, stop_{};
 };
 
+// A plan that runs on the GPU. Operands are plain; data moves with cudaMemcpy.
+class CudaPlan : public Plan {
+ public:
+  virtual Status run(std::span<const Buffer> operands, cudaStream_t stream) = 0;
+};
+
+Status check(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return Status::Ok();
+  if (error == cudaErrorMemoryAllocation) return Status::OutOfMemory(cuda_error(what, error));
+  return Status::Failed(cuda_error(what, error));
+}
+
+class StreamPlan final : public CudaPlan {
+ public:
+  StreamPlan(const StreamOp& op, int multiprocessors) : op_(op), multiprocessors_(multiprocessors) {
+    const std::size_t bytes = static_cast<std::size_t>(op.n) * sizeof(double);
+    operands_ = {{"a", DType::f64, {op.n}, bytes, op.kernel == StreamKernel::triad},
+                 {"b", DType::f64, {op.n}, bytes, op.kernel == StreamKernel::scale},
+                 {"c",
+                  DType::f64,
+                  {op.n},
+                  bytes,
+                  op.kernel == StreamKernel::copy || op.kernel == StreamKernel::add}};
+    if (op.kernel == StreamKernel::dot)
+      operands_.push_back({"result", DType::f64, {1}, sizeof(double), true});
+    implementation_ = fmt::format(
+        "trainbench grid-stride kernel, double2 accesses, {} SMs x 4 blocks x 256 threads",
+        multiprocessors);
+    math_mode_ = "fp64, no fused multiply-add";
+  }
+  Status run(std::span<const Buffer> operands, cudaStream_t stream) override {
+    double* result = operands.size() > 3 ? static_cast<double*>(operands[3].data) : nullptr;
+    return check(
+        launch_stream(op_, static_cast<double*>(operands[0].data),
+                      static_cast<double*>(operands[1].data),
+                      static_cast<double*>(operands[2].data), result, multiprocessors_, stream),
+        "stream kernel");
+  }
+
+ private:
+  StreamOp op_;
+  int multiprocessors_;
+};
+
+class TransferPlan final : public CudaPlan {
+ public:
+  explicit TransferPlan(const TransferOp& op) : op_(op) {
+    const MemoryKind host = op.pinned ? MemoryKind::host_pinned : MemoryKind::host_pageable;
+    const std::size_t bytes = static_cast<std::size_t>(op.bytes);
+    const MemoryKind source =
+        op.direction == TransferDirection::host_to_device ? host : MemoryKind::device;
+    const MemoryKind destination =
+        op.direction == TransferDirection::device_to_host ? host : MemoryKind::device;
+    operands_ = {{"source", DType::f32, {op.bytes / 4}, bytes, false, source},
+                 {"destination", DType::f32, {op.bytes / 4}, bytes, true, destination}};
+    implementation_ =
+        fmt::format("cudaMemcpyAsync{}",
+                    op.direction == TransferDirection::device_to_device ? ", device to device"
+                    : op.pinned                                         ? ", pinned host memory"
+                                : ", pageable host memory (staged by the driver)");
+    math_mode_ = "none";
+  }
+  Status run(std::span<const Buffer> operands, cudaStream_t stream) override {
+    return check(cudaMemcpyAsync(operands[1].data, operands[0].data, operands[0].bytes,
+                                 cudaMemcpyDefault, stream),
+                 "cudaMemcpyAsync");
+  }
+
+ private:
+  TransferOp op_;
+};
+
+class PeakPlan final : public CudaPlan {
+ public:
+  PeakPlan(const PeakOp& op, int multiprocessors) : op_(op), blocks_(multiprocessors * 8) {
+    operands_ = {{"per_block", DType::f64, {blocks_}, blocks_ * sizeof(double), true}};
+    implementation_ = fmt::format("trainbench fmaf chains, {} blocks x {} threads x {} chains",
+                                  blocks_, kPeakThreadsPerBlock, kPeakChains);
+    math_mode_ = "f32 (CUDA cores)";
+    flops_per_execution_ =
+        2.0 * blocks_ * kPeakThreadsPerBlock * kPeakChains * static_cast<double>(op.iterations);
+  }
+  Status run(std::span<const Buffer> operands, cudaStream_t stream) override {
+    return check(launch_fma_peak(op_.iterations, 1.0f, static_cast<float>(kPeakIncrement),
+                                 static_cast<double*>(operands[0].data), blocks_, stream),
+                 "peak kernel");
+  }
+
+ private:
+  PeakOp op_;
+  int blocks_;
+};
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const cudaDeviceProp& properties) : properties_(properties) {}
@@ -57,16 +157,27 @@ class CudaBackend final : public Backend {
     cudaDriverGetVersion(&driver);
     info.libraries = {{"CUDA runtime", cuda_version(runtime)},
                       {"CUDA driver", cuda_version(driver)}};
-    int clock_khz = 0, memory_clock_khz = 0;
-    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
-    cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, 0);
-    info.clock_ghz = clock_khz * 1e-6;
+    // CUDA 13 removed the clock fields of cudaDeviceProp: attributes instead.
+    auto attribute = [](cudaDeviceAttr which) {
+      int value = 0;
+      cudaDeviceGetAttribute(&value, which, 0);
+      return value;
+    };
+    info.clock_ghz = attribute(cudaDevAttrClockRate) * 1e-6;
+    // CUDA cores: 128 fp32 lanes per multiprocessor on Ampere (GA10x), Ada and Hopper; 64 on A100.
+    const int lanes = properties_.major == 8 && properties_.minor == 0 ? 64 : 128;
+    info.theoretical_fp32_gflops = 2.0 * lanes * properties_.multiProcessorCount * info.clock_ghz;
     info.details = {
         {"compute_capability", fmt::format("{}.{}", properties_.major, properties_.minor)},
         {"multiprocessors", properties_.multiProcessorCount},
-        {"memory_clock_ghz", memory_clock_khz * 1e-6},
-        {"memory_bus_bits", properties_.memoryBusWidth},
-        {"last_level_cache_bytes", properties_.l2CacheSize}};
+        {"memory_clock_ghz", attribute(cudaDevAttrMemoryClockRate) * 1e-6},
+        {"memory_bus_bits", attribute(cudaDevAttrGlobalMemoryBusWidth)},
+        {"ecc", attribute(cudaDevAttrEccEnabled) != 0},
+        {"pci_bus_id",
+         fmt::format("{:04x}:{:02x}:{:02x}", attribute(cudaDevAttrPciDomainId),
+                     attribute(cudaDevAttrPciBusId), attribute(cudaDevAttrPciDeviceId))},
+        {"last_level_cache_bytes", attribute(cudaDevAttrL2CacheSize)},
+        {"fp32_lanes_per_multiprocessor", lanes}};
     return info;
   }
 
@@ -77,40 +188,80 @@ class CudaBackend final : public Backend {
                                              bytes / double(1 << 30), cudaGetErrorString(error)));
     if (const cudaError_t error = cudaMemset(data, 0, bytes); error != cudaSuccess)
       return Status::Failed(cuda_error("cudaMemset", error));
-    *out = Buffer{data, bytes};
+    *out = Buffer{data, bytes, MemoryKind::device};
+    return Status::Ok();
+  }
+  Status allocate_host(std::size_t bytes, bool pinned, Buffer* out) override {
+    void* data = nullptr;
+    if (pinned) {
+      if (const cudaError_t error = cudaMallocHost(&data, bytes); error != cudaSuccess)
+        return Status::OutOfMemory(cuda_error("cudaMallocHost", error));
+    } else if (!(data = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096))) {
+      return Status::OutOfMemory(
+          fmt::format("cannot allocate {:.2f} GiB of host memory", bytes / double(1 << 30)));
+    }
+    std::memset(data, 0, bytes);  // touch every page before any timing
+    *out = Buffer{data, bytes, pinned ? MemoryKind::host_pinned : MemoryKind::host_pageable};
     return Status::Ok();
   }
   void release(Buffer buffer) override {
-    if (buffer.data) cudaFree(buffer.data);
+    if (!buffer.data) return;
+    switch (buffer.kind) {
+      case MemoryKind::device:
+        cudaFree(buffer.data);
+        break;
+      case MemoryKind::host_pinned:
+        cudaFreeHost(buffer.data);
+        break;
+      case MemoryKind::host_pageable:
+        std::free(buffer.data);
+        break;
+    }
   }
   Status upload(const void* host, Buffer device, std::size_t bytes) override {
-    return copy(device.data, host, bytes, cudaMemcpyHostToDevice);
+    return check(cudaMemcpy(device.data, host, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
   Status download(Buffer device, void* host, std::size_t bytes) override {
-    return copy(host, device.data, bytes, cudaMemcpyDeviceToHost);
+    return check(cudaMemcpy(host, device.data, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
   void synchronize() override { cudaDeviceSynchronize(); }
   std::unique_ptr<Timer> make_timer() override { return std::make_unique<EventTimer>(); }
 
-  Status plan(const OpDesc& op, std::unique_ptr<Plan>*) override {
+  Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
+    if (const auto* stream = std::get_if<StreamOp>(&op)) {
+      if (stream->n <= 0) return Status::InvalidArgument("stream needs n > 0");
+      *out = std::make_unique<StreamPlan>(*stream, properties_.multiProcessorCount);
+      return Status::Ok();
+    }
+    if (const auto* transfer = std::get_if<TransferOp>(&op)) {
+      *out = std::make_unique<TransferPlan>(*transfer);
+      return Status::Ok();
+    }
+    if (const auto* peak = std::get_if<PeakOp>(&op)) {
+      if (peak->dtype != DType::f32)
+        return Status::Unimplemented(
+            fmt::format("cuda: no {} peak probe yet (Tensor Core probes come with cuBLASLt)",
+                        dtype_name(peak->dtype)));
+      *out = std::make_unique<PeakPlan>(*peak, properties_.multiProcessorCount);
+      return Status::Ok();
+    }
     return Status::Unimplemented(fmt::format("cuda: op '{}' is not implemented yet", op_name(op)));
   }
-  Status import_operand(const Plan&, int, const void*, Buffer) override {
-    return Status::Unimplemented("cuda: no plans yet");
+  Status import_operand(const Plan& plan, int index, const void* plain, Buffer device) override {
+    return upload(plain, device, plan.operands().at(index).bytes);
   }
-  Status export_operand(const Plan&, int, Buffer, void*) override {
-    return Status::Unimplemented("cuda: no plans yet");
+  Status export_operand(const Plan& plan, int index, Buffer device, void* plain) override {
+    return download(device, plain, plan.operands().at(index).bytes);
   }
-  Status execute(Plan&, std::span<const Buffer>, Buffer) override {
-    return Status::Unimplemented("cuda: no plans yet");
+  Status execute(Plan& plan, std::span<const Buffer> operands, Buffer) override {
+    if (operands.size() != plan.operands().size())
+      return Status::InvalidArgument(
+          fmt::format("plan takes {} operands, got {}", plan.operands().size(), operands.size()));
+    // Launches are asynchronous: the timer's events and synchronize() bound the work.
+    return static_cast<CudaPlan&>(plan).run(operands, nullptr);
   }
 
  private:
-  static Status copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
-    const cudaError_t error = cudaMemcpy(dst, src, bytes, kind);
-    return error == cudaSuccess ? Status::Ok() : Status::Failed(cuda_error("cudaMemcpy", error));
-  }
-
   cudaDeviceProp properties_;
 };
 

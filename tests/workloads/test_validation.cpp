@@ -20,6 +20,9 @@ class DamagingBackend final : public Backend {
   std::string name() const override { return real_.name(); }
   DeviceInfo device_info() const override { return real_.device_info(); }
   Status allocate(std::size_t bytes, Buffer* out) override { return real_.allocate(bytes, out); }
+  Status allocate_host(std::size_t bytes, bool pinned, Buffer* out) override {
+    return real_.allocate_host(bytes, pinned, out);
+  }
   void release(Buffer buffer) override { real_.release(buffer); }
   Status upload(const void* host, Buffer device, std::size_t bytes) override {
     return real_.upload(host, device, bytes);

@@ -1,0 +1,122 @@
+// transfer: host-to-device, device-to-host and device-to-device copies, from pinned or
+// pageable host memory.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "workloads/kinds.h"
+
+namespace tb {
+namespace {
+
+constexpr const char* kDirections[] = {"h2d", "d2h", "d2d"};
+constexpr std::int64_t kChunk = std::int64_t{16} << 20;
+
+class TransferWorkload final : public OpWorkload {
+ public:
+  explicit TransferWorkload(TransferOp op) : op_(op) {}
+
+  Descriptor descriptor() const override {
+    Descriptor d("transfer");
+    d.set("dir", kDirections[static_cast<int>(op_.direction)])
+        .set("bytes", std::to_string(op_.bytes));
+    if (op_.direction != TransferDirection::device_to_device)
+      d.set("memory", op_.pinned ? "pinned" : "pageable");
+    return d;
+  }
+  DType dtype() const override { return DType::f32; }  // bytes are moved, not computed on
+
+  WorkCounts counts() const override {
+    WorkCounts counts;
+    // A device copy reads and writes every byte; a host <-> device copy crosses the link once.
+    counts.bytes = static_cast<double>(op_.bytes) *
+                   (op_.direction == TransferDirection::device_to_device ? 2 : 1);
+    return counts;
+  }
+  std::uint64_t device_bytes() const override { return 2 * static_cast<std::uint64_t>(op_.bytes); }
+
+  Status setup(Backend& backend, std::uint64_t seed) override {
+    TB_RETURN_IF_ERROR(plan_and_allocate(backend, op_));
+    seed_ = seed;
+    std::vector<std::uint64_t> chunk;
+    for (std::int64_t begin = 0; begin < op_.bytes; begin += kChunk) {
+      const std::int64_t count = std::min(kChunk, op_.bytes - begin);
+      pattern(begin, count, &chunk);
+      TB_RETURN_IF_ERROR(
+          backend.upload(chunk.data(), slice(0, begin, count), static_cast<std::size_t>(count)));
+    }
+    return Status::Ok();
+  }
+
+  Validation validate() override {
+    Validation result;
+    result.method = "every byte of the destination equals the seeded source";
+    Status status = poison(1);
+    if (status.ok()) status = run();
+    std::vector<std::uint64_t> expected, got;
+    std::int64_t first = -1;
+    for (std::int64_t begin = 0; status.ok() && begin < op_.bytes && first < 0; begin += kChunk) {
+      const std::int64_t count = std::min(kChunk, op_.bytes - begin);
+      pattern(begin, count, &expected);
+      got.assign(expected.size(), 0);
+      status =
+          backend_->download(slice(1, begin, count), got.data(), static_cast<std::size_t>(count));
+      const auto* a = reinterpret_cast<const unsigned char*>(expected.data());
+      const auto* b = reinterpret_cast<const unsigned char*>(got.data());
+      const auto mismatch = std::mismatch(a, a + count, b);
+      if (mismatch.first != a + count) first = begin + (mismatch.first - a);
+    }
+    if (!status.ok()) {
+      result.message = status.message();
+      return result;
+    }
+    result.checked = op_.bytes;
+    result.passed = first < 0;
+    if (!result.passed)
+      result.message = fmt::format("destination differs from the source at byte {}", first);
+    return result;
+  }
+
+ private:
+  // Seeded bytes (splitmix64 of the position), so source and check need no stored copy.
+  void pattern(std::int64_t begin, std::int64_t count, std::vector<std::uint64_t>* out) const {
+    out->resize(static_cast<std::size_t>((count + 7) / 8));
+    for (std::size_t i = 0; i < out->size(); ++i) {
+      std::uint64_t z =
+          seed_ + static_cast<std::uint64_t>(begin / 8 + static_cast<std::int64_t>(i)) *
+                      0x9e3779b97f4a7c15ull;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      (*out)[i] = z ^ (z >> 31);
+    }
+  }
+  Buffer slice(int operand, std::int64_t begin, std::int64_t count) const {
+    Buffer buffer = buffers_[operand];
+    buffer.data = static_cast<char*>(buffer.data) + begin;
+    buffer.bytes = static_cast<std::size_t>(count);
+    return buffer;
+  }
+
+  TransferOp op_;
+  std::uint64_t seed_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_transfer(const Descriptor& descriptor) {
+  DescriptorReader reader(descriptor);
+  TransferOp op;
+  const std::string direction = reader.choice("dir", "h2d", {"h2d", "d2h", "d2d"});
+  op.direction = direction == "h2d"   ? TransferDirection::host_to_device
+                 : direction == "d2h" ? TransferDirection::device_to_host
+                                      : TransferDirection::device_to_device;
+  op.bytes = reader.integer("bytes", std::int64_t{256} << 20);
+  if (op.bytes % 8 != 0)
+    throw UsageError(fmt::format("'{}': bytes must be a multiple of 8", descriptor.to_string()));
+  if (op.direction != TransferDirection::device_to_device)
+    op.pinned = reader.choice("memory", "pinned", {"pinned", "pageable"}) == "pinned";
+  reader.reject_unknown_keys();
+  return std::make_unique<TransferWorkload>(op);
+}
+
+}  // namespace tb
