@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/bf16.h"
+#include "backends/cpu/low_precision.h"
 
 namespace tb {
 
@@ -49,9 +49,12 @@ Status OpWorkload::import(int operand, const std::vector<float>& values) {
   switch (dtype) {
     case DType::f32:
       return backend_->import_operand(*plan_, operand, values.data(), buffers_[operand]);
-    case DType::bf16: {
+    case DType::bf16:
+    case DType::f16: {
       std::vector<std::uint16_t> bits(values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) bits[i] = cpu::float_to_bf16(values[i]);
+      for (std::size_t i = 0; i < values.size(); ++i)
+        bits[i] =
+            dtype == DType::bf16 ? cpu::float_to_bf16(values[i]) : cpu::float_to_f16(values[i]);
       return backend_->import_operand(*plan_, operand, bits.data(), buffers_[operand]);
     }
     default:
@@ -67,10 +70,13 @@ Status OpWorkload::export_floats(int operand, std::vector<float>* values) {
   switch (spec.dtype) {
     case DType::f32:
       return backend_->export_operand(*plan_, operand, buffers_[operand], values->data());
-    case DType::bf16: {
+    case DType::bf16:
+    case DType::f16: {
       std::vector<std::uint16_t> bits(count);
       TB_RETURN_IF_ERROR(backend_->export_operand(*plan_, operand, buffers_[operand], bits.data()));
-      for (std::size_t i = 0; i < count; ++i) (*values)[i] = cpu::bf16_to_float(bits[i]);
+      for (std::size_t i = 0; i < count; ++i)
+        (*values)[i] =
+            spec.dtype == DType::bf16 ? cpu::bf16_to_float(bits[i]) : cpu::f16_to_float(bits[i]);
       return Status::Ok();
     }
     default:
@@ -90,8 +96,11 @@ std::vector<float> random_values(std::size_t count, std::uint64_t seed, DType dt
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> values(count);
   for (float& value : values) value = uniform(rng);
-  if (dtype == DType::bf16)
-    for (float& value : values) value = cpu::round_to_bf16(value);
+  for (float& value : values) {
+    if (dtype == DType::bf16) value = cpu::round_to_bf16(value);
+    if (dtype == DType::f16) value = cpu::round_to_f16(value);
+    if (dtype == DType::tf32) value = cpu::round_to_tf32(value);  // the op then rounds nothing
+  }
   return values;
 }
 

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/bf16.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/low_precision.h"
 
 namespace tb::cpu {
 namespace {

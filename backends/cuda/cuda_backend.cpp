@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "backends/cuda/cublaslt_gemm.h"
+#include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/kernels.h"
 
 namespace tb {
@@ -46,16 +48,8 @@ class EventTimer final : public Timer {
   cudaEvent_t start_{}, stop_{};
 };
 
-// A plan that runs on the GPU. Operands are plain; data moves with cudaMemcpy.
-class CudaPlan : public Plan {
- public:
-  virtual Status run(std::span<const Buffer> operands, cudaStream_t stream) = 0;
-};
-
 Status check(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return Status::Ok();
-  if (error == cudaErrorMemoryAllocation) return Status::OutOfMemory(cuda_error(what, error));
-  return Status::Failed(cuda_error(what, error));
+  return cuda_status(error, what);
 }
 
 class StreamPlan final : public CudaPlan {
@@ -76,7 +70,7 @@ class StreamPlan final : public CudaPlan {
         multiprocessors);
     math_mode_ = "fp64, no fused multiply-add";
   }
-  Status run(std::span<const Buffer> operands, cudaStream_t stream) override {
+  Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
     double* result = operands.size() > 3 ? static_cast<double*>(operands[3].data) : nullptr;
     return check(
         launch_stream(op_, static_cast<double*>(operands[0].data),
@@ -108,7 +102,7 @@ class TransferPlan final : public CudaPlan {
                                 : ", pageable host memory (staged by the driver)");
     math_mode_ = "none";
   }
-  Status run(std::span<const Buffer> operands, cudaStream_t stream) override {
+  Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
     return check(cudaMemcpyAsync(operands[1].data, operands[0].data, operands[0].bytes,
                                  cudaMemcpyDefault, stream),
                  "cudaMemcpyAsync");
@@ -128,7 +122,7 @@ class PeakPlan final : public CudaPlan {
     flops_per_execution_ =
         2.0 * blocks_ * kPeakThreadsPerBlock * kPeakChains * static_cast<double>(op.iterations);
   }
-  Status run(std::span<const Buffer> operands, cudaStream_t stream) override {
+  Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
     return check(launch_fma_peak(op_.iterations, 1.0f, static_cast<float>(kPeakIncrement),
                                  static_cast<double*>(operands[0].data), blocks_, stream),
                  "peak kernel");
@@ -141,7 +135,9 @@ class PeakPlan final : public CudaPlan {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const cudaDeviceProp& properties) : properties_(properties) {}
+  CudaBackend(const cudaDeviceProp& properties, cublasLtHandle_t lt)
+      : properties_(properties), lt_(lt) {}
+  ~CudaBackend() override { cublasLtDestroy(lt_); }
 
   std::string name() const override { return "cuda"; }
 
@@ -233,6 +229,7 @@ class CudaBackend final : public Backend {
       *out = std::make_unique<StreamPlan>(*stream, properties_.multiProcessorCount);
       return Status::Ok();
     }
+    if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_cublaslt_gemm(lt_, *gemm, out);
     if (const auto* transfer = std::get_if<TransferOp>(&op)) {
       *out = std::make_unique<TransferPlan>(*transfer);
       return Status::Ok();
@@ -253,16 +250,19 @@ class CudaBackend final : public Backend {
   Status export_operand(const Plan& plan, int index, Buffer device, void* plain) override {
     return download(device, plain, plan.operands().at(index).bytes);
   }
-  Status execute(Plan& plan, std::span<const Buffer> operands, Buffer) override {
+  Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
     if (operands.size() != plan.operands().size())
       return Status::InvalidArgument(
           fmt::format("plan takes {} operands, got {}", plan.operands().size(), operands.size()));
     // Launches are asynchronous: the timer's events and synchronize() bound the work.
-    return static_cast<CudaPlan&>(plan).run(operands, nullptr);
+    if (workspace.bytes < plan.workspace_bytes())
+      return Status::InvalidArgument("workspace smaller than the plan needs");
+    return static_cast<CudaPlan&>(plan).run(operands, workspace, nullptr);
   }
 
  private:
   cudaDeviceProp properties_;
+  cublasLtHandle_t lt_;
 };
 
 Availability probe() {
@@ -276,18 +276,22 @@ Availability probe() {
 }  // namespace
 
 BackendEntry cuda_backend_entry() {
-  return {
-      "cuda",
-      "NVIDIA GPU through the CUDA runtime (device memory, transfers, event timing; ops not yet)",
-      probe, [](const BackendConfig&, std::unique_ptr<Backend>* out) {
-        const Availability availability = probe();
-        if (!availability.usable) return Status::Unavailable(availability.reason);
-        cudaDeviceProp properties{};
-        if (const cudaError_t error = cudaGetDeviceProperties(&properties, 0); error != cudaSuccess)
-          return Status::Unavailable(cuda_error("cudaGetDeviceProperties", error));
-        *out = std::make_unique<CudaBackend>(properties);
-        return Status::Ok();
-      }};
+  return {"cuda",
+          "NVIDIA GPU through the CUDA runtime (cuBLASLt GEMM, stream, transfers, fp32 peak; "
+          "convolution not yet)",
+          probe, [](const BackendConfig&, std::unique_ptr<Backend>* out) {
+            const Availability availability = probe();
+            if (!availability.usable) return Status::Unavailable(availability.reason);
+            cudaDeviceProp properties{};
+            if (const cudaError_t error = cudaGetDeviceProperties(&properties, 0);
+                error != cudaSuccess)
+              return Status::Unavailable(cuda_error("cudaGetDeviceProperties", error));
+            cublasLtHandle_t lt = nullptr;
+            if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS)
+              return Status::Unavailable("cublasLtCreate failed");
+            *out = std::make_unique<CudaBackend>(properties, lt);
+            return Status::Ok();
+          }};
 }
 
 }  // namespace tb

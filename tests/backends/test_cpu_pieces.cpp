@@ -4,8 +4,8 @@
 #include <random>
 #include <vector>
 
-#include "backends/cpu/bf16.h"
 #include "backends/cpu/host_info.h"
+#include "backends/cpu/low_precision.h"
 #include "backends/cpu/reference.h"
 #include "backends/cpu/threading.h"
 #include "backends/registry.h"
@@ -56,6 +56,26 @@ TEST(Bf16, RoundsToNearestEven) {
   EXPECT_EQ(round_to_bf16(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f);  // tie -> even (up)
   EXPECT_EQ(round_to_bf16(1.0f + 0x1p-7f + 0x1p-9f), 1.0f + 0x1p-7f);
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+}
+
+TEST(LowPrecision, HalfRoundTripsAndRounds) {
+  for (float value : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 0x1p-14f, 0x1p-24f, 0.1f, 3.14159f})
+    EXPECT_EQ(f16_to_float(float_to_f16(round_to_f16(value))), round_to_f16(value)) << value;
+  EXPECT_EQ(float_to_f16(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_f16(-2.0f), 0xc000);
+  EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);                     // rounds to infinity
+  EXPECT_EQ(float_to_f16(0x1p-24f), 0x0001);                     // smallest subnormal
+  EXPECT_EQ(round_to_f16(1.0f + 0x1p-11f), 1.0f);                // tie -> even
+  EXPECT_EQ(round_to_f16(1.0f + 3 * 0x1p-11f), 1.0f + 0x1p-9f);  // tie -> even (up)
+  EXPECT_TRUE(std::isnan(f16_to_float(float_to_f16(NAN))));
+}
+
+TEST(LowPrecision, Tf32KeepsTenMantissaBits) {
+  EXPECT_EQ(round_to_tf32(1.0f + 0x1p-11f), 1.0f);             // tie -> even
+  EXPECT_EQ(round_to_tf32(1.0f + 0x1p-10f), 1.0f + 0x1p-10f);  // representable
+  EXPECT_EQ(round_to_tf32(1.0f + 3 * 0x1p-11f), 1.0f + 0x1p-9f);
+  EXPECT_TRUE(std::isinf(round_to_tf32(INFINITY)));
 }
 
 TEST(Reference, GemmMatchesHandComputation) {

@@ -49,10 +49,13 @@ TEST(CudaBackend, KernelsValidateOnAGpu) {
   if (!entry || !entry->probe().usable) GTEST_SKIP() << "no usable GPU here";
   std::unique_ptr<Backend> backend;
   ASSERT_TRUE(entry->create(BackendConfig{}, &backend).ok());
-  for (const char* line : {"stream op=copy n=1001", "stream op=scale n=4Mi", "stream op=add n=7",
-                           "stream op=triad n=1Mi", "stream op=dot n=1000001",
-                           "transfer dir=h2d bytes=8Mi", "transfer dir=d2h bytes=8 memory=pageable",
-                           "transfer dir=d2d bytes=1Mi", "peak dtype=f32 iterations=1000"}) {
+  for (const char* line :
+       {"stream op=copy n=1001", "stream op=scale n=4Mi", "stream op=add n=7",
+        "stream op=triad n=1Mi", "stream op=dot n=1000001", "transfer dir=h2d bytes=8Mi",
+        "transfer dir=d2h bytes=8 memory=pageable", "transfer dir=d2d bytes=1Mi",
+        "peak dtype=f32 iterations=1000", "gemm m=7 n=1000 k=13", "gemm m=256 dtype=tf32 ta=t",
+        "gemm m=129 n=65 k=300 dtype=bf16 tb=t", "gemm m=64 dtype=f16 out=f16",
+        "gemm m=32 n=48 k=16 batch=3 alpha=0.5 beta=0.25"}) {
     auto workload = create_workload(Descriptor::parse(line), backend->device_info());
     ASSERT_TRUE(workload->setup(*backend, 5).ok()) << line;
     const Validation validation = workload->validate();

@@ -1,0 +1,76 @@
+// Low-precision floats on the host: bfloat16 and IEEE half <-> float, and rounding a float to
+// TF32, all round to nearest even (what the libraries and the hardware do).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace tb::cpu {
+
+inline std::uint16_t float_to_bf16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+inline float bf16_to_float(std::uint16_t value) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+inline float round_to_bf16(float value) {
+  return bf16_to_float(float_to_bf16(value));
+}
+
+// TF32: fp32's exponent with a 10-bit mantissa, stored in 32 bits.
+inline float round_to_tf32(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7f800000u) != 0x7f800000u) bits = (bits + 0xfffu + ((bits >> 13) & 1u)) & ~0x1fffu;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+inline std::uint16_t float_to_f16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const std::uint32_t sign = (bits >> 16) & 0x8000u;
+  const std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
+  if (magnitude >= 0x477ff000u)
+    return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to infinity
+  if (magnitude < 0x38800000u) {  // subnormal or zero in half: scale by 2^24 and round
+    float scaled;
+    std::memcpy(&scaled, &magnitude, sizeof(scaled));
+    return static_cast<std::uint16_t>(
+        sign | static_cast<std::uint32_t>(std::nearbyint(scaled * 16777216.0f)));
+  }
+  const std::uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+  return static_cast<std::uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+inline float f16_to_float(std::uint16_t value) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(value & 0x8000u) << 16;
+  const std::uint32_t exponent = (value >> 10) & 0x1fu, mantissa = value & 0x3ffu;
+  if (exponent == 0) {  // zero or subnormal: mantissa x 2^-24
+    const float magnitude = static_cast<float>(mantissa) / 16777216.0f;
+    return sign ? -magnitude : magnitude;
+  }
+  const std::uint32_t bits = sign | (exponent == 31 ? 0x7f800000u | (mantissa << 13)
+                                                    : ((exponent + 112) << 23) | (mantissa << 13));
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+inline float round_to_f16(float value) {
+  return f16_to_float(float_to_f16(value));
+}
+
+}  // namespace tb::cpu
