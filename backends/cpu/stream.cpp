@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/operands.h"
 
 namespace tb::cpu {
 namespace {
@@ -10,16 +11,7 @@ namespace {
 class StreamPlan final : public CpuPlan {
  public:
   explicit StreamPlan(const StreamOp& op) : op_(op) {
-    const std::size_t bytes = static_cast<std::size_t>(op.n) * sizeof(double);
-    const bool dot = op.kernel == StreamKernel::dot;
-    operands_ = {{"a", DType::f64, {op.n}, bytes, op.kernel == StreamKernel::triad},
-                 {"b", DType::f64, {op.n}, bytes, op.kernel == StreamKernel::scale},
-                 {"c",
-                  DType::f64,
-                  {op.n},
-                  bytes,
-                  op.kernel == StreamKernel::copy || op.kernel == StreamKernel::add}};
-    if (dot) operands_.push_back({"result", DType::f64, {1}, sizeof(double), true});
+    operands_ = stream_operands(op);
     implementation_ = "openmp static loop, ordinary stores";
     math_mode_ = "fp64";
   }

@@ -10,6 +10,7 @@
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/kernels.h"
+#include "backends/operands.h"
 
 namespace tb {
 namespace {
@@ -55,16 +56,7 @@ Status check(cudaError_t error, const char* what) {
 class StreamPlan final : public CudaPlan {
  public:
   StreamPlan(const StreamOp& op, int multiprocessors) : op_(op), multiprocessors_(multiprocessors) {
-    const std::size_t bytes = static_cast<std::size_t>(op.n) * sizeof(double);
-    operands_ = {{"a", DType::f64, {op.n}, bytes, op.kernel == StreamKernel::triad},
-                 {"b", DType::f64, {op.n}, bytes, op.kernel == StreamKernel::scale},
-                 {"c",
-                  DType::f64,
-                  {op.n},
-                  bytes,
-                  op.kernel == StreamKernel::copy || op.kernel == StreamKernel::add}};
-    if (op.kernel == StreamKernel::dot)
-      operands_.push_back({"result", DType::f64, {1}, sizeof(double), true});
+    operands_ = stream_operands(op);
     implementation_ = fmt::format(
         "trainbench grid-stride kernel, double2 accesses, {} SMs x 4 blocks x 256 threads",
         multiprocessors);
