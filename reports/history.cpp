@@ -61,19 +61,23 @@ History::History(const std::string& path) : path_(path) {
     sqlite3_close(db_);
     throw HistoryError(fmt::format("cannot open history {}: {}", path, message));
   }
-  sqlite3_busy_timeout(db_, 60'000);  // wait for another writer rather than fail
-  execute("PRAGMA journal_mode=WAL");
-  execute(
-      "CREATE TABLE IF NOT EXISTS reports ("
-      "  id INTEGER PRIMARY KEY, fingerprint TEXT NOT NULL, git_commit TEXT NOT NULL, started_at "
-      "TEXT NOT NULL,"
-      "  command TEXT NOT NULL, source TEXT NOT NULL, report TEXT NOT NULL,"
-      "  UNIQUE (fingerprint, started_at, command, git_commit));"
-      "CREATE TABLE IF NOT EXISTS cases ("
-      "  report_id INTEGER NOT NULL REFERENCES reports(id), workload TEXT NOT NULL, dtype TEXT NOT "
-      "NULL,"
-      "  backend TEXT NOT NULL, status TEXT NOT NULL, median_s REAL, samples_s TEXT NOT NULL);"
-      "CREATE INDEX IF NOT EXISTS cases_by_workload ON cases (workload, dtype, backend);");
+  try {
+    sqlite3_busy_timeout(db_, 60'000);  // wait for another writer rather than fail
+    execute("PRAGMA journal_mode=WAL");
+    execute(
+        "CREATE TABLE IF NOT EXISTS reports ("
+        " id INTEGER PRIMARY KEY, fingerprint TEXT NOT NULL, git_commit TEXT NOT NULL,"
+        " started_at TEXT NOT NULL, command TEXT NOT NULL, source TEXT NOT NULL,"
+        " report TEXT NOT NULL, UNIQUE (fingerprint, started_at, command, git_commit));"
+        "CREATE TABLE IF NOT EXISTS cases ("
+        " report_id INTEGER NOT NULL REFERENCES reports(id), workload TEXT NOT NULL,"
+        " dtype TEXT NOT NULL, backend TEXT NOT NULL, status TEXT NOT NULL, median_s REAL,"
+        " samples_s TEXT NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS cases_by_workload ON cases (workload, dtype, backend);");
+  } catch (...) {
+    sqlite3_close(db_);  // the destructor does not run when the constructor throws
+    throw;
+  }
 }
 
 History::~History() {
