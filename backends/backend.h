@@ -102,6 +102,9 @@ class Backend {
   virtual Status upload(const void* host, Buffer device, std::size_t bytes) = 0;
   virtual Status download(Buffer device, void* host, std::size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Evicts the caches the device's work goes through (the last-level cache on CPU, L2 on GPU)
+  // by writing a buffer larger than them; the harness calls it between samples when asked.
+  virtual Status flush_caches() = 0;
   virtual std::unique_ptr<Timer> make_timer() = 0;
 
   virtual Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) = 0;

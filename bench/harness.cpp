@@ -29,8 +29,9 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
     if (seconds_since(warmup_start) > config.time_budget_seconds) break;
   }
 
-  // A unit that reads its own output is timed alone, after its inputs are restored.
-  if (!workload.output_feeds_back() && fastest < config.min_sample_seconds)
+  // A unit that reads its own output is timed alone, after its inputs are restored; so is a
+  // unit that must start from cold caches.
+  if (!workload.output_feeds_back() && !config.flush_caches && fastest < config.min_sample_seconds)
     out->units_per_sample = static_cast<int>(
         std::min(1e6, std::ceil(config.min_sample_seconds / std::max(fastest, 1e-9))));
 
@@ -39,6 +40,10 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
          (seconds_since(start) < config.time_budget_seconds &&
           static_cast<int>(out->samples_s.size()) < config.max_repetitions)) {
     if (workload.output_feeds_back()) TB_RETURN_IF_ERROR(workload.reset());
+    if (config.flush_caches) {
+      TB_RETURN_IF_ERROR(backend.flush_caches());
+      backend.synchronize();
+    }
     timer->start();
     for (int unit = 0; unit < out->units_per_sample; ++unit) TB_RETURN_IF_ERROR(workload.run());
     backend.synchronize();

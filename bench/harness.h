@@ -17,6 +17,7 @@ struct HarnessConfig {
   int max_repetitions = 1000;        // and at most
   double time_budget_seconds = 1.0;  // keep sampling until this much time has been spent
   double min_sample_seconds = 1e-3;  // short units are batched so one sample lasts this long
+  bool flush_caches = false;         // evict caches before every sample (then one unit per sample)
 };
 
 struct Measurement {

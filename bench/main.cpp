@@ -152,6 +152,9 @@ int main_impl(int argc, char** argv) {
   run->add_option("--min-sample-time", options.harness.min_sample_seconds,
                   "short units are repeated so one sample lasts at least this long (seconds)")
       ->check(CLI::NonNegativeNumber);
+  run->add_flag(
+      "--flush-caches", options.harness.flush_caches,
+      "evict the caches before every sample (each sample then times one unit from cold caches)");
   run->add_option("--seed", options.seed, "seed of the random inputs");
   run->add_option("-o,--out", out, "report file (default trainbench-report-<UTC time>.json)");
   std::vector<std::string> child_environments;

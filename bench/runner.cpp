@@ -165,6 +165,7 @@ std::vector<std::string> child_arguments(const RunOptions& options) {
                                         fmt::format("{}", h.time_budget_seconds),
                                         "--min-sample-time",
                                         fmt::format("{}", h.min_sample_seconds)};
+  if (h.flush_caches) arguments.push_back("--flush-caches");
   for (const Descriptor& descriptor : options.cases)
     arguments.insert(arguments.end(), {"-w", descriptor.to_string()});
   return arguments;
@@ -245,7 +246,8 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
         {"min_repetitions", options.harness.min_repetitions},
         {"max_repetitions", options.harness.max_repetitions},
         {"time_budget_seconds", options.harness.time_budget_seconds},
-        {"min_sample_seconds", options.harness.min_sample_seconds}}},
+        {"min_sample_seconds", options.harness.min_sample_seconds},
+        {"flush_caches", options.harness.flush_caches}}},
       {"host", host_inventory_json()},
       {"backends", nlohmann::json::array()}};
   for (BackendSlot& slot : slots) {

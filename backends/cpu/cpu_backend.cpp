@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -105,6 +106,24 @@ Status CpuBackend::allocate(std::size_t bytes, Buffer* out) {
 Status CpuBackend::allocate_host(std::size_t bytes, bool pinned, Buffer* out) {
   TB_RETURN_IF_ERROR(allocate(bytes, out));
   out->kind = pinned ? MemoryKind::host_pinned : MemoryKind::host_pageable;
+  return Status::Ok();
+}
+
+CpuBackend::~CpuBackend() {
+  release(flush_buffer_);
+}
+
+Status CpuBackend::flush_caches() {
+  if (!flush_buffer_.data) {
+    // Twice the last-level cache, capped: a VM may report its host's whole L3.
+    const std::size_t bytes =
+        std::clamp<std::uint64_t>(2 * host_.last_level_cache_bytes(), 64u << 20, 1u << 30);
+    TB_RETURN_IF_ERROR(allocate(bytes, &flush_buffer_));
+  }
+  auto* data = static_cast<std::uint64_t*>(flush_buffer_.data);
+  const std::int64_t count = static_cast<std::int64_t>(flush_buffer_.bytes / sizeof(std::uint64_t));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < count; ++i) data[i] += 1;
   return Status::Ok();
 }
 

@@ -26,6 +26,7 @@ class CpuPlan : public Plan {
 class CpuBackend : public Backend {
  public:
   CpuBackend(std::string name, const BackendConfig& config);
+  ~CpuBackend() override;
 
   std::string name() const override { return name_; }
   DeviceInfo device_info() const override;
@@ -36,6 +37,7 @@ class CpuBackend : public Backend {
   Status upload(const void* host, Buffer device, std::size_t bytes) override;
   Status download(Buffer device, void* host, std::size_t bytes) override;
   void synchronize() override {}
+  Status flush_caches() override;
   std::unique_ptr<Timer> make_timer() override;
 
   // Plans the shared CPU ops (stream, peak); everything else is unimplemented here.
@@ -53,6 +55,7 @@ class CpuBackend : public Backend {
   HostInventory host_;
   ThreadPlacement placement_;
   double clock_ghz_ = 0;
+  Buffer flush_buffer_;  // allocated at the first flush, kept until the backend goes
 };
 
 // Parallel copy with the same static partition as the first touch, so each thread copies

@@ -129,7 +129,10 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(const cudaDeviceProp& properties, cublasLtHandle_t lt)
       : properties_(properties), lt_(lt) {}
-  ~CudaBackend() override { cublasLtDestroy(lt_); }
+  ~CudaBackend() override {
+    release(flush_buffer_);
+    cublasLtDestroy(lt_);
+  }
 
   std::string name() const override { return "cuda"; }
 
@@ -213,6 +216,16 @@ class CudaBackend final : public Backend {
     return check(cudaMemcpy(host, device.data, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
   void synchronize() override { cudaDeviceSynchronize(); }
+  Status flush_caches() override {
+    if (!flush_buffer_.data) {
+      int l2 = 0;
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
+      TB_RETURN_IF_ERROR(
+          allocate(2 * static_cast<std::size_t>(std::max(l2, 1 << 20)), &flush_buffer_));
+    }
+    return check(cudaMemsetAsync(flush_buffer_.data, flush_value_++, flush_buffer_.bytes),
+                 "L2 flush");
+  }
   std::unique_ptr<Timer> make_timer() override { return std::make_unique<EventTimer>(); }
 
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
@@ -255,6 +268,8 @@ class CudaBackend final : public Backend {
  private:
   cudaDeviceProp properties_;
   cublasLtHandle_t lt_;
+  Buffer flush_buffer_;  // twice the L2, allocated at the first flush
+  int flush_value_ = 0;
 };
 
 Availability probe() {

@@ -94,6 +94,17 @@ TEST_F(Harness, OutputThatFeedsBackIsResetBeforeEverySampleAndTimedAlone) {
   EXPECT_EQ(workload.resets, workload.runs);
 }
 
+TEST_F(Harness, FlushingCachesTimesOneUnitPerSample) {
+  CountingWorkload workload(2e-5, false);
+  HarnessConfig config{1, 0, 4, 4, 0, 1e-3};
+  config.flush_caches = true;
+  Measurement m;
+  ASSERT_TRUE(measure(workload, *backend_, config, &m).ok());
+  EXPECT_EQ(m.units_per_sample, 1);  // batching would warm the caches again
+  EXPECT_EQ(m.samples_s.size(), 4u);
+  EXPECT_TRUE(backend_->flush_caches().ok());  // the buffer is kept and reused
+}
+
 TEST_F(Harness, AFailingRunEndsTheMeasurementWithItsStatus) {
   CountingWorkload workload(1e-5, false);
   workload.fail_at = 4;

@@ -226,6 +226,16 @@ TEST_F(Cli, RunWritesAValidReportAndTable) {
   EXPECT_NE(outcome.err.find("[25/25]"), std::string::npos);              // the progress line
 }
 
+TEST_F(Cli, FlushCachesIsRecorded) {
+  ASSERT_EQ(
+      run({"run", "-b", "cpu-onednn", "-w", "gemm m=64", "--flush-caches", "-o", report_path()})
+          .exit_code,
+      0);
+  const nlohmann::json report = read_report(report_path());
+  EXPECT_TRUE(report["settings"]["flush_caches"].get<bool>());
+  EXPECT_EQ(report["results"][0]["units_per_sample"], 1);
+}
+
 TEST_F(Cli, GbenchFormatIsGoogleBenchmarkJson) {
   ASSERT_EQ(run({"run", "-w", "gemm m=16", "--format", "gbench", "-o", report_path()}).exit_code,
             0);

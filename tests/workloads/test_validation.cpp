@@ -31,6 +31,7 @@ class DamagingBackend final : public Backend {
     return real_.download(device, host, bytes);
   }
   void synchronize() override { real_.synchronize(); }
+  Status flush_caches() override { return real_.flush_caches(); }
   std::unique_ptr<Timer> make_timer() override { return real_.make_timer(); }
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override { return real_.plan(op, out); }
   Status import_operand(const Plan& plan, int index, const void* plain, Buffer device) override {
