@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Packs a build for a GPU machine that has CUDA (or PyTorch's CUDA wheels) but no package
+# manager: trainbench, the GPU test program and every shared library they need except glibc
+# (the target's own, newer one is used) and the CUDA / NVIDIA libraries (found there).
+# Usage: scripts/pack_for_gpu.sh [BUILD_DIR] [OUT.tar.xz]
+# On the GPU machine: tar xJf OUT.tar.xz && trainbench-gpu/run.sh [trainbench arguments]
+#                 or: trainbench-gpu/run.sh check   (GPU tests, then the quick suite on every backend)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-$root/build/release}"
+out="${2:-$root/trainbench-gpu.tar.xz}"
+stage="$(mktemp -d)/trainbench-gpu"
+mkdir -p "$stage/bin" "$stage/lib"
+programs=("$build/bench/trainbench")
+[ -x "$build/tests/test_cuda" ] && programs+=("$build/tests/test_cuda")
+cp "${programs[@]}" "$stage/bin/"
+for program in "${programs[@]}"; do ldd "$program"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+  while read -r library; do
+    case "$(basename "$library")" in
+      libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux*) ;;     # the target's glibc
+      libcuda.so* | libcudart* | libcublas* | libcudnn* | libnvidia* | libnccl*) ;;     # found on the target
+      *) cp -L "$library" "$stage/lib/" ;;
+    esac
+  done
+cat > "$stage/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs the packed trainbench with its bundled libraries and the machine's CUDA libraries.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cuda_dirs=""
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/nvidia/lib64; do
+  [ -d "$dir" ] && cuda_dirs="$cuda_dirs:$dir"
+done
+# PyTorch's CUDA wheels (nvidia-cublas, nvidia-cuda-runtime, ...) carry the libraries too.
+python_site="$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)"
+for site_dir in $python_site; do
+  for dir in "$site_dir"/nvidia/*/lib "$site_dir"/nvidia/cu*/lib; do
+    [ -d "$dir" ] && cuda_dirs="$cuda_dirs:$dir"
+  done
+done
+export LD_LIBRARY_PATH="$here/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ "${1:-}" = "check" ]; then
+  shift
+  [ -x "$here/bin/test_cuda" ] && "$here/bin/test_cuda" --gtest_brief=1
+  exec "$here/bin/trainbench" run --suite quick "$@"
+fi
+exec "$here/bin/trainbench" "$@"
+RUN
+chmod +x "$stage/run.sh"
+tar -C "$(dirname "$stage")" -cJf "$out" trainbench-gpu
+rm -rf "$(dirname "$stage")"
+echo "packed $out ($(du -h "$out" | cut -f1)); libraries: $(tar -tJf "$out" | grep -c '/lib/.')"
