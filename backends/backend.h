@@ -36,6 +36,12 @@ struct OperandSpec {
   std::size_t bytes = 0;           // size in the plan's layout (may exceed the plain size)
   bool is_output = false;
   MemoryKind memory = MemoryKind::device;  // host memory for the host side of a transfer
+
+  std::size_t elements() const {  // in the plain layout
+    std::size_t count = 1;
+    for (std::int64_t dim : dims) count *= static_cast<std::size_t>(dim);
+    return count;
+  }
 };
 
 class Plan {

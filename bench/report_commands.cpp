@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "workloads/descriptor.h"
+
 #include "backends/status.h"
 #include "reports/compare.h"
 #include "reports/history.h"
@@ -76,24 +78,11 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// A report named on the command line: an unreadable, corrupt or foreign file is bad input.
-nlohmann::json read_input_report(const std::string& path) {
-  try {
-    return read_report(path);
-  } catch (const ReportError& e) {
-    throw UsageError(e.what());
-  }
-}
-
-std::string workload_kind(const std::string& descriptor) {
-  return descriptor.substr(0, descriptor.find(' '));
-}
-
 // The headline figure of a result: TFLOP/s where it computes, else GB/s, else samples/s.
 std::string headline_metric(const nlohmann::json& result) {
   const auto& m = result["metrics"];
   if (!m.is_object()) return "-";
-  if (m.contains("tflops") && workload_kind(result["workload"]) != "stream")
+  if (m.contains("tflops") && descriptor_kind(result["workload"].get<std::string>()) != "stream")
     return fmt::format("{:.3f} TFLOP/s", m["tflops"].get<double>());
   if (m.contains("gbps")) return fmt::format("{:.1f} GB/s", m["gbps"].get<double>());
   if (m.contains("samples_per_s"))
@@ -143,7 +132,8 @@ nlohmann::json headline(const nlohmann::json& report, const Costs& costs) {
   for (const auto& result : report["results"]) {
     if (result["status"] != "passed" || !result["metrics"].is_object()) continue;
     const auto& m = result["metrics"];
-    const std::string kind = workload_kind(result["workload"]), backend = result["backend"];
+    const std::string kind = descriptor_kind(result["workload"].get<std::string>()),
+                      backend = result["backend"];
     const std::string dtype = result["dtype"];
     if (kind == "gemm" && m.contains("tflops"))
       keep_max(backend + "|GEMM " + dtype, m["tflops"], "TFLOP/s");
@@ -249,6 +239,14 @@ double parse_threshold(const std::string& text) {
   } catch (const std::logic_error&) {
     throw UsageError(fmt::format(
         "bad threshold '{}' (expected a percentage like 5% or a fraction like 0.05)", text));
+  }
+}
+
+nlohmann::json read_input_report(const std::string& path) {
+  try {
+    return read_report(path);
+  } catch (const ReportError& e) {
+    throw UsageError(e.what());
   }
 }
 

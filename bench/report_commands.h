@@ -5,12 +5,17 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace tb {
 
 enum class TableFormat { table, markdown, csv, json };
 TableFormat parse_table_format(const std::string& name);  // throws UsageError
 // "5%" or "0.05" -> 0.05; throws UsageError.
 double parse_threshold(const std::string& text);
+
+// A report named on the command line: unreadable, corrupt or foreign -> UsageError (exit 2).
+nlohmann::json read_input_report(const std::string& path);
 
 struct CompareOptions {
   std::vector<std::string> reports;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "workloads/descriptor.h"
+
 #include "backends/status.h"
 #include "bench/report_commands.h"
 #include "reports/report.h"
@@ -20,10 +22,6 @@ struct Answer {
   std::string question, answer;
   std::vector<std::string> from;  // the measurements (descriptor and figure)
 };
-
-std::string kind_of(const std::string& workload) {
-  return workload.substr(0, workload.find(' '));
-}
 
 std::string measured(const nlohmann::json& result) {
   return fmt::format("{} {} {}: median {:.4g} s", result["backend"].get<std::string>(),
@@ -71,7 +69,8 @@ std::vector<Answer> answer(const nlohmann::json& report) {
   Answer bandwidth{"Memory-bandwidth ratio, GPU over CPU", "", {}};
   std::map<std::string, const nlohmann::json*> best_stream;
   for (const nlohmann::json* r : passed)
-    if (kind_of((*r)["workload"]) == "stream" && (*r)["metrics"].contains("gbps")) {
+    if (descriptor_kind((*r)["workload"].get<std::string>()) == "stream" &&
+        (*r)["metrics"].contains("gbps")) {
       auto& slot = best_stream[kind(*r)];
       if (!slot || (*r)["metrics"]["gbps"] > (*slot)["metrics"]["gbps"]) slot = r;
     }
@@ -107,7 +106,7 @@ std::vector<Answer> answer(const nlohmann::json& report) {
                            100 * (1 - mlp["bytes"].get<double>() / m32["bytes"].get<double>()));
     mixed.answer += fmt::format("{}{} {:.2f}x{} ({} {})", mixed.answer.empty() ? "" : "; ", dtype,
                                 median(*it->second) / median(*r), saving,
-                                (*r)["backend"].get<std::string>(), kind_of(workload));
+                                (*r)["backend"].get<std::string>(), descriptor_kind(workload));
     mixed.from.push_back(measured(*it->second));
     mixed.from.push_back(measured(*r));
   }
@@ -135,7 +134,7 @@ std::vector<Answer> answer(const nlohmann::json& report) {
   // 5. Projected full-scale time-to-train from measured training throughput.
   Answer projection{"Projected time-to-train per device (MLPerf convergence points)", "", {}};
   for (const nlohmann::json* r : passed) {
-    const std::string kind = kind_of((*r)["workload"]);
+    const std::string kind = descriptor_kind((*r)["workload"].get<std::string>());
     if (!(*r)["metrics"].contains("samples_per_s")) continue;
     const double samples = kind.starts_with("resnet50") && kind.ends_with("-train")
                                ? kResnet50Images
@@ -158,12 +157,7 @@ std::vector<Answer> answer(const nlohmann::json& report) {
 }  // namespace
 
 int summary_command(const SummaryOptions& options) {
-  nlohmann::json report;
-  try {
-    report = read_report(options.report);
-  } catch (const ReportError& e) {
-    throw UsageError(e.what());  // a bad input file
-  }
+  const nlohmann::json report = read_input_report(options.report);
   const std::vector<Answer> answers = answer(report);
   std::string text;
   if (options.format == TableFormat::json) {

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "workloads/descriptor.h"
+
 namespace tb {
 namespace {
 
@@ -79,10 +81,6 @@ struct Machine {
   const nlohmann::json* report;
 };
 
-std::string kind_of(const std::string& workload) {
-  return workload.substr(0, workload.find(' '));
-}
-
 // Roofline: each (report, backend)'s measured compute ceilings and its best STREAM bandwidth,
 // and each case at its arithmetic intensity (flops per byte moved).
 std::string roofline(const std::vector<Machine>& machines) {
@@ -106,7 +104,7 @@ std::string roofline(const std::vector<Machine>& machines) {
       if (result["status"] != "passed" || !result["metrics"].is_object()) continue;
       const auto& m = result["metrics"];
       Roof& roof = by_backend[result["backend"]];
-      if (kind_of(result["workload"]) == "stream" && m.contains("gbps"))
+      if (descriptor_kind(result["workload"].get<std::string>()) == "stream" && m.contains("gbps"))
         roof.bandwidth = std::max(roof.bandwidth, m["gbps"].get<double>());
       else if (m.contains("flops") && m.contains("bytes") && m.contains("tflops") &&
                m["bytes"].get<double>() > 0)
@@ -176,7 +174,7 @@ std::string bars(const std::vector<Machine>& machines) {
     for (const auto& result : (*machine.report)["results"]) {
       if (result["status"] != "passed" || !result["metrics"].is_object()) continue;
       const auto& m = result["metrics"];
-      const bool stream = kind_of(result["workload"]) == "stream";
+      const bool stream = descriptor_kind(result["workload"].get<std::string>()) == "stream";
       const char* key = !stream && m.contains("tflops") ? "tflops"
                         : m.contains("gbps")            ? "gbps"
                         : m.contains("samples_per_s")   ? "samples_per_s"

@@ -75,7 +75,7 @@ class ConvWorkload final : public OpWorkload {
     // Inputs: operands 0 and 1 of every direction; the output is operand 2.
     for (int operand = 0; operand < 2; ++operand) {
       const OperandSpec& spec = plan_->operands()[operand];
-      inputs_[operand] = random_values(element_count(spec), seed + operand, spec.dtype);
+      inputs_[operand] = random_values(spec.elements(), seed + operand, spec.dtype);
       TB_RETURN_IF_ERROR(import(operand, inputs_[operand]));
     }
     return Status::Ok();
@@ -123,12 +123,6 @@ class ConvWorkload final : public OpWorkload {
   }
 
  private:
-  static std::size_t element_count(const OperandSpec& spec) {
-    std::size_t count = 1;
-    for (std::int64_t dim : spec.dims) count *= static_cast<std::size_t>(dim);
-    return count;
-  }
-
   cpu::ReferenceValue reference(const std::int64_t (&i)[4]) const {
     const float* in0 = inputs_[0].data();
     const float* in1 = inputs_[1].data();

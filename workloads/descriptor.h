@@ -58,6 +58,11 @@ class DescriptorReader {
   std::vector<std::string> used_;
 };
 
+// The workload kind of a descriptor line ("gemm" of "gemm m=4096 ..."), without parsing it.
+inline std::string descriptor_kind(std::string_view line) {
+  return std::string(line.substr(0, line.find(' ')));
+}
+
 // Sizes may be written with a binary suffix: 64Ki, 16Mi, 1Gi (or k/M/G for powers of ten).
 std::optional<std::int64_t> parse_integer(std::string_view text);
 

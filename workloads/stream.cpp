@@ -91,12 +91,9 @@ class StreamWorkload final : public OpWorkload {
 
   // Initial value of element i of array a (0), b (1) or c (2): uniform in [-1, 1).
   double initial(int array, std::int64_t i) const {
-    std::uint64_t z =
+    const std::uint64_t key =
         seed_ ^ (static_cast<std::uint64_t>(array + 1) << 56) ^ static_cast<std::uint64_t>(i);
-    z += 0x9e3779b97f4a7c15ull;  // splitmix64
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
+    const std::uint64_t z = mix64(key + kGoldenGamma);
     return static_cast<double>(z >> 11) * 0x1p-52 - 1.0;
   }
 

@@ -82,12 +82,8 @@ class TransferWorkload final : public OpWorkload {
   void pattern(std::int64_t begin, std::int64_t count, std::vector<std::uint64_t>* out) const {
     out->resize(static_cast<std::size_t>((count + 7) / 8));
     for (std::size_t i = 0; i < out->size(); ++i) {
-      std::uint64_t z =
-          seed_ + static_cast<std::uint64_t>(begin / 8 + static_cast<std::int64_t>(i)) *
-                      0x9e3779b97f4a7c15ull;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      (*out)[i] = z ^ (z >> 31);
+      const auto word = static_cast<std::uint64_t>(begin / 8 + static_cast<std::int64_t>(i));
+      (*out)[i] = mix64(seed_ + word * kGoldenGamma);
     }
   }
   Buffer slice(int operand, std::int64_t begin, std::int64_t count) const {

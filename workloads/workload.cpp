@@ -64,8 +64,7 @@ Status OpWorkload::import(int operand, const std::vector<float>& values) {
 
 Status OpWorkload::export_floats(int operand, std::vector<float>* values) {
   const OperandSpec& spec = plan_->operands().at(operand);
-  std::size_t count = 1;
-  for (std::int64_t dim : spec.dims) count *= static_cast<std::size_t>(dim);
+  const std::size_t count = spec.elements();
   values->resize(count);
   switch (spec.dtype) {
     case DType::f32:

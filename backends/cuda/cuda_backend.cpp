@@ -49,10 +49,6 @@ class EventTimer final : public Timer {
   cudaEvent_t start_{}, stop_{};
 };
 
-Status check(cudaError_t error, const char* what) {
-  return cuda_status(error, what);
-}
-
 class StreamPlan final : public CudaPlan {
  public:
   StreamPlan(const StreamOp& op, int multiprocessors) : op_(op), multiprocessors_(multiprocessors) {
@@ -64,7 +60,7 @@ class StreamPlan final : public CudaPlan {
   }
   Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
     double* result = operands.size() > 3 ? static_cast<double*>(operands[3].data) : nullptr;
-    return check(
+    return cuda_status(
         launch_stream(op_, static_cast<double*>(operands[0].data),
                       static_cast<double*>(operands[1].data),
                       static_cast<double*>(operands[2].data), result, multiprocessors_, stream),
@@ -95,9 +91,9 @@ class TransferPlan final : public CudaPlan {
     math_mode_ = "none";
   }
   Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
-    return check(cudaMemcpyAsync(operands[1].data, operands[0].data, operands[0].bytes,
-                                 cudaMemcpyDefault, stream),
-                 "cudaMemcpyAsync");
+    return cuda_status(cudaMemcpyAsync(operands[1].data, operands[0].data, operands[0].bytes,
+                                       cudaMemcpyDefault, stream),
+                       "cudaMemcpyAsync");
   }
 
  private:
@@ -115,9 +111,9 @@ class PeakPlan final : public CudaPlan {
         2.0 * blocks_ * kPeakThreadsPerBlock * kPeakChains * static_cast<double>(op.iterations);
   }
   Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
-    return check(launch_fma_peak(op_.iterations, 1.0f, static_cast<float>(kPeakIncrement),
-                                 static_cast<double*>(operands[0].data), blocks_, stream),
-                 "peak kernel");
+    return cuda_status(launch_fma_peak(op_.iterations, 1.0f, static_cast<float>(kPeakIncrement),
+                                       static_cast<double*>(operands[0].data), blocks_, stream),
+                       "peak kernel");
   }
 
  private:
@@ -210,10 +206,10 @@ class CudaBackend final : public Backend {
     }
   }
   Status upload(const void* host, Buffer device, std::size_t bytes) override {
-    return check(cudaMemcpy(device.data, host, bytes, cudaMemcpyDefault), "cudaMemcpy");
+    return cuda_status(cudaMemcpy(device.data, host, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
   Status download(Buffer device, void* host, std::size_t bytes) override {
-    return check(cudaMemcpy(host, device.data, bytes, cudaMemcpyDefault), "cudaMemcpy");
+    return cuda_status(cudaMemcpy(host, device.data, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
   void synchronize() override { cudaDeviceSynchronize(); }
   Status flush_caches() override {
@@ -223,8 +219,8 @@ class CudaBackend final : public Backend {
       TB_RETURN_IF_ERROR(
           allocate(2 * static_cast<std::size_t>(std::max(l2, 1 << 20)), &flush_buffer_));
     }
-    return check(cudaMemsetAsync(flush_buffer_.data, flush_value_++, flush_buffer_.bytes),
-                 "L2 flush");
+    return cuda_status(cudaMemsetAsync(flush_buffer_.data, flush_value_++, flush_buffer_.bytes),
+                       "L2 flush");
   }
   std::unique_ptr<Timer> make_timer() override { return std::make_unique<EventTimer>(); }
 

@@ -29,15 +29,10 @@ std::string kernel_description() {
   return fmt::format("{} kernels", openblas_get_corename());
 }
 
-std::size_t element_count(const std::vector<std::int64_t>& dims) {
-  std::size_t count = 1;
-  for (std::int64_t dim : dims) count *= static_cast<std::size_t>(dim);
-  return count;
-}
-
 OperandSpec operand(const char* name, DType dtype, std::vector<std::int64_t> dims, bool is_output) {
-  const std::size_t bytes = element_count(dims) * dtype_size(dtype);
-  return {name, dtype, std::move(dims), bytes, is_output};
+  OperandSpec spec{name, dtype, std::move(dims), 0, is_output};
+  spec.bytes = spec.elements() * dtype_size(dtype);
+  return spec;
 }
 
 // Row-major GEMM, strided over `batch`, through cblas_sgemm or cblas_sbgemm.

@@ -14,12 +14,6 @@
 namespace tb {
 namespace {
 
-std::size_t element_count(const OperandSpec& spec) {
-  std::size_t count = 1;
-  for (std::int64_t dim : spec.dims) count *= static_cast<std::size_t>(dim);
-  return count;
-}
-
 // Runs `op` once on `backend` with `inputs` (plain layout, one vector per input operand, in
 // the plan's operand order) and returns the plain output.
 std::vector<float> run_once(Backend& backend, const OpDesc& op,
@@ -42,7 +36,7 @@ std::vector<float> run_once(Backend& backend, const OpDesc& op,
         backend.import_operand(*plan, static_cast<int>(i), inputs[i].data(), buffers[i]).ok());
   EXPECT_TRUE(backend.execute(*plan, buffers, workspace).ok());
   const int output = static_cast<int>(plan->operands().size()) - 1;
-  std::vector<float> result(element_count(plan->operands()[output]));
+  std::vector<float> result(plan->operands()[output].elements());
   EXPECT_TRUE(backend.export_operand(*plan, output, buffers[output], result.data()).ok());
   for (const Buffer& buffer : buffers) backend.release(buffer);
   backend.release(workspace);
