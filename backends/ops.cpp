@@ -48,23 +48,25 @@ std::size_t dtype_size(DType dtype) {
   return 0;
 }
 
+std::optional<DType> data_type(const OpDesc& op) {
+  return std::visit(
+      [](const auto& o) -> std::optional<DType> {
+        if constexpr (requires { o.dtype; }) return o.dtype;
+        return std::nullopt;
+      },
+      op);
+}
+
 std::string_view op_name(const OpDesc& op) {
   static constexpr std::array<std::string_view, std::variant_size_v<OpDesc>> kNames = {
-      "gemm",
-      "conv",
-      "stream",
-      "peak",
-      "transfer",
-      "batch_norm",
-      "eltwise",
-      "pool",
-      "binary",
-      "softmax",
-      "softmax_cross_entropy",
-      "layer_norm",
-      "embedding",
-      "dropout",
-      "cast",
+      "gemm",       "conv",
+      "stream",     "peak",
+      "transfer",   "batch_norm",
+      "eltwise",    "pool",
+      "binary",     "fully_connected",
+      "softmax",    "softmax_cross_entropy",
+      "layer_norm", "embedding",
+      "dropout",    "cast",
       "optimizer"};
   return kNames[op.index()];
 }

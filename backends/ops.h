@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -27,6 +28,13 @@ struct GemmOp {
   bool prepacked_b = false;  // B reordered once into the layout the library prefers
 };
 
+// How a 4-D activation (logical NCHW) lies in memory. `any`: the plan picks per op and callers
+// exchange plain data through import / export (single-op benchmarks). `plain`: NCHW. `native`:
+// the backend's fastest layout for the dtype and channel count, the same for every op of a
+// backend, so a network's ops chain without reorders. With `plain` or `native` the weights
+// are exchanged plain (OIHW, [out, in]); a plan that wants them blocked reorders them itself.
+enum class Layout { any, plain, native };
+
 enum class ConvDirection { forward, backward_data, backward_weights };
 
 // 2-D convolution without bias, NCHW semantics; the backend picks the memory layout.
@@ -35,6 +43,7 @@ struct ConvOp {
   std::int64_t mb = 1, ic = 1, ih = 1, iw = 1, oc = 1, kh = 1, kw = 1;
   std::int64_t sh = 1, sw = 1, ph = 0, pw = 0;
   DType dtype = DType::f32;
+  Layout layout = Layout::any;
   std::int64_t oh() const { return (ih + 2 * ph - kh) / sh + 1; }
   std::int64_t ow() const { return (iw + 2 * pw - kw) / sw + 1; }
 };
@@ -73,17 +82,26 @@ constexpr double peak_increment_per_iteration(DType dtype) {
   return dtype == DType::bf16 ? 2 * kPeakIncrement : kPeakIncrement;
 }
 
-// --- Training ops: declared for the model workloads; backends answer Unimplemented
-// until they implement them. ---
+// --- Training ops. A backend that lacks one answers Unimplemented. ---
 enum class Pass { forward, backward };
 
+// Training-mode batch normalization over N, H, W per channel.
+// forward:  src, gamma, beta -> dst, mean, variance (biased, of this batch); running_mean and
+//           running_var updated in place (PyTorch's rule: unbiased variance, `momentum` weight);
+//           with fuse_relu, dst = relu(bn(src)) and relu_mask records where it was positive.
+// backward: src, diff_dst, gamma, beta, mean, variance[, relu_mask] -> diff_src, diff_gamma,
+//           diff_beta.
 struct BatchNormOp {
   Pass pass = Pass::forward;
   std::int64_t mb = 1, channels = 1, h = 1, w = 1;
   float epsilon = 1e-5f, momentum = 0.1f;
   bool fuse_relu = false;
   DType dtype = DType::f32;
+  Layout layout = Layout::native;
 };
+
+// Element-wise over `count` values in whatever layout the operands share.
+// relu forward: src -> dst; backward: dst, diff_dst -> diff_src (the mask is taken from dst).
 enum class EltwiseKind { relu, gelu };
 struct EltwiseOp {
   EltwiseKind kind = EltwiseKind::relu;
@@ -91,19 +109,39 @@ struct EltwiseOp {
   std::int64_t count = 0;
   DType dtype = DType::f32;
 };
+
+// forward max: src -> dst, indices (what backward needs); backward: diff_dst, indices -> diff_src.
+// global_average: kernel = the whole image; forward src -> dst [mb, C, 1, 1], backward
+// diff_dst -> diff_src.
 enum class PoolKind { max, global_average };
 struct PoolOp {
   PoolKind kind = PoolKind::max;
   Pass pass = Pass::forward;
   std::int64_t mb = 1, channels = 1, ih = 1, iw = 1, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
   DType dtype = DType::f32;
+  Layout layout = Layout::native;
+  std::int64_t oh() const { return (ih + 2 * ph - kh) / sh + 1; }
+  std::int64_t ow() const { return (iw + 2 * pw - kw) / sw + 1; }
 };
-enum class BinaryKind { add, bias_add };
+
+// dst = src0 + src1 over `count` values sharing one layout; with fuse_relu, dst = relu(sum).
+enum class BinaryKind { add };
 struct BinaryOp {
   BinaryKind kind = BinaryKind::add;
-  std::int64_t count = 0, channels = 1;
+  std::int64_t count = 0;
+  bool fuse_relu = false;
   DType dtype = DType::f32;
 };
+
+// Fully connected layer, y = x W^T + b with x [mb, in], W [out, in], b [out].
+// forward: src, weights, bias -> dst; backward_data: diff_dst, weights -> diff_src;
+// backward_weights: src, diff_dst -> diff_weights, diff_bias.
+struct FullyConnectedOp {
+  ConvDirection direction = ConvDirection::forward;
+  std::int64_t mb = 1, in = 1, out = 1;
+  DType dtype = DType::f32;
+};
+
 struct SoftmaxOp {  // scaled, optionally masked (attention)
   Pass pass = Pass::forward;
   std::int64_t rows = 0, cols = 0;
@@ -111,6 +149,10 @@ struct SoftmaxOp {  // scaled, optionally masked (attention)
   bool masked = false;
   DType dtype = DType::f32;
 };
+
+// Mean softmax cross-entropy over `rows` samples, labels as i32 class indices.
+// forward: logits, labels -> probabilities, loss (one value of the op's dtype);
+// backward: probabilities, labels -> diff_logits (for the mean loss).
 struct SoftmaxCrossEntropyOp {
   Pass pass = Pass::forward;
   std::int64_t rows = 0, classes = 0;
@@ -138,15 +180,25 @@ struct CastOp {
   std::int64_t count = 0;
   DType from = DType::f32, to = DType::bf16;
 };
+
+// One optimizer step over `count` parameters held in one flat buffer.
+// sgd_momentum (PyTorch's SGD): g = grad + weight_decay * w; v = momentum * v + g; w -= lr * v.
+// Operands: weights (updated), grads, momentum (updated), hyper (host memory, f32:
+// learning_rate, momentum, weight_decay), since they change per step.
 enum class OptimizerKind { sgd_momentum, adamw, lamb };
-struct OptimizerOp {  // hyper-parameters that change per step are execution arguments
+struct OptimizerOp {
   OptimizerKind kind = OptimizerKind::sgd_momentum;
   std::int64_t count = 0;
+  DType dtype = DType::f32;
 };
+inline constexpr int kSgdHyperCount = 3;
 
 using OpDesc = std::variant<GemmOp, ConvOp, StreamOp, PeakOp, TransferOp, BatchNormOp, EltwiseOp,
-                            PoolOp, BinaryOp, SoftmaxOp, SoftmaxCrossEntropyOp, LayerNormOp,
-                            EmbeddingOp, DropoutOp, CastOp, OptimizerOp>;
+                            PoolOp, BinaryOp, FullyConnectedOp, SoftmaxOp, SoftmaxCrossEntropyOp,
+                            LayerNormOp, EmbeddingOp, DropoutOp, CastOp, OptimizerOp>;
+
+// The dtype an op's data is in, for ops that have one field for it.
+std::optional<DType> data_type(const OpDesc& op);
 
 // Short name of the op kind ("gemm", "conv", ...), for messages.
 std::string_view op_name(const OpDesc& op);

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/peak.h"
 #include "backends/cpu/stream.h"
+#include "backends/cpu/training_ops.h"
 
 namespace tb::cpu {
 namespace {
@@ -154,7 +155,7 @@ Status CpuBackend::plan(const OpDesc& op, std::unique_ptr<Plan>* out) {
   if (std::holds_alternative<TransferOp>(op))
     return Status::Unimplemented(
         fmt::format("{}: no transfers, host memory is the device's memory", name_));
-  return Status::Unimplemented(fmt::format("{}: op '{}' is not implemented", name_, op_name(op)));
+  return plan_shared_training_op(op, out);
 }
 
 Status CpuBackend::import_operand(const Plan& plan, int index, const void* plain_host,

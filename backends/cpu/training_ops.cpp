@@ -1,0 +1,618 @@
+#include "backends/cpu/training_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace tb::cpu {
+namespace {
+
+using Index = std::int64_t;
+
+OperandSpec spec(std::string name, DType dtype, std::vector<Index> dims, bool is_output) {
+  OperandSpec operand{std::move(name), dtype, std::move(dims), 0, is_output};
+  operand.bytes = operand.elements() * dtype_size(dtype);
+  return operand;
+}
+
+// A plan whose work is one function over the operand buffers.
+class KernelPlan final : public CpuPlan {
+ public:
+  using Kernel = std::function<void(std::span<const Buffer>)>;
+  KernelPlan(std::vector<OperandSpec> operands, std::string implementation, Kernel kernel)
+      : kernel_(std::move(kernel)) {
+    operands_ = std::move(operands);
+    implementation_ = std::move(implementation);
+  }
+  Status run(std::span<const Buffer> operands, Buffer) override {
+    kernel_(operands);
+    return Status::Ok();
+  }
+
+ private:
+  Kernel kernel_;
+};
+
+template <typename T>
+T* as(const Buffer& buffer) {
+  return static_cast<T*>(buffer.data);
+}
+
+// --- batch norm (per channel over N, H, W), optionally followed by ReLU ---
+
+template <typename T>
+void batch_norm_forward(const BatchNormOp& op, std::span<const Buffer> b) {
+  const T* src = as<T>(b[0]);
+  const T *gamma = as<T>(b[1]), *beta = as<T>(b[2]);
+  T* dst = as<T>(b[3]);
+  T *mean = as<T>(b[4]), *variance = as<T>(b[5]);
+  std::int32_t* mask = op.fuse_relu ? as<std::int32_t>(b[8]) : nullptr;
+  const Index plane = op.h * op.w, reduced = op.mb * plane;
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < op.channels; ++c) {
+    double sum = 0;
+    for (Index n = 0; n < op.mb; ++n) {
+      const T* x = src + (n * op.channels + c) * plane;
+      for (Index i = 0; i < plane; ++i) sum += x[i];
+    }
+    const double mu = sum / static_cast<double>(reduced);
+    double squares = 0;  // two passes: no cancellation
+    for (Index n = 0; n < op.mb; ++n) {
+      const T* x = src + (n * op.channels + c) * plane;
+      for (Index i = 0; i < plane; ++i) squares += (x[i] - mu) * (x[i] - mu);
+    }
+    const double var = squares / static_cast<double>(reduced);
+    const double scale = gamma[c] / std::sqrt(var + op.epsilon);
+    for (Index n = 0; n < op.mb; ++n) {
+      const Index offset = (n * op.channels + c) * plane;
+      for (Index i = 0; i < plane; ++i) {
+        T y = static_cast<T>((src[offset + i] - mu) * scale + beta[c]);
+        if (mask) {
+          mask[offset + i] = y > 0;
+          y = y > 0 ? y : T(0);
+        }
+        dst[offset + i] = y;
+      }
+    }
+    mean[c] = static_cast<T>(mu);
+    variance[c] = static_cast<T>(var);
+  }
+  update_running_stats(mean, variance, op.channels, reduced, op.momentum, as<T>(b[6]), as<T>(b[7]));
+}
+
+template <typename T>
+void batch_norm_backward(const BatchNormOp& op, std::span<const Buffer> b) {
+  const T *src = as<T>(b[0]), *diff_dst = as<T>(b[1]), *gamma = as<T>(b[2]);
+  const T *mean = as<T>(b[4]), *variance = as<T>(b[5]);
+  const int out = op.fuse_relu ? 7 : 6;
+  const std::int32_t* mask = op.fuse_relu ? as<std::int32_t>(b[6]) : nullptr;
+  T *diff_src = as<T>(b[out]), *diff_gamma = as<T>(b[out + 1]), *diff_beta = as<T>(b[out + 2]);
+  const Index plane = op.h * op.w, reduced = op.mb * plane;
+  auto dy = [&](Index i) { return mask && !mask[i] ? 0.0 : static_cast<double>(diff_dst[i]); };
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < op.channels; ++c) {
+    const double inv_std = 1.0 / std::sqrt(static_cast<double>(variance[c]) + op.epsilon);
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (Index n = 0; n < op.mb; ++n) {
+      const Index offset = (n * op.channels + c) * plane;
+      for (Index i = offset; i < offset + plane; ++i) {
+        sum_dy += dy(i);
+        sum_dy_xhat += dy(i) * (src[i] - mean[c]) * inv_std;
+      }
+    }
+    const double count = static_cast<double>(reduced);
+    for (Index n = 0; n < op.mb; ++n) {
+      const Index offset = (n * op.channels + c) * plane;
+      for (Index i = offset; i < offset + plane; ++i) {
+        const double xhat = (src[i] - mean[c]) * inv_std;
+        diff_src[i] = static_cast<T>(gamma[c] * inv_std / count *
+                                     (count * dy(i) - sum_dy - xhat * sum_dy_xhat));
+      }
+    }
+    diff_gamma[c] = static_cast<T>(sum_dy_xhat);
+    diff_beta[c] = static_cast<T>(sum_dy);
+  }
+}
+
+// --- element-wise ---
+
+template <typename T>
+void relu_forward(Index count, std::span<const Buffer> b) {
+  const T* src = as<T>(b[0]);
+  T* dst = as<T>(b[1]);
+#pragma omp parallel for simd schedule(static)
+  for (Index i = 0; i < count; ++i) dst[i] = src[i] > 0 ? src[i] : T(0);
+}
+
+template <typename T>
+void relu_backward(Index count, std::span<const Buffer> b) {
+  const T *dst = as<T>(b[0]), *diff_dst = as<T>(b[1]);
+  T* diff_src = as<T>(b[2]);
+#pragma omp parallel for simd schedule(static)
+  for (Index i = 0; i < count; ++i) diff_src[i] = dst[i] > 0 ? diff_dst[i] : T(0);
+}
+
+template <typename T>
+void add(const BinaryOp& op, std::span<const Buffer> b) {
+  const T *x = as<T>(b[0]), *y = as<T>(b[1]);
+  T* dst = as<T>(b[2]);
+  if (op.fuse_relu) {
+#pragma omp parallel for simd schedule(static)
+    for (Index i = 0; i < op.count; ++i) dst[i] = std::max(x[i] + y[i], T(0));
+  } else {
+#pragma omp parallel for simd schedule(static)
+    for (Index i = 0; i < op.count; ++i) dst[i] = x[i] + y[i];
+  }
+}
+
+// --- pooling ---
+
+template <typename T>
+void max_pool_forward(const PoolOp& op, std::span<const Buffer> b) {
+  const T* src = as<T>(b[0]);
+  T* dst = as<T>(b[1]);
+  std::int32_t* indices = as<std::int32_t>(b[2]);
+  const Index oh = op.oh(), ow = op.ow();
+#pragma omp parallel for schedule(static)
+  for (Index plane = 0; plane < op.mb * op.channels; ++plane) {
+    const T* x = src + plane * op.ih * op.iw;
+    for (Index y = 0; y < oh; ++y)
+      for (Index xo = 0; xo < ow; ++xo) {
+        T best = -std::numeric_limits<T>::infinity();
+        std::int32_t where = -1;
+        for (Index ky = 0; ky < op.kh; ++ky)
+          for (Index kx = 0; kx < op.kw; ++kx) {
+            const Index iy = y * op.sh - op.ph + ky, ix = xo * op.sw - op.pw + kx;
+            if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
+            if (where < 0 || x[iy * op.iw + ix] > best) {
+              best = x[iy * op.iw + ix];
+              where = static_cast<std::int32_t>(iy * op.iw + ix);
+            }
+          }
+        dst[(plane * oh + y) * ow + xo] = best;
+        indices[(plane * oh + y) * ow + xo] = where;
+      }
+  }
+}
+
+template <typename T>
+void max_pool_backward(const PoolOp& op, std::span<const Buffer> b) {
+  const T* diff_dst = as<T>(b[0]);
+  const std::int32_t* indices = as<std::int32_t>(b[1]);
+  T* diff_src = as<T>(b[2]);
+  const Index outputs = op.oh() * op.ow(), inputs = op.ih * op.iw;
+#pragma omp parallel for schedule(static)
+  for (Index plane = 0; plane < op.mb * op.channels; ++plane) {
+    T* dx = diff_src + plane * inputs;
+    std::fill(dx, dx + inputs, T(0));
+    for (Index o = 0; o < outputs; ++o)
+      dx[indices[plane * outputs + o]] += diff_dst[plane * outputs + o];
+  }
+}
+
+template <typename T>
+void average_pool_forward(const PoolOp& op, std::span<const Buffer> b) {
+  const T* src = as<T>(b[0]);
+  T* dst = as<T>(b[1]);
+  const Index inputs = op.ih * op.iw;
+#pragma omp parallel for schedule(static)
+  for (Index plane = 0; plane < op.mb * op.channels; ++plane) {
+    double sum = 0;
+    for (Index i = 0; i < inputs; ++i) sum += src[plane * inputs + i];
+    dst[plane] = static_cast<T>(sum / static_cast<double>(inputs));
+  }
+}
+
+template <typename T>
+void average_pool_backward(const PoolOp& op, std::span<const Buffer> b) {
+  const T* diff_dst = as<T>(b[0]);
+  T* diff_src = as<T>(b[1]);
+  const Index inputs = op.ih * op.iw;
+#pragma omp parallel for schedule(static)
+  for (Index plane = 0; plane < op.mb * op.channels; ++plane)
+    std::fill(diff_src + plane * inputs, diff_src + (plane + 1) * inputs,
+              static_cast<T>(diff_dst[plane] / static_cast<double>(inputs)));
+}
+
+// --- convolution and fully connected, f64 reference: direct loops ---
+
+void conv_forward(const ConvOp& op, std::span<const Buffer> b) {
+  const double *src = as<double>(b[0]), *weights = as<double>(b[1]);
+  double* dst = as<double>(b[2]);
+  const Index oh = op.oh(), ow = op.ow();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (Index n = 0; n < op.mb; ++n)
+    for (Index oc = 0; oc < op.oc; ++oc)
+      for (Index y = 0; y < oh; ++y)
+        for (Index x = 0; x < ow; ++x) {
+          double sum = 0;
+          for (Index ic = 0; ic < op.ic; ++ic)
+            for (Index ky = 0; ky < op.kh; ++ky)
+              for (Index kx = 0; kx < op.kw; ++kx) {
+                const Index iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
+                if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
+                sum += src[((n * op.ic + ic) * op.ih + iy) * op.iw + ix] *
+                       weights[((oc * op.ic + ic) * op.kh + ky) * op.kw + kx];
+              }
+          dst[((n * op.oc + oc) * oh + y) * ow + x] = sum;
+        }
+}
+
+void conv_backward_data(const ConvOp& op, std::span<const Buffer> b) {
+  const double *diff_dst = as<double>(b[0]), *weights = as<double>(b[1]);
+  double* diff_src = as<double>(b[2]);
+  const Index oh = op.oh(), ow = op.ow();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (Index n = 0; n < op.mb; ++n)
+    for (Index ic = 0; ic < op.ic; ++ic) {
+      double* dx = diff_src + (n * op.ic + ic) * op.ih * op.iw;
+      std::fill(dx, dx + op.ih * op.iw, 0.0);
+      for (Index oc = 0; oc < op.oc; ++oc)
+        for (Index y = 0; y < oh; ++y)
+          for (Index x = 0; x < ow; ++x)
+            for (Index ky = 0; ky < op.kh; ++ky)
+              for (Index kx = 0; kx < op.kw; ++kx) {
+                const Index iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
+                if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
+                dx[iy * op.iw + ix] += diff_dst[((n * op.oc + oc) * oh + y) * ow + x] *
+                                       weights[((oc * op.ic + ic) * op.kh + ky) * op.kw + kx];
+              }
+    }
+}
+
+void conv_backward_weights(const ConvOp& op, std::span<const Buffer> b) {
+  const double *src = as<double>(b[0]), *diff_dst = as<double>(b[1]);
+  double* diff_weights = as<double>(b[2]);
+  const Index oh = op.oh(), ow = op.ow();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (Index oc = 0; oc < op.oc; ++oc)
+    for (Index ic = 0; ic < op.ic; ++ic)
+      for (Index ky = 0; ky < op.kh; ++ky)
+        for (Index kx = 0; kx < op.kw; ++kx) {
+          double sum = 0;
+          for (Index n = 0; n < op.mb; ++n)
+            for (Index y = 0; y < oh; ++y)
+              for (Index x = 0; x < ow; ++x) {
+                const Index iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
+                if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
+                sum += src[((n * op.ic + ic) * op.ih + iy) * op.iw + ix] *
+                       diff_dst[((n * op.oc + oc) * oh + y) * ow + x];
+              }
+          diff_weights[((oc * op.ic + ic) * op.kh + ky) * op.kw + kx] = sum;
+        }
+}
+
+void fully_connected(const FullyConnectedOp& op, std::span<const Buffer> b) {
+  switch (op.direction) {
+    case ConvDirection::forward: {
+      const double *src = as<double>(b[0]), *weights = as<double>(b[1]), *bias = as<double>(b[2]);
+      double* dst = as<double>(b[3]);
+#pragma omp parallel for collapse(2) schedule(static)
+      for (Index n = 0; n < op.mb; ++n)
+        for (Index o = 0; o < op.out; ++o) {
+          double sum = bias[o];
+          for (Index i = 0; i < op.in; ++i) sum += src[n * op.in + i] * weights[o * op.in + i];
+          dst[n * op.out + o] = sum;
+        }
+      return;
+    }
+    case ConvDirection::backward_data: {
+      const double *diff_dst = as<double>(b[0]), *weights = as<double>(b[1]);
+      double* diff_src = as<double>(b[2]);
+#pragma omp parallel for collapse(2) schedule(static)
+      for (Index n = 0; n < op.mb; ++n)
+        for (Index i = 0; i < op.in; ++i) {
+          double sum = 0;
+          for (Index o = 0; o < op.out; ++o)
+            sum += diff_dst[n * op.out + o] * weights[o * op.in + i];
+          diff_src[n * op.in + i] = sum;
+        }
+      return;
+    }
+    case ConvDirection::backward_weights: {
+      const double *src = as<double>(b[0]), *diff_dst = as<double>(b[1]);
+      double *diff_weights = as<double>(b[2]), *diff_bias = as<double>(b[3]);
+#pragma omp parallel for schedule(static)
+      for (Index o = 0; o < op.out; ++o) {
+        double bias_sum = 0;
+        for (Index n = 0; n < op.mb; ++n) bias_sum += diff_dst[n * op.out + o];
+        diff_bias[o] = bias_sum;
+        for (Index i = 0; i < op.in; ++i) {
+          double sum = 0;
+          for (Index n = 0; n < op.mb; ++n) sum += diff_dst[n * op.out + o] * src[n * op.in + i];
+          diff_weights[o * op.in + i] = sum;
+        }
+      }
+      return;
+    }
+  }
+}
+
+// --- loss and optimizer ---
+
+template <typename T>
+void softmax_cross_entropy_forward(const SoftmaxCrossEntropyOp& op, std::span<const Buffer> b) {
+  const T* logits = as<T>(b[0]);
+  const std::int32_t* labels = as<std::int32_t>(b[1]);
+  T* probabilities = as<T>(b[2]);
+  double loss = 0;
+#pragma omp parallel for reduction(+ : loss) schedule(static)
+  for (Index r = 0; r < op.rows; ++r) {
+    const T* z = logits + r * op.classes;
+    const double top = *std::max_element(z, z + op.classes);
+    double sum = 0;
+    for (Index c = 0; c < op.classes; ++c) sum += std::exp(z[c] - top);
+    for (Index c = 0; c < op.classes; ++c)
+      probabilities[r * op.classes + c] = static_cast<T>(std::exp(z[c] - top) / sum);
+    loss += std::log(sum) + top - z[labels[r]];
+  }
+  *as<T>(b[3]) = static_cast<T>(loss / static_cast<double>(op.rows));
+}
+
+template <typename T>
+void softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op, std::span<const Buffer> b) {
+  const T* probabilities = as<T>(b[0]);
+  const std::int32_t* labels = as<std::int32_t>(b[1]);
+  T* diff = as<T>(b[2]);
+  const double scale = 1.0 / static_cast<double>(op.rows);
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < op.rows; ++r)
+    for (Index c = 0; c < op.classes; ++c)
+      diff[r * op.classes + c] = static_cast<T>(
+          (probabilities[r * op.classes + c] - (c == labels[r] ? 1.0 : 0.0)) * scale);
+}
+
+template <typename T>
+void sgd_momentum(Index count, std::span<const Buffer> b) {
+  T* weights = as<T>(b[0]);
+  const T* grads = as<T>(b[1]);
+  T* momentum = as<T>(b[2]);
+  const float* hyper = as<float>(b[3]);
+  const T learning_rate = hyper[0], mu = hyper[1], weight_decay = hyper[2];
+#pragma omp parallel for simd schedule(static)
+  for (Index i = 0; i < count; ++i) {
+    const T g = grads[i] + weight_decay * weights[i];
+    momentum[i] = mu * momentum[i] + g;
+    weights[i] -= learning_rate * momentum[i];
+  }
+}
+
+bool is_float_or_double(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64;
+}
+
+// Instantiates `Body<T>` for the op's dtype (f32 or f64).
+template <typename Kernel>
+Status make_plan(DType dtype, std::vector<OperandSpec> operands, std::string_view what,
+                 Kernel&& kernel, std::unique_ptr<Plan>* out) {
+  if (!is_float_or_double(dtype))
+    return Status::Unimplemented(
+        fmt::format("the shared CPU {} runs in f32 and f64, not {}", what, dtype_name(dtype)));
+  const std::string implementation =
+      fmt::format("shared CPU {} ({}, plain layout)", what, dtype_name(dtype));
+  KernelPlan::Kernel body;
+  if (dtype == DType::f64)
+    body = [kernel](std::span<const Buffer> b) { kernel(double{}, b); };
+  else
+    body = [kernel](std::span<const Buffer> b) { kernel(float{}, b); };
+  *out = std::make_unique<KernelPlan>(std::move(operands), implementation, std::move(body));
+  return Status::Ok();
+}
+
+}  // namespace
+
+template <typename T>
+void update_running_stats(const T* mean, const T* variance, std::int64_t channels,
+                          std::int64_t reduced, float momentum, T* running_mean, T* running_var) {
+  const double unbiased = reduced > 1 ? static_cast<double>(reduced) / (reduced - 1) : 1.0;
+  for (Index c = 0; c < channels; ++c) {
+    running_mean[c] = static_cast<T>((1.0 - momentum) * running_mean[c] + momentum * mean[c]);
+    running_var[c] =
+        static_cast<T>((1.0 - momentum) * running_var[c] + momentum * variance[c] * unbiased);
+  }
+}
+template void update_running_stats<float>(const float*, const float*, std::int64_t, std::int64_t,
+                                          float, float*, float*);
+template void update_running_stats<double>(const double*, const double*, std::int64_t, std::int64_t,
+                                           float, double*, double*);
+
+std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op) {
+  const std::vector<Index> data = {op.mb, op.channels, op.h, op.w}, channel = {op.channels};
+  // Statistics, scale and shift stay fp32 for low-precision data (fp64 for the reference).
+  const DType t = op.dtype, c = t == DType::f64 ? t : DType::f32;
+  std::vector<OperandSpec> operands;
+  if (op.pass == Pass::forward) {
+    operands = {spec("src", t, data, false),
+                spec("gamma", c, channel, false),
+                spec("beta", c, channel, false),
+                spec("dst", t, data, true),
+                spec("mean", c, channel, true),
+                spec("variance", c, channel, true),
+                spec("running_mean", c, channel, true),
+                spec("running_var", c, channel, true)};
+    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, true));
+  } else {
+    // beta is unused by the math but oneDNN's primitive takes it.
+    operands = {spec("src", t, data, false),      spec("diff_dst", t, data, false),
+                spec("gamma", c, channel, false), spec("beta", c, channel, false),
+                spec("mean", c, channel, false),  spec("variance", c, channel, false)};
+    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, false));
+    operands.push_back(spec("diff_src", t, data, true));
+    operands.push_back(spec("diff_gamma", c, channel, true));
+    operands.push_back(spec("diff_beta", c, channel, true));
+  }
+  return operands;
+}
+
+std::vector<OperandSpec> pool_operands(const PoolOp& op) {
+  const std::vector<Index> src = {op.mb, op.channels, op.ih, op.iw},
+                           dst = {op.mb, op.channels, op.oh(), op.ow()};
+  const bool max = op.kind == PoolKind::max;
+  if (op.pass == Pass::forward) {
+    std::vector<OperandSpec> operands = {spec("src", op.dtype, src, false),
+                                         spec("dst", op.dtype, dst, true)};
+    if (max) operands.push_back(spec("indices", DType::i32, dst, true));
+    return operands;
+  }
+  std::vector<OperandSpec> operands = {spec("diff_dst", op.dtype, dst, false)};
+  if (max) operands.push_back(spec("indices", DType::i32, dst, false));
+  operands.push_back(spec("diff_src", op.dtype, src, true));
+  return operands;
+}
+
+std::vector<OperandSpec> conv_operands(const ConvOp& op) {
+  const std::vector<Index> src = {op.mb, op.ic, op.ih, op.iw},
+                           weights = {op.oc, op.ic, op.kh, op.kw},
+                           dst = {op.mb, op.oc, op.oh(), op.ow()};
+  const DType t = op.dtype;
+  switch (op.direction) {
+    case ConvDirection::forward:
+      return {spec("src", t, src, false), spec("weights", t, weights, false),
+              spec("dst", t, dst, true)};
+    case ConvDirection::backward_data:
+      return {spec("diff_dst", t, dst, false), spec("weights", t, weights, false),
+              spec("diff_src", t, src, true)};
+    case ConvDirection::backward_weights:
+      // Weight gradients stay fp32 for low-precision training (fp32 master weights).
+      return {spec("src", t, src, false), spec("diff_dst", t, dst, false),
+              spec("diff_weights", t == DType::f64 ? t : DType::f32, weights, true)};
+  }
+  return {};
+}
+
+std::vector<OperandSpec> fully_connected_operands(const FullyConnectedOp& op) {
+  const std::vector<Index> src = {op.mb, op.in}, weights = {op.out, op.in}, bias = {op.out},
+                           dst = {op.mb, op.out};
+  const DType t = op.dtype, grad = t == DType::f64 ? t : DType::f32;
+  switch (op.direction) {
+    case ConvDirection::forward:
+      return {spec("src", t, src, false), spec("weights", t, weights, false),
+              spec("bias", t, bias, false), spec("dst", t, dst, true)};
+    case ConvDirection::backward_data:
+      return {spec("diff_dst", t, dst, false), spec("weights", t, weights, false),
+              spec("diff_src", t, src, true)};
+    case ConvDirection::backward_weights:
+      return {spec("src", t, src, false), spec("diff_dst", t, dst, false),
+              spec("diff_weights", grad, weights, true), spec("diff_bias", grad, bias, true)};
+  }
+  return {};
+}
+
+Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
+  if (const auto* op = std::get_if<BatchNormOp>(&desc)) {
+    const BatchNormOp o = *op;
+    return make_plan(
+        o.dtype, batch_norm_operands(o), "batch norm",
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? batch_norm_forward<T>(o, b) : batch_norm_backward<T>(o, b);
+        },
+        out);
+  }
+  if (const auto* op = std::get_if<EltwiseOp>(&desc)) {
+    if (op->kind != EltwiseKind::relu)
+      return Status::Unimplemented("the shared CPU element-wise op is ReLU only");
+    const EltwiseOp o = *op;
+    const std::vector<Index> dims = {o.count};
+    std::vector<OperandSpec> operands =
+        o.pass == Pass::forward ? std::vector<OperandSpec>{spec("src", o.dtype, dims, false),
+                                                           spec("dst", o.dtype, dims, true)}
+                                : std::vector<OperandSpec>{spec("dst", o.dtype, dims, false),
+                                                           spec("diff_dst", o.dtype, dims, false),
+                                                           spec("diff_src", o.dtype, dims, true)};
+    return make_plan(
+        o.dtype, std::move(operands), "ReLU",
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? relu_forward<T>(o.count, b) : relu_backward<T>(o.count, b);
+        },
+        out);
+  }
+  if (const auto* op = std::get_if<BinaryOp>(&desc)) {
+    const BinaryOp o = *op;
+    const std::vector<Index> dims = {o.count};
+    return make_plan(
+        o.dtype,
+        {spec("src0", o.dtype, dims, false), spec("src1", o.dtype, dims, false),
+         spec("dst", o.dtype, dims, true)},
+        o.fuse_relu ? "add + ReLU" : "add",
+        [o]<typename T>(T, std::span<const Buffer> b) { add<T>(o, b); }, out);
+  }
+  if (const auto* op = std::get_if<PoolOp>(&desc)) {
+    const PoolOp o = *op;
+    const bool max = o.kind == PoolKind::max;
+    return make_plan(
+        o.dtype, pool_operands(o), max ? "max pooling" : "global average pooling",
+        [o, max]<typename T>(T, std::span<const Buffer> b) {
+          if (o.pass == Pass::forward)
+            max ? max_pool_forward<T>(o, b) : average_pool_forward<T>(o, b);
+          else
+            max ? max_pool_backward<T>(o, b) : average_pool_backward<T>(o, b);
+        },
+        out);
+  }
+  if (const auto* op = std::get_if<SoftmaxCrossEntropyOp>(&desc)) {
+    const SoftmaxCrossEntropyOp o = *op;
+    const std::vector<Index> logits = {o.rows, o.classes}, labels = {o.rows};
+    std::vector<OperandSpec> operands =
+        o.pass == Pass::forward
+            ? std::vector<OperandSpec>{spec("logits", o.dtype, logits, false),
+                                       spec("labels", DType::i32, labels, false),
+                                       spec("probabilities", o.dtype, logits, true),
+                                       spec("loss", o.dtype, {1}, true)}
+            : std::vector<OperandSpec>{spec("probabilities", o.dtype, logits, false),
+                                       spec("labels", DType::i32, labels, false),
+                                       spec("diff_logits", o.dtype, logits, true)};
+    return make_plan(
+        o.dtype, std::move(operands), "softmax cross-entropy",
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? softmax_cross_entropy_forward<T>(o, b)
+                                  : softmax_cross_entropy_backward<T>(o, b);
+        },
+        out);
+  }
+  if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
+    if (op->kind != OptimizerKind::sgd_momentum)
+      return Status::Unimplemented("the shared CPU optimizer is SGD with momentum only");
+    const Index count = op->count;
+    const std::vector<Index> dims = {count};
+    std::vector<OperandSpec> operands = {spec("weights", op->dtype, dims, true),
+                                         spec("grads", op->dtype, dims, false),
+                                         spec("momentum", op->dtype, dims, true),
+                                         spec("hyper", DType::f32, {kSgdHyperCount}, false)};
+    operands[3].memory = MemoryKind::host_pageable;
+    return make_plan(
+        op->dtype, std::move(operands), "SGD with momentum",
+        [count]<typename T>(T, std::span<const Buffer> b) { sgd_momentum<T>(count, b); }, out);
+  }
+  if (const auto* op = std::get_if<ConvOp>(&desc); op && op->dtype == DType::f64) {
+    const ConvOp o = *op;
+    return make_plan(
+        o.dtype, conv_operands(o), "direct convolution",
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          if constexpr (std::is_same_v<T, double>) {
+            if (o.direction == ConvDirection::forward) conv_forward(o, b);
+            if (o.direction == ConvDirection::backward_data) conv_backward_data(o, b);
+            if (o.direction == ConvDirection::backward_weights) conv_backward_weights(o, b);
+          }
+        },
+        out);
+  }
+  if (const auto* op = std::get_if<FullyConnectedOp>(&desc); op && op->dtype == DType::f64) {
+    const FullyConnectedOp o = *op;
+    return make_plan(
+        o.dtype, fully_connected_operands(o), "fully connected",
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          if constexpr (std::is_same_v<T, double>) fully_connected(o, b);
+        },
+        out);
+  }
+  return Status::Unimplemented(
+      fmt::format("no shared CPU {} in this dtype (f64 reference only)", op_name(desc)));
+}
+
+}  // namespace tb::cpu

@@ -1,0 +1,32 @@
+// The training ops every CPU backend shares, in plain layouts (NCHW activations, OIHW and
+// [out, in] weights), written once for float and double:
+//   - batch norm, ReLU, add, max / global-average pooling, softmax cross-entropy and the SGD
+//     update, in f32 and f64: what a library lacks, and the double-precision reference;
+//   - convolution and fully connected layers in f64 only: the reference a library's f32
+//     kernels are checked against (a slow f32 loop would only mislead a benchmark).
+// For these plans the `native` layout is the plain one.
+#pragma once
+
+#include <memory>
+
+#include "backends/backend.h"
+
+namespace tb::cpu {
+
+// Unimplemented for an op or dtype not listed above.
+Status plan_shared_training_op(const OpDesc& op, std::unique_ptr<Plan>* out);
+
+// Operand specs, in the order execute() takes them, for the ops whose operand list every
+// backend shares (so a library backend lists them the same way).
+std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op);
+std::vector<OperandSpec> pool_operands(const PoolOp& op);
+std::vector<OperandSpec> conv_operands(const ConvOp& op);
+std::vector<OperandSpec> fully_connected_operands(const FullyConnectedOp& op);
+
+// Running statistics as PyTorch keeps them: the batch variance made unbiased over the
+// `reduced` values each channel's statistics come from.
+template <typename T>
+void update_running_stats(const T* mean, const T* variance, std::int64_t channels,
+                          std::int64_t reduced, float momentum, T* running_mean, T* running_var);
+
+}  // namespace tb::cpu

@@ -1,0 +1,312 @@
+// oneDNN plans for a network's layers: convolution, batch norm (+ ReLU), pooling, ReLU, add
+// (+ ReLU) and fully connected, forward and backward. Activations use the backend's
+// activation layout so consecutive layers hand blocked data to each other without reorders.
+#include <fmt/format.h>
+
+#include "backends/cpu/training_ops.h"
+#include "backends/onednn/onednn_plan.h"
+
+namespace tb::onednn {
+namespace {
+
+using Operand = OneDnnPlan::Operand;
+using dims = memory::dims;
+
+// Builds the plan's operand list from the op's shared specs, in their order, with the
+// argument and descriptors given for each name.
+struct OperandBinding {
+  int arg;
+  memory::desc plain, planned, primitive = {};
+};
+
+std::vector<Operand> bind_operands(const std::vector<OperandSpec>& specs,
+                                   const std::vector<OperandBinding>& bindings) {
+  std::vector<Operand> operands;
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    operands.push_back({specs[i], bindings.at(i).arg, bindings.at(i).plain, bindings.at(i).planned,
+                        bindings.at(i).primitive});
+  return operands;
+}
+
+memory::desc plain_desc(const dims& shape, memory::data_type type) {
+  static const tag kPlain[] = {tag::undef, tag::x, tag::nc, tag::ncw, tag::nchw};
+  return memory::desc(shape, type, kPlain[shape.size()]);
+}
+
+dims pad_right(const dims& in, const dims& out, const dims& kernel, const dims& stride,
+               const dims& pad_left) {
+  dims right;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    right.push_back((out[i] - 1) * stride[i] + kernel[i] - in[i] - pad_left[i]);
+  return right;
+}
+
+Status make(std::unique_ptr<Plan>* out, const dnnl::engine& engine, dnnl::stream& stream,
+            dnnl::primitive primitive, const dnnl::primitive_desc_base& pd,
+            std::vector<Operand> operands, OneDnnPlan::Epilogue epilogue = {}) {
+  *out = std::make_unique<OneDnnPlan>(engine, stream, std::move(primitive), pd, std::move(operands),
+                                      std::move(epilogue));
+  return Status::Ok();
+}
+
+Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp& op,
+                 std::unique_ptr<Plan>* out) {
+  const dims src_dims = {op.mb, op.ic, op.ih, op.iw}, weight_dims = {op.oc, op.ic, op.kh, op.kw},
+             dst_dims = {op.mb, op.oc, op.oh(), op.ow()};
+  const dims strides = {op.sh, op.sw}, padding = {op.ph, op.pw};
+  const memory::data_type dt = to_dnnl(op.dtype);
+  // Weight gradients stay fp32 for low-precision training (fp32 master weights).
+  const memory::data_type diff_weights_dt = memory::data_type::f32;
+  // Single-op benchmarks let the primitive pick every layout; in a network activations use
+  // the shared layout and weights stay plain for the optimizer, staged into the layout the
+  // primitive picked.
+  const bool chained = op.layout != Layout::any;
+  auto activation = [&](const dims& shape, memory::dim channels) {
+    return chained ? memory::desc(shape, dt, activation_tag(op.layout, channels))
+                   : memory::desc(shape, dt, tag::any);
+  };
+  auto any = [](const dims& shape, memory::data_type type) {
+    return memory::desc(shape, type, tag::any);
+  };
+  const memory::desc src_plain = plain_desc(src_dims, dt), dst_plain = plain_desc(dst_dims, dt),
+                     weights_plain(weight_dims, dt, tag::oihw),
+                     diff_weights_plain(weight_dims, diff_weights_dt, tag::oihw);
+  auto weights_binding = [&](int arg, const memory::desc& plain, const memory::desc& wanted) {
+    return chained ? OperandBinding{arg, plain, plain, wanted} : OperandBinding{arg, plain, wanted};
+  };
+  const auto algorithm = dnnl::algorithm::convolution_direct;
+  const dnnl::primitive_attr attr = base_attr();
+  dnnl::convolution_forward::primitive_desc forward(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm,
+                                      activation(src_dims, op.ic), any(weight_dims, dt),
+                                      activation(dst_dims, op.oc), strides, padding, padding),
+      attr, engine);
+  const std::vector<OperandSpec> specs = cpu::conv_operands(op);
+  switch (op.direction) {
+    case ConvDirection::forward:
+      return make(out, engine, stream, dnnl::convolution_forward(forward), forward,
+                  bind_operands(specs, {{DNNL_ARG_SRC, src_plain, forward.src_desc()},
+                                        weights_binding(DNNL_ARG_WEIGHTS, weights_plain,
+                                                        forward.weights_desc()),
+                                        {DNNL_ARG_DST, dst_plain, forward.dst_desc()}}));
+    case ConvDirection::backward_data: {
+      dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(algorithm, activation(src_dims, op.ic),
+                                                any(weight_dims, dt), activation(dst_dims, op.oc),
+                                                strides, padding, padding),
+          attr, engine, forward);
+      return make(
+          out, engine, stream, dnnl::convolution_backward_data(pd), pd,
+          bind_operands(specs, {{DNNL_ARG_DIFF_DST, dst_plain, pd.diff_dst_desc()},
+                                weights_binding(DNNL_ARG_WEIGHTS, weights_plain, pd.weights_desc()),
+                                {DNNL_ARG_DIFF_SRC, src_plain, pd.diff_src_desc()}}));
+    }
+    case ConvDirection::backward_weights: {
+      dnnl::convolution_backward_weights::primitive_desc pd(
+          dnnl::convolution_backward_weights::desc(
+              algorithm, activation(src_dims, op.ic), any(weight_dims, diff_weights_dt),
+              activation(dst_dims, op.oc), strides, padding, padding),
+          attr, engine, forward);
+      return make(out, engine, stream, dnnl::convolution_backward_weights(pd), pd,
+                  bind_operands(specs, {{DNNL_ARG_SRC, src_plain, pd.src_desc()},
+                                        {DNNL_ARG_DIFF_DST, dst_plain, pd.diff_dst_desc()},
+                                        weights_binding(DNNL_ARG_DIFF_WEIGHTS, diff_weights_plain,
+                                                        pd.diff_weights_desc())}));
+    }
+  }
+  return Status::InvalidArgument("unknown convolution direction");
+}
+
+Status plan_batch_norm(const dnnl::engine& engine, dnnl::stream& stream, const BatchNormOp& op,
+                       std::unique_ptr<Plan>* out) {
+  const dims shape = {op.mb, op.channels, op.h, op.w};
+  const memory::data_type dt = to_dnnl(op.dtype);
+  const memory::desc data(shape, dt, activation_tag(op.layout, op.channels)),
+      plain = plain_desc(shape, dt), channel({op.channels}, memory::data_type::f32, tag::x);
+  auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  if (op.fuse_relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
+  const dnnl::primitive_attr attr = base_attr();
+  dnnl::batch_normalization_forward::primitive_desc forward(
+      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, op.epsilon,
+                                              flags),
+      attr, engine);
+  const std::vector<OperandSpec> specs = cpu::batch_norm_operands(op);
+  const memory::desc mask = forward.workspace_desc();
+  if (op.pass == Pass::forward) {
+    std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, plain, data},
+                                            {DNNL_ARG_SCALE, channel, channel},
+                                            {DNNL_ARG_SHIFT, channel, channel},
+                                            {DNNL_ARG_DST, plain, data},
+                                            {DNNL_ARG_MEAN, channel, channel},
+                                            {DNNL_ARG_VARIANCE, channel, channel},
+                                            {OneDnnPlan::kNoArgument, channel, channel},
+                                            {OneDnnPlan::kNoArgument, channel, channel}};
+    if (op.fuse_relu) bindings.push_back({DNNL_ARG_WORKSPACE, mask, mask});
+    // oneDNN computes the batch statistics; the running ones are ours to keep.
+    const std::int64_t channels = op.channels, reduced = op.mb * op.h * op.w;
+    const float momentum = op.momentum;
+    auto epilogue = [channels, reduced, momentum](std::span<const Buffer> b) {
+      cpu::update_running_stats(static_cast<const float*>(b[4].data),
+                                static_cast<const float*>(b[5].data), channels, reduced, momentum,
+                                static_cast<float*>(b[6].data), static_cast<float*>(b[7].data));
+    };
+    return make(out, engine, stream, dnnl::batch_normalization_forward(forward), forward,
+                bind_operands(specs, bindings), epilogue);
+  }
+  dnnl::batch_normalization_backward::primitive_desc pd(
+      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data, data, op.epsilon,
+                                               flags),
+      attr, engine, forward);
+  std::vector<OperandBinding> bindings = {
+      {DNNL_ARG_SRC, plain, data},        {DNNL_ARG_DIFF_DST, plain, data},
+      {DNNL_ARG_SCALE, channel, channel}, {DNNL_ARG_SHIFT, channel, channel},
+      {DNNL_ARG_MEAN, channel, channel},  {DNNL_ARG_VARIANCE, channel, channel}};
+  if (op.fuse_relu) bindings.push_back({DNNL_ARG_WORKSPACE, mask, mask});
+  bindings.push_back({DNNL_ARG_DIFF_SRC, plain, data});
+  bindings.push_back({DNNL_ARG_DIFF_SCALE, channel, channel});
+  bindings.push_back({DNNL_ARG_DIFF_SHIFT, channel, channel});
+  return make(out, engine, stream, dnnl::batch_normalization_backward(pd), pd,
+              bind_operands(specs, bindings));
+}
+
+Status plan_pool(const dnnl::engine& engine, dnnl::stream& stream, const PoolOp& op,
+                 std::unique_ptr<Plan>* out) {
+  const dims src_dims = {op.mb, op.channels, op.ih, op.iw},
+             dst_dims = {op.mb, op.channels, op.oh(), op.ow()};
+  const memory::data_type dt = to_dnnl(op.dtype);
+  const tag layout = activation_tag(op.layout, op.channels);
+  const memory::desc src(src_dims, dt, layout), dst(dst_dims, dt, layout),
+      src_plain = plain_desc(src_dims, dt), dst_plain = plain_desc(dst_dims, dt);
+  const bool max = op.kind == PoolKind::max;
+  const auto algorithm =
+      max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
+  const dims strides = {op.sh, op.sw}, kernel = {op.kh, op.kw}, pad_left = {op.ph, op.pw};
+  const dims pad_r = pad_right({op.ih, op.iw}, {op.oh(), op.ow()}, kernel, strides, pad_left);
+  const dnnl::primitive_attr attr = base_attr();
+  dnnl::pooling_forward::primitive_desc forward(
+      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, algorithm, src, dst, strides,
+                                  kernel, pad_left, pad_r),
+      attr, engine);
+  const std::vector<OperandSpec> specs = cpu::pool_operands(op);
+  const memory::desc indices = forward.workspace_desc();
+  if (op.pass == Pass::forward) {
+    std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, src_plain, src},
+                                            {DNNL_ARG_DST, dst_plain, dst}};
+    if (max) bindings.push_back({DNNL_ARG_WORKSPACE, indices, indices});
+    return make(out, engine, stream, dnnl::pooling_forward(forward), forward,
+                bind_operands(specs, bindings));
+  }
+  dnnl::pooling_backward::primitive_desc pd(
+      dnnl::pooling_backward::desc(algorithm, src, dst, strides, kernel, pad_left, pad_r), attr,
+      engine, forward);
+  std::vector<OperandBinding> bindings = {{DNNL_ARG_DIFF_DST, dst_plain, dst}};
+  if (max) bindings.push_back({DNNL_ARG_WORKSPACE, indices, indices});
+  bindings.push_back({DNNL_ARG_DIFF_SRC, src_plain, src});
+  return make(out, engine, stream, dnnl::pooling_backward(pd), pd, bind_operands(specs, bindings));
+}
+
+OperandSpec flat_spec(const char* name, DType dtype, std::int64_t count, bool is_output) {
+  return {name, dtype, {count}, 0, is_output};
+}
+
+Status plan_relu(const dnnl::engine& engine, dnnl::stream& stream, const EltwiseOp& op,
+                 std::unique_ptr<Plan>* out) {
+  if (op.kind != EltwiseKind::relu) return Status::Unimplemented("cpu-onednn: GELU not yet");
+  const memory::desc data({op.count}, to_dnnl(op.dtype), tag::x);
+  // ReLU's gradient is known from its output, so backward needs dst only (no saved input).
+  const auto algorithm = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+  const dnnl::primitive_attr attr = base_attr();
+  dnnl::eltwise_forward::primitive_desc forward(
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, data, 0.f, 0.f),
+      attr, engine);
+  if (op.pass == Pass::forward)
+    return make(out, engine, stream, dnnl::eltwise_forward(forward), forward,
+                {{flat_spec("src", op.dtype, op.count, false), DNNL_ARG_SRC, data, data},
+                 {flat_spec("dst", op.dtype, op.count, true), DNNL_ARG_DST, data, data}});
+  dnnl::eltwise_backward::primitive_desc pd(
+      dnnl::eltwise_backward::desc(algorithm, data, data, 0.f, 0.f), attr, engine, forward);
+  return make(out, engine, stream, dnnl::eltwise_backward(pd), pd,
+              {{flat_spec("dst", op.dtype, op.count, false), DNNL_ARG_DST, data, data},
+               {flat_spec("diff_dst", op.dtype, op.count, false), DNNL_ARG_DIFF_DST, data, data},
+               {flat_spec("diff_src", op.dtype, op.count, true), DNNL_ARG_DIFF_SRC, data, data}});
+}
+
+Status plan_add(const dnnl::engine& engine, dnnl::stream& stream, const BinaryOp& op,
+                std::unique_ptr<Plan>* out) {
+  const memory::desc data({op.count}, to_dnnl(op.dtype), tag::x);
+  dnnl::primitive_attr attr = base_attr();
+  if (op.fuse_relu) {
+    dnnl::post_ops post_ops;
+    post_ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(post_ops);
+  }
+  dnnl::binary::primitive_desc pd(dnnl::binary::desc(dnnl::algorithm::binary_add, data, data, data),
+                                  attr, engine);
+  return make(out, engine, stream, dnnl::binary(pd), pd,
+              {{flat_spec("src0", op.dtype, op.count, false), DNNL_ARG_SRC_0, data, data},
+               {flat_spec("src1", op.dtype, op.count, false), DNNL_ARG_SRC_1, data, data},
+               {flat_spec("dst", op.dtype, op.count, true), DNNL_ARG_DST, data, data}});
+}
+
+Status plan_fully_connected(const dnnl::engine& engine, dnnl::stream& stream,
+                            const FullyConnectedOp& op, std::unique_ptr<Plan>* out) {
+  const memory::data_type dt = to_dnnl(op.dtype), grad_dt = memory::data_type::f32;
+  const memory::desc src({op.mb, op.in}, dt, tag::nc), dst({op.mb, op.out}, dt, tag::nc),
+      weights({op.out, op.in}, dt, tag::oi), bias({op.out}, dt, tag::x),
+      diff_weights({op.out, op.in}, grad_dt, tag::oi), diff_bias({op.out}, grad_dt, tag::x);
+  auto any = [](const memory::desc& desc) {
+    return memory::desc(desc.dims(), desc.data_type(), tag::any);
+  };
+  const dnnl::primitive_attr attr = base_attr();
+  dnnl::inner_product_forward::primitive_desc forward(
+      dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src, any(weights), bias,
+                                        dst),
+      attr, engine);
+  const std::vector<OperandSpec> specs = cpu::fully_connected_operands(op);
+  switch (op.direction) {
+    case ConvDirection::forward:
+      return make(
+          out, engine, stream, dnnl::inner_product_forward(forward), forward,
+          bind_operands(specs, {{DNNL_ARG_SRC, src, src},
+                                {DNNL_ARG_WEIGHTS, weights, weights, forward.weights_desc()},
+                                {DNNL_ARG_BIAS, bias, bias},
+                                {DNNL_ARG_DST, dst, dst}}));
+    case ConvDirection::backward_data: {
+      dnnl::inner_product_backward_data::primitive_desc pd(
+          dnnl::inner_product_backward_data::desc(src, any(weights), dst), attr, engine, forward);
+      return make(out, engine, stream, dnnl::inner_product_backward_data(pd), pd,
+                  bind_operands(specs, {{DNNL_ARG_DIFF_DST, dst, dst},
+                                        {DNNL_ARG_WEIGHTS, weights, weights, pd.weights_desc()},
+                                        {DNNL_ARG_DIFF_SRC, src, src}}));
+    }
+    case ConvDirection::backward_weights: {
+      dnnl::inner_product_backward_weights::primitive_desc pd(
+          dnnl::inner_product_backward_weights::desc(src, any(diff_weights), diff_bias, dst), attr,
+          engine, forward);
+      return make(out, engine, stream, dnnl::inner_product_backward_weights(pd), pd,
+                  bind_operands(specs, {{DNNL_ARG_SRC, src, src},
+                                        {DNNL_ARG_DIFF_DST, dst, dst},
+                                        {DNNL_ARG_DIFF_WEIGHTS, diff_weights, diff_weights,
+                                         pd.diff_weights_desc()},
+                                        {DNNL_ARG_DIFF_BIAS, diff_bias, diff_bias}}));
+    }
+  }
+  return Status::InvalidArgument("unknown fully connected direction");
+}
+
+}  // namespace
+
+Status plan_training_op(const dnnl::engine& engine, dnnl::stream& stream, const OpDesc& op,
+                        std::unique_ptr<Plan>* out) {
+  if (const auto* conv = std::get_if<ConvOp>(&op)) return plan_conv(engine, stream, *conv, out);
+  if (const auto* bn = std::get_if<BatchNormOp>(&op))
+    return plan_batch_norm(engine, stream, *bn, out);
+  if (const auto* pool = std::get_if<PoolOp>(&op)) return plan_pool(engine, stream, *pool, out);
+  if (const auto* relu = std::get_if<EltwiseOp>(&op)) return plan_relu(engine, stream, *relu, out);
+  if (const auto* add = std::get_if<BinaryOp>(&op)) return plan_add(engine, stream, *add, out);
+  if (const auto* fc = std::get_if<FullyConnectedOp>(&op))
+    return plan_fully_connected(engine, stream, *fc, out);
+  return Status::Unimplemented(fmt::format("cpu-onednn: no {} plan", op_name(op)));
+}
+
+}  // namespace tb::onednn

@@ -1,0 +1,81 @@
+// A plan that runs one oneDNN primitive (oneDNN 2.x API). Each operand has three memory
+// descriptors: `plain` (what import / export exchange with callers), `planned` (what the
+// caller's buffer holds) and `primitive` (what the primitive computes on). When the last two
+// differ, the plan stages the operand in its workspace: inputs are reordered in before the
+// primitive runs and outputs reordered out after it (the weights of a network, kept plain for
+// the optimizer, while a convolution wants them blocked).
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <functional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace tb::onednn {
+
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+
+memory::data_type to_dnnl(DType dtype);
+
+// fp32 means fp32: strict math on every primitive, so ONEDNN_DEFAULT_FPMATH_MODE cannot turn
+// fp32 primitives into bf16 ones. Scratchpads are ours, planned as the workspace.
+dnnl::primitive_attr base_attr();
+
+// The activation layout every op of this backend uses for `layout` (plain: NCHW; native:
+// 16-channel blocks, what oneDNN's AVX-512 kernels compute on, when the channels allow).
+tag activation_tag(Layout layout, memory::dim channels);
+
+class OneDnnPlan final : public cpu::CpuPlan {
+ public:
+  // For an operand the primitive does not take (running statistics the epilogue updates).
+  static constexpr int kNoArgument = -1;
+  struct Operand {
+    OperandSpec spec;
+    int arg;
+    memory::desc plain, planned;
+    memory::desc primitive = {};  // empty when it equals planned
+  };
+  // Work done after the primitive, on the caller's operand buffers (running statistics).
+  using Epilogue = std::function<void(std::span<const Buffer>)>;
+
+  OneDnnPlan(const dnnl::engine& engine, dnnl::stream& stream, dnnl::primitive primitive,
+             const dnnl::primitive_desc_base& pd, std::vector<Operand> operands,
+             Epilogue epilogue = {});
+
+  Status run(std::span<const Buffer> operands, Buffer workspace) override;
+  Status import_operand(int index, const void* plain_host, Buffer device) const override;
+  Status export_operand(int index, Buffer device, void* plain_host) const override;
+
+ private:
+  struct Staging {
+    std::size_t operand, offset;
+    memory caller, staged;
+    dnnl::reorder reorder;
+  };
+  Status convert(const memory::desc& from_desc, void* from, const memory::desc& to_desc,
+                 void* to) const;
+
+  dnnl::engine engine_;
+  dnnl::stream& stream_;
+  dnnl::primitive primitive_;
+  std::vector<Operand> descs_;
+  std::vector<memory> memories_;  // per operand: the memory the primitive's argument uses
+  std::vector<bool> is_staged_;
+  std::vector<Staging> staged_inputs_, staged_outputs_;
+  memory scratchpad_;
+  std::unordered_map<int, memory> args_;
+  Epilogue epilogue_;
+};
+
+// Plans the training ops (batch norm, pooling, ReLU, add, fully connected) and convolutions
+// whose layout is plain or native. Throws dnnl::error as oneDNN does.
+Status plan_training_op(const dnnl::engine& engine, dnnl::stream& stream, const OpDesc& op,
+                        std::unique_ptr<Plan>* out);
+
+}  // namespace tb::onednn

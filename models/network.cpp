@@ -1,0 +1,46 @@
+#include "models/network.h"
+
+namespace tb {
+
+std::int64_t Parameter::elements() const {
+  std::int64_t count = 1;
+  for (std::int64_t dim : dims) count *= dim;
+  return count;
+}
+
+int Network::add_tensor(TensorShape shape) {
+  tensors_.push_back(shape);
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
+int Network::add_parameter(Parameter parameter) {
+  parameters_.push_back(std::move(parameter));
+  return static_cast<int>(parameters_.size()) - 1;
+}
+
+int Network::add_layer(Layer layer, TensorShape output_shape) {
+  layer.output = add_tensor(output_shape);
+  layers_.push_back(std::move(layer));
+  return layers_.back().output;
+}
+
+std::int64_t Network::parameter_count() const {
+  std::int64_t count = 0;
+  for (const Parameter& parameter : parameters_) count += parameter.elements();
+  return count;
+}
+
+double Network::forward_macs_per_sample() const {
+  double macs = 0;
+  for (const Layer& layer : layers_) {
+    const TensorShape& in = tensors_[layer.inputs.at(0)];
+    const TensorShape& out = tensors_[layer.output];
+    if (layer.kind == LayerKind::conv)
+      macs += static_cast<double>(out.c * out.h * out.w) * in.c * layer.kernel * layer.kernel;
+    if (layer.kind == LayerKind::fully_connected)
+      macs += static_cast<double>(in.c * in.h * in.w) * out.c;
+  }
+  return macs;
+}
+
+}  // namespace tb

@@ -1,0 +1,607 @@
+#include "models/training_step.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "workloads/workload.h"
+
+namespace tb {
+namespace {
+
+constexpr std::size_t kLargeAlignment = 4096, kSmallAlignment = 64;
+constexpr std::int64_t kParamAlignment = 16;  // elements: every parameter starts on 64 bytes
+
+std::size_t align_up(std::size_t value, std::size_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+enum class Phase { forward, backward, optimizer };
+
+// Seeded standard normal values (Box-Muller on splitmix64 counters).
+double normal(std::uint64_t seed, std::uint64_t index) {
+  const double scale = 1.0 / 9007199254740992.0;  // 2^-53
+  const double u1 = (static_cast<double>(mix64(seed + 2 * index * kGoldenGamma) >> 11) + 1) * scale;
+  const double u2 = static_cast<double>(mix64(seed + (2 * index + 1) * kGoldenGamma) >> 11) * scale;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
+}
+
+double uniform(std::uint64_t seed, std::uint64_t index) {  // in [-1, 1)
+  return static_cast<double>(mix64(seed + index * kGoldenGamma) >> 11) / 4503599627370496.0 - 1.0;
+}
+
+std::vector<char> to_bytes(const std::vector<double>& values, DType dtype) {
+  std::vector<char> bytes(values.size() * dtype_size(dtype));
+  if (dtype == DType::f64) {
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+  } else {
+    std::vector<float> narrow(values.begin(), values.end());
+    std::memcpy(bytes.data(), narrow.data(), bytes.size());
+  }
+  return bytes;
+}
+
+std::vector<double> from_bytes(const char* bytes, std::size_t count, DType dtype) {
+  std::vector<double> values(count);
+  if (dtype == DType::f64) {
+    std::memcpy(values.data(), bytes, count * sizeof(double));
+  } else {
+    std::vector<float> narrow(count);
+    std::memcpy(narrow.data(), bytes, count * sizeof(float));
+    std::copy(narrow.begin(), narrow.end(), values.begin());
+  }
+  return values;
+}
+
+}  // namespace
+
+struct TrainingStep::Impl {
+  // A region of the arena, an alias of another slot, or a view into another slot.
+  struct Slot {
+    std::size_t bytes = 0;
+    int alias = -1;               // same memory as that slot
+    int base = -1;                // a view into that slot ...
+    std::size_t base_offset = 0;  // ... at this byte offset
+    std::size_t offset = 0;       // in the arena, for owned slots
+    Buffer buffer = {};
+  };
+  struct Op {
+    std::unique_ptr<Plan> plan;
+    std::vector<int> slots;
+    int layer;
+    Phase phase;
+  };
+  struct ParamView {
+    std::int64_t offset = 0;  // elements into the flat parameter buffer
+  };
+
+  Backend& backend;
+  const Network network;
+  DType dtype, channel_dtype;
+  Layout layout;
+  std::vector<Slot> slots;
+  std::vector<Op> forward, backward;
+  Op optimizer;
+  std::vector<ParamView> params;
+  std::int64_t param_total = 0;  // elements, padding included
+  int params_slot = -1, grads_slot = -1, momentum_slot = -1, labels_slot = -1, loss_slot = -1;
+  std::vector<int> value, grad;              // per tensor
+  std::vector<std::pair<int, int>> running;  // per layer: running mean / var slots (-1: none)
+  Buffer arena, workspace, hyper;
+  std::size_t workspace_bytes = 0;
+  int input_consumer_op = -1;  // forward op whose operand 0 is the input batch
+
+  Impl(Backend& b, const Network& n, DType d, Layout l)
+      : backend(b),
+        network(n),
+        dtype(d),
+        channel_dtype(d == DType::f64 ? d : DType::f32),
+        layout(l) {}
+
+  ~Impl() {
+    for (Buffer buffer : {arena, workspace, hyper})
+      if (buffer.data) backend.release(buffer);
+  }
+
+  int new_slot(std::size_t bytes = 0) {
+    slots.push_back({bytes});
+    return static_cast<int>(slots.size()) - 1;
+  }
+  int alias_slot(int of) {
+    Slot slot;
+    slot.alias = of;
+    slots.push_back(slot);
+    return static_cast<int>(slots.size()) - 1;
+  }
+  int view_slot(int base, std::size_t offset, std::size_t bytes) {
+    Slot slot;
+    slot.base = base;
+    slot.base_offset = offset;
+    slot.bytes = bytes;
+    slots.push_back(slot);
+    return static_cast<int>(slots.size()) - 1;
+  }
+  int root(int slot) const {
+    while (slots[slot].alias >= 0) slot = slots[slot].alias;
+    return slot;
+  }
+  int param_slot(int base, int param, DType type) {
+    const std::size_t size = dtype_size(type);
+    return view_slot(base, static_cast<std::size_t>(params[param].offset) * size,
+                     static_cast<std::size_t>(network.parameters()[param].elements()) * size);
+  }
+
+  Status add_op(std::vector<Op>& list, const OpDesc& desc, std::vector<int> operand_slots,
+                int layer, Phase phase) {
+    std::unique_ptr<Plan> plan;
+    const Status status = backend.plan(desc, &plan);
+    if (!status.ok())
+      return Status(status.code(), fmt::format("{} ({}): {}", network.layers()[layer].name,
+                                               op_name(desc), status.message()));
+    if (plan->operands().size() != operand_slots.size())
+      return Status::Failed(fmt::format("{}: the {} plan takes {} operands, the step gives {}",
+                                        network.layers()[layer].name, op_name(desc),
+                                        plan->operands().size(), operand_slots.size()));
+    for (std::size_t i = 0; i < operand_slots.size(); ++i) {
+      Slot& slot = slots[root(operand_slots[i])];
+      if (slot.base >= 0 && slot.bytes < plan->operands()[i].bytes)
+        return Status::Failed(fmt::format("{}: operand {} needs {} bytes, the parameter has {}",
+                                          network.layers()[layer].name, plan->operands()[i].name,
+                                          plan->operands()[i].bytes, slot.bytes));
+      slot.bytes = std::max(slot.bytes, plan->operands()[i].bytes);
+    }
+    workspace_bytes = std::max(workspace_bytes, plan->workspace_bytes());
+    list.push_back({std::move(plan), std::move(operand_slots), layer, phase});
+    return Status::Ok();
+  }
+
+  Status build();
+  Status allocate();
+  Status execute(Op& op) {
+    std::vector<Buffer> buffers;
+    buffers.reserve(op.slots.size());
+    for (int slot : op.slots) buffers.push_back(slots[root(slot)].buffer);
+    return backend.execute(*op.plan, buffers, workspace);
+  }
+};
+
+Status TrainingStep::Impl::build() {
+  const std::vector<TensorShape>& tensors = network.tensors();
+  const std::vector<Layer>& layers = network.layers();
+  const std::size_t data_size = dtype_size(dtype);
+
+  // Parameters: one flat buffer each for values, gradients and momentum.
+  for (const Parameter& parameter : network.parameters()) {
+    params.push_back({param_total});
+    param_total += (parameter.elements() + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+  }
+  const std::size_t flat_bytes = static_cast<std::size_t>(param_total) * data_size;
+  params_slot = new_slot(flat_bytes);
+  grads_slot = new_slot(flat_bytes);
+  momentum_slot = new_slot(flat_bytes);
+  labels_slot = new_slot(static_cast<std::size_t>(tensors[network.input].n) * 4);
+
+  // Who reads each tensor; where each reader's gradient for it goes.
+  std::vector<std::vector<std::pair<int, int>>> consumers(tensors.size());
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    for (std::size_t i = 0; i < layers[l].inputs.size(); ++i)
+      consumers[layers[l].inputs[i]].push_back({static_cast<int>(l), static_cast<int>(i)});
+  value.assign(tensors.size(), -1);
+  grad.assign(tensors.size(), -1);
+  for (std::size_t t = 0; t < tensors.size(); ++t) value[t] = new_slot();
+  // The residual join's backward produces one gradient for both inputs: its readers' targets
+  // are that buffer. A tensor with one reader has that reader's target as its gradient; one
+  // with several sums the readers' targets.
+  std::vector<int> join_diff(layers.size(), -1);
+  std::map<std::pair<int, int>, int> target;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].kind == LayerKind::add_relu) join_diff[l] = new_slot();
+    for (std::size_t i = 0; i < layers[l].inputs.size(); ++i) {
+      const int t = layers[l].inputs[i];
+      if (t == network.input) continue;
+      const std::pair<int, int> reader = {static_cast<int>(l), static_cast<int>(i)};
+      if (join_diff[l] >= 0)
+        target[reader] = consumers[t].size() == 1 ? join_diff[l] : alias_slot(join_diff[l]);
+      else
+        target[reader] = new_slot();
+    }
+  }
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    if (consumers[t].empty() || static_cast<int>(t) == network.input) continue;
+    grad[t] = consumers[t].size() == 1 ? target[consumers[t][0]] : new_slot();
+  }
+
+  running.assign(layers.size(), {-1, -1});
+  for (std::size_t li = 0; li < layers.size(); ++li) {
+    const int l = static_cast<int>(li);
+    const Layer& layer = layers[l];
+    const int in = layer.inputs.at(0), out = layer.output;
+    const TensorShape& x = tensors[in];
+    const TensorShape& y = tensors[out];
+    auto weight = [&](int k) { return param_slot(params_slot, layer.params.at(k), dtype); };
+    auto weight_grad = [&](int k) { return param_slot(grads_slot, layer.params.at(k), dtype); };
+    auto diff_target = [&](int input) { return target.at({l, input}); };
+    switch (layer.kind) {
+      case LayerKind::conv: {
+        ConvOp op;
+        op.mb = x.n, op.ic = x.c, op.ih = x.h, op.iw = x.w, op.oc = y.c;
+        op.kh = op.kw = layer.kernel, op.sh = op.sw = layer.stride, op.ph = op.pw = layer.pad;
+        op.dtype = dtype, op.layout = layout;
+        if (in == network.input) input_consumer_op = static_cast<int>(forward.size());
+        TB_RETURN_IF_ERROR(
+            add_op(forward, op, {value[in], weight(0), value[out]}, l, Phase::forward));
+        if (in != network.input) {
+          op.direction = ConvDirection::backward_data;
+          TB_RETURN_IF_ERROR(
+              add_op(backward, op, {grad[out], weight(0), diff_target(0)}, l, Phase::backward));
+        }
+        op.direction = ConvDirection::backward_weights;
+        TB_RETURN_IF_ERROR(
+            add_op(backward, op, {value[in], grad[out], weight_grad(0)}, l, Phase::backward));
+        break;
+      }
+      case LayerKind::batch_norm: {
+        BatchNormOp op;
+        op.mb = x.n, op.channels = x.c, op.h = x.h, op.w = x.w;
+        op.fuse_relu = layer.relu, op.dtype = dtype, op.layout = layout;
+        const std::size_t channel_bytes = static_cast<std::size_t>(x.c) * dtype_size(channel_dtype);
+        const int mean = new_slot(), variance = new_slot(), mask = layer.relu ? new_slot() : -1;
+        running[l] = {new_slot(channel_bytes), new_slot(channel_bytes)};
+        std::vector<int> fwd = {value[in], weight(0), weight(1),        value[out],
+                                mean,      variance,  running[l].first, running[l].second};
+        if (mask >= 0) fwd.push_back(mask);
+        TB_RETURN_IF_ERROR(add_op(forward, op, fwd, l, Phase::forward));
+        op.pass = Pass::backward;
+        std::vector<int> bwd = {value[in], grad[out], weight(0), weight(1), mean, variance};
+        if (mask >= 0) bwd.push_back(mask);
+        bwd.insert(bwd.end(), {diff_target(0), weight_grad(0), weight_grad(1)});
+        TB_RETURN_IF_ERROR(add_op(backward, op, bwd, l, Phase::backward));
+        break;
+      }
+      case LayerKind::max_pool:
+      case LayerKind::global_avg_pool: {
+        PoolOp op;
+        const bool max = layer.kind == LayerKind::max_pool;
+        op.kind = max ? PoolKind::max : PoolKind::global_average;
+        op.mb = x.n, op.channels = x.c, op.ih = x.h, op.iw = x.w;
+        op.kh = max ? layer.kernel : x.h, op.kw = max ? layer.kernel : x.w;
+        op.sh = op.sw = max ? layer.stride : 1, op.ph = op.pw = max ? layer.pad : 0;
+        op.dtype = dtype, op.layout = layout;
+        const int indices = max ? new_slot() : -1;
+        std::vector<int> fwd = {value[in], value[out]}, bwd = {grad[out]};
+        if (max) fwd.push_back(indices), bwd.push_back(indices);
+        bwd.push_back(diff_target(0));
+        TB_RETURN_IF_ERROR(add_op(forward, op, fwd, l, Phase::forward));
+        op.pass = Pass::backward;
+        TB_RETURN_IF_ERROR(add_op(backward, op, bwd, l, Phase::backward));
+        break;
+      }
+      case LayerKind::fully_connected: {
+        FullyConnectedOp op;
+        op.mb = x.n, op.in = x.c * x.h * x.w, op.out = y.c, op.dtype = dtype;
+        TB_RETURN_IF_ERROR(
+            add_op(forward, op, {value[in], weight(0), weight(1), value[out]}, l, Phase::forward));
+        op.direction = ConvDirection::backward_data;
+        TB_RETURN_IF_ERROR(
+            add_op(backward, op, {grad[out], weight(0), diff_target(0)}, l, Phase::backward));
+        op.direction = ConvDirection::backward_weights;
+        TB_RETURN_IF_ERROR(add_op(backward, op,
+                                  {value[in], grad[out], weight_grad(0), weight_grad(1)}, l,
+                                  Phase::backward));
+        break;
+      }
+      case LayerKind::add_relu: {
+        BinaryOp add;
+        add.count = y.elements(), add.fuse_relu = true, add.dtype = dtype;
+        TB_RETURN_IF_ERROR(add_op(forward, add, {value[in], value[layer.inputs.at(1)], value[out]},
+                                  l, Phase::forward));
+        EltwiseOp relu;
+        relu.pass = Pass::backward, relu.count = y.elements(), relu.dtype = dtype;
+        TB_RETURN_IF_ERROR(
+            add_op(backward, relu, {value[out], grad[out], join_diff[l]}, l, Phase::backward));
+        break;
+      }
+      case LayerKind::softmax_cross_entropy: {
+        SoftmaxCrossEntropyOp op;
+        op.rows = x.n, op.classes = x.c * x.h * x.w, op.dtype = dtype;
+        const int probabilities = new_slot();
+        loss_slot = value[out];
+        TB_RETURN_IF_ERROR(add_op(forward, op, {value[in], labels_slot, probabilities, loss_slot},
+                                  l, Phase::forward));
+        op.pass = Pass::backward;
+        TB_RETURN_IF_ERROR(
+            add_op(backward, op, {probabilities, labels_slot, diff_target(0)}, l, Phase::backward));
+        break;
+      }
+    }
+  }
+  // Backward runs in reverse layer order; a layer's ops keep their order. Before a layer's
+  // backward, the gradients its output received from several readers are summed.
+  std::vector<Op> ordered;
+  std::vector<std::vector<Op>> by_layer(layers.size());
+  for (Op& op : backward) by_layer[op.layer].push_back(std::move(op));
+  backward.clear();
+  for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
+    const int out = layers[l].output;
+    if (consumers[out].size() > 1) {
+      BinaryOp sum;
+      sum.count = tensors[out].elements(), sum.dtype = dtype;
+      int accumulated = target.at(consumers[out][0]);
+      for (std::size_t k = 1; k < consumers[out].size(); ++k) {
+        TB_RETURN_IF_ERROR(add_op(ordered, sum,
+                                  {accumulated, target.at(consumers[out][k]), grad[out]}, l,
+                                  Phase::backward));
+        accumulated = grad[out];
+      }
+    }
+    for (Op& op : by_layer[l]) ordered.push_back(std::move(op));
+  }
+  backward = std::move(ordered);
+
+  OptimizerOp sgd;
+  sgd.count = param_total, sgd.dtype = dtype;
+  std::vector<Op> list;
+  TB_RETURN_IF_ERROR(
+      add_op(list, sgd, {params_slot, grads_slot, momentum_slot, new_slot()}, 0, Phase::optimizer));
+  optimizer = std::move(list.front());
+  if (input_consumer_op < 0) return Status::Failed("no layer reads the network's input");
+  return Status::Ok();
+}
+
+Status TrainingStep::Impl::allocate() {
+  std::size_t total = 0;
+  for (Slot& slot : slots) {
+    if (slot.alias >= 0 || slot.base >= 0 || slot.bytes == 0) continue;
+    const std::size_t alignment = slot.bytes >= kLargeAlignment ? kLargeAlignment : kSmallAlignment;
+    slot.offset = align_up(total, alignment);
+    total = slot.offset + slot.bytes;
+  }
+  TB_RETURN_IF_ERROR(backend.allocate(std::max<std::size_t>(total, 1), &arena));
+  if (workspace_bytes > 0) TB_RETURN_IF_ERROR(backend.allocate(workspace_bytes, &workspace));
+  TB_RETURN_IF_ERROR(
+      backend.allocate_host(kSgdHyperCount * sizeof(float), /*pinned=*/false, &hyper));
+  for (Slot& slot : slots)
+    if (slot.alias < 0 && slot.base < 0)
+      slot.buffer = {static_cast<char*>(arena.data) + slot.offset, slot.bytes, arena.kind};
+  for (Slot& slot : slots)
+    if (slot.base >= 0) {
+      const Buffer& base = slots[root(slot.base)].buffer;
+      slot.buffer = {static_cast<char*>(base.data) + slot.base_offset, slot.bytes, base.kind};
+    }
+  // The optimizer's hyper-parameters live in host memory (they change per step).
+  const int hyper_slot = optimizer.slots.back();
+  slots[hyper_slot].buffer = hyper;
+  return Status::Ok();
+}
+
+Status TrainingStep::create(Backend& backend, const Network& network, DType dtype, Layout layout,
+                            std::unique_ptr<TrainingStep>* out) {
+  if (dtype != DType::f32 && dtype != DType::f64)
+    return Status::Unimplemented(fmt::format(
+        "training steps run in f32 (and f64 for the reference); {} is not implemented yet",
+        dtype_name(dtype)));
+  auto impl = std::make_unique<Impl>(backend, network, dtype, layout);
+  TB_RETURN_IF_ERROR(impl->build());
+  TB_RETURN_IF_ERROR(impl->allocate());
+  out->reset(new TrainingStep(std::move(impl)));
+  return Status::Ok();
+}
+
+TrainingStep::TrainingStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TrainingStep::~TrainingStep() = default;
+
+Status TrainingStep::set_batch(const std::vector<float>& images,
+                               const std::vector<std::int32_t>& labels) {
+  Impl& s = *impl_;
+  const TensorShape& in = s.network.tensors()[s.network.input];
+  if (static_cast<std::int64_t>(images.size()) != in.elements() ||
+      static_cast<std::int64_t>(labels.size()) != in.n)
+    return Status::InvalidArgument(
+        fmt::format("batch has {} values and {} labels; the network takes {} and {}", images.size(),
+                    labels.size(), in.elements(), in.n));
+  for (std::int32_t label : labels)
+    if (label < 0 || label >= s.network.classes)
+      return Status::InvalidArgument(
+          fmt::format("label {} outside [0, {})", label, s.network.classes));
+  const std::vector<char> bytes =
+      to_bytes(std::vector<double>(images.begin(), images.end()), s.dtype);
+  const Impl::Op& consumer = s.forward[s.input_consumer_op];
+  TB_RETURN_IF_ERROR(s.backend.import_operand(*consumer.plan, 0, bytes.data(),
+                                              s.slots[s.root(s.value[s.network.input])].buffer));
+  return s.backend.upload(labels.data(), s.slots[s.labels_slot].buffer,
+                          labels.size() * sizeof(std::int32_t));
+}
+
+Status TrainingStep::initialize_parameters(std::uint64_t seed) {
+  Impl& s = *impl_;
+  std::vector<double> flat(static_cast<std::size_t>(s.param_total), 0.0);
+  const std::vector<Parameter>& parameters = s.network.parameters();
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    const Parameter& parameter = parameters[p];
+    const std::uint64_t stream = mix64(seed + p);
+    for (std::int64_t i = 0; i < parameter.elements(); ++i) {
+      double& v = flat[static_cast<std::size_t>(s.params[p].offset + i)];
+      switch (parameter.init) {
+        case ParamInit::kaiming_normal_fan_out:
+          v = normal(stream, i) * std::sqrt(2.0 / static_cast<double>(parameter.fan_out));
+          break;
+        case ParamInit::linear_uniform:
+          v = uniform(stream, i) / std::sqrt(static_cast<double>(parameter.fan_in));
+          break;
+        case ParamInit::ones:
+          v = 1.0;
+          break;
+        case ParamInit::zeros:
+          v = 0.0;
+          break;
+      }
+    }
+  }
+  const std::vector<char> values = to_bytes(flat, s.dtype);
+  const std::vector<char> zeros(values.size(), 0);
+  TB_RETURN_IF_ERROR(s.backend.upload(values.data(), s.slots[s.params_slot].buffer, values.size()));
+  TB_RETURN_IF_ERROR(s.backend.upload(zeros.data(), s.slots[s.grads_slot].buffer, zeros.size()));
+  TB_RETURN_IF_ERROR(s.backend.upload(zeros.data(), s.slots[s.momentum_slot].buffer, zeros.size()));
+  for (const auto& [mean, variance] : s.running) {
+    if (mean < 0) continue;
+    const std::size_t count = s.slots[mean].bytes / dtype_size(s.channel_dtype);
+    const std::vector<char> zero = to_bytes(std::vector<double>(count, 0.0), s.channel_dtype),
+                            one = to_bytes(std::vector<double>(count, 1.0), s.channel_dtype);
+    TB_RETURN_IF_ERROR(s.backend.upload(zero.data(), s.slots[mean].buffer, zero.size()));
+    TB_RETURN_IF_ERROR(s.backend.upload(one.data(), s.slots[variance].buffer, one.size()));
+  }
+  steps_taken_ = 0;
+  return Status::Ok();
+}
+
+Status TrainingStep::run(bool update, const SgdSettings& sgd, StepBreakdown* breakdown) {
+  Impl& s = *impl_;
+  std::unique_ptr<Timer> timer;
+  std::unique_ptr<Timer> total;
+  if (breakdown) {
+    *breakdown = {};
+    for (const Layer& layer : s.network.layers()) breakdown->layers.push_back({layer.name});
+    timer = s.backend.make_timer();
+    total = s.backend.make_timer();
+    total->start();
+  }
+  auto run_op = [&](Impl::Op& op) -> Status {
+    if (!breakdown) return s.execute(op);
+    timer->start();
+    TB_RETURN_IF_ERROR(s.execute(op));
+    const double seconds = timer->stop_seconds();
+    if (op.phase == Phase::forward) breakdown->layers[op.layer].forward_s += seconds;
+    if (op.phase == Phase::backward) breakdown->layers[op.layer].backward_s += seconds;
+    if (op.phase == Phase::optimizer) breakdown->optimizer_s += seconds;
+    return Status::Ok();
+  };
+  for (Impl::Op& op : s.forward) TB_RETURN_IF_ERROR(run_op(op));
+  for (Impl::Op& op : s.backward) TB_RETURN_IF_ERROR(run_op(op));
+  if (update) {
+    const float hyper[kSgdHyperCount] = {sgd.learning_rate, sgd.momentum, sgd.weight_decay};
+    TB_RETURN_IF_ERROR(s.backend.upload(hyper, s.hyper, sizeof(hyper)));
+    TB_RETURN_IF_ERROR(run_op(s.optimizer));
+    ++steps_taken_;
+  }
+  if (breakdown) breakdown->total_s = total->stop_seconds();
+  return Status::Ok();
+}
+
+Status TrainingStep::loss(double* out) {
+  Impl& s = *impl_;
+  std::vector<char> bytes(dtype_size(s.dtype));
+  TB_RETURN_IF_ERROR(
+      s.backend.download(s.slots[s.root(s.loss_slot)].buffer, bytes.data(), bytes.size()));
+  *out = from_bytes(bytes.data(), 1, s.dtype)[0];
+  return Status::Ok();
+}
+
+Status TrainingStep::state(std::vector<NamedTensor>* out) {
+  Impl& s = *impl_;
+  out->clear();
+  std::vector<char> flat(s.slots[s.params_slot].bytes);
+  TB_RETURN_IF_ERROR(s.backend.download(s.slots[s.params_slot].buffer, flat.data(), flat.size()));
+  const std::size_t size = dtype_size(s.dtype), channel_size = dtype_size(s.channel_dtype);
+  for (std::size_t l = 0; l < s.network.layers().size(); ++l) {
+    const Layer& layer = s.network.layers()[l];
+    for (int p : layer.params) {
+      const Parameter& parameter = s.network.parameters()[p];
+      out->push_back({parameter.name, parameter.dims,
+                      from_bytes(flat.data() + s.params[p].offset * size,
+                                 static_cast<std::size_t>(parameter.elements()), s.dtype)});
+    }
+    if (s.running[l].first < 0) continue;
+    const std::int64_t channels = s.network.tensors()[layer.inputs[0]].c;
+    for (const auto& [slot, suffix] :
+         {std::pair{s.running[l].first, ".running_mean"}, {s.running[l].second, ".running_var"}}) {
+      std::vector<char> bytes(static_cast<std::size_t>(channels) * channel_size);
+      TB_RETURN_IF_ERROR(s.backend.download(s.slots[slot].buffer, bytes.data(), bytes.size()));
+      out->push_back(
+          {layer.name + suffix,
+           {channels},
+           from_bytes(bytes.data(), static_cast<std::size_t>(channels), s.channel_dtype)});
+    }
+    out->push_back({layer.name + ".num_batches_tracked", {}, {static_cast<double>(steps_taken_)}});
+  }
+  return Status::Ok();
+}
+
+Status TrainingStep::load_state(const std::vector<NamedTensor>& tensors) {
+  Impl& s = *impl_;
+  std::map<std::string, const NamedTensor*> by_name;
+  for (const NamedTensor& tensor : tensors) by_name[tensor.name] = &tensor;
+  std::vector<NamedTensor> current;
+  TB_RETURN_IF_ERROR(state(&current));
+  for (const NamedTensor& known : current)
+    if (!by_name.count(known.name))
+      return Status::InvalidArgument(fmt::format("state has no tensor '{}'", known.name));
+  for (const NamedTensor& tensor : tensors) {
+    const auto match = std::find_if(current.begin(), current.end(),
+                                    [&](const NamedTensor& t) { return t.name == tensor.name; });
+    if (match == current.end())
+      return Status::InvalidArgument(fmt::format("unknown tensor '{}'", tensor.name));
+    if (match->dims != tensor.dims || match->values.size() != tensor.values.size())
+      return Status::InvalidArgument(fmt::format("tensor '{}' has the wrong shape", tensor.name));
+  }
+  std::vector<double> flat(static_cast<std::size_t>(s.param_total), 0.0);
+  for (std::size_t p = 0; p < s.network.parameters().size(); ++p) {
+    const NamedTensor& tensor = *by_name.at(s.network.parameters()[p].name);
+    std::copy(tensor.values.begin(), tensor.values.end(), flat.begin() + s.params[p].offset);
+  }
+  const std::vector<char> bytes = to_bytes(flat, s.dtype);
+  TB_RETURN_IF_ERROR(s.backend.upload(bytes.data(), s.slots[s.params_slot].buffer, bytes.size()));
+  for (std::size_t l = 0; l < s.network.layers().size(); ++l) {
+    if (s.running[l].first < 0) continue;
+    const std::string& name = s.network.layers()[l].name;
+    for (const auto& [slot, suffix] :
+         {std::pair{s.running[l].first, ".running_mean"}, {s.running[l].second, ".running_var"}}) {
+      const std::vector<char> values = to_bytes(by_name.at(name + suffix)->values, s.channel_dtype);
+      TB_RETURN_IF_ERROR(s.backend.upload(values.data(), s.slots[slot].buffer, values.size()));
+    }
+  }
+  return Status::Ok();
+}
+
+Status TrainingStep::gradients(std::vector<NamedTensor>* out) {
+  Impl& s = *impl_;
+  out->clear();
+  std::vector<char> flat(s.slots[s.grads_slot].bytes);
+  TB_RETURN_IF_ERROR(s.backend.download(s.slots[s.grads_slot].buffer, flat.data(), flat.size()));
+  const std::size_t size = dtype_size(s.dtype);
+  for (std::size_t p = 0; p < s.network.parameters().size(); ++p) {
+    const Parameter& parameter = s.network.parameters()[p];
+    out->push_back({parameter.name, parameter.dims,
+                    from_bytes(flat.data() + s.params[p].offset * size,
+                               static_cast<std::size_t>(parameter.elements()), s.dtype)});
+  }
+  return Status::Ok();
+}
+
+std::uint64_t TrainingStep::memory_bytes() const {
+  return impl_->arena.bytes + impl_->workspace.bytes;
+}
+
+std::vector<std::string> TrainingStep::implementations() const {
+  std::map<std::string, int> counts;
+  for (const std::vector<Impl::Op>* list : {&impl_->forward, &impl_->backward})
+    for (const Impl::Op& op : *list) ++counts[op.plan->implementation()];
+  ++counts[impl_->optimizer.plan->implementation()];
+  std::vector<std::string> lines;
+  for (const auto& [name, count] : counts) lines.push_back(fmt::format("{} x{}", name, count));
+  return lines;
+}
+
+std::uint64_t estimate_training_bytes(const Network& network, DType dtype) {
+  // Each activation is kept for backward and has a gradient; batch norm keeps a ReLU mask and
+  // the residual joins a partial gradient, so count about three copies of every tensor.
+  double elements = 0;
+  for (const TensorShape& tensor : network.tensors()) elements += 3.0 * tensor.elements();
+  elements += 3.0 * network.parameter_count();
+  return static_cast<std::uint64_t>(elements * dtype_size(dtype));
+}
+
+}  // namespace tb

@@ -1,0 +1,82 @@
+// Runs a Network's training step on one backend: forward, loss, backward and the optimizer
+// update, as ops planned once on buffers allocated once (one arena, first touched before any
+// step). Activations use the backend's native layout throughout; parameters, their gradients
+// and the optimizer state live in flat buffers in the framework's order, so one optimizer op
+// updates them all and they load and save by name.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "models/network.h"
+
+namespace tb {
+
+struct SgdSettings {
+  float learning_rate = 0.1f, momentum = 0.9f, weight_decay = 1e-4f;
+};
+
+// A named tensor on the host, in double whatever the step's dtype.
+struct NamedTensor {
+  std::string name;
+  std::vector<std::int64_t> dims;
+  std::vector<double> values;
+};
+
+struct LayerTime {
+  std::string name;
+  double forward_s = 0, backward_s = 0;
+};
+// Where one step's time goes, from an instrumented step that waits after every op.
+struct StepBreakdown {
+  std::vector<LayerTime> layers;  // in forward order; backward includes gradient sums
+  double optimizer_s = 0;
+  double total_s = 0;
+};
+
+class TrainingStep {
+ public:
+  // dtype: f32, or f64 for the double-precision reference (shared CPU code).
+  static Status create(Backend& backend, const Network& network, DType dtype, Layout layout,
+                       std::unique_ptr<TrainingStep>* out);
+  ~TrainingStep();
+  TrainingStep(const TrainingStep&) = delete;
+  TrainingStep& operator=(const TrainingStep&) = delete;
+
+  // Images in plain NCHW, one label per image in [0, classes).
+  Status set_batch(const std::vector<float>& images, const std::vector<std::int32_t>& labels);
+  // The framework's initialization from a seed; running statistics 0 / 1, momentum 0.
+  Status initialize_parameters(std::uint64_t seed);
+
+  // Forward, loss and backward; with `update`, the optimizer step too. `breakdown` (optional)
+  // times every layer at the cost of a wait after each op.
+  Status run(bool update, const SgdSettings& sgd, StepBreakdown* breakdown = nullptr);
+  Status loss(double* out);
+
+  // Parameters and buffers (running statistics, num_batches_tracked) as the framework's
+  // state dict lists them; gradients under the parameters' names.
+  Status state(std::vector<NamedTensor>* out);
+  Status load_state(const std::vector<NamedTensor>& tensors);  // every name must be known
+  Status gradients(std::vector<NamedTensor>* out);
+
+  std::uint64_t memory_bytes() const;  // arena plus workspace: everything the step touches
+  std::int64_t steps_taken() const { return steps_taken_; }
+  // What ran, one line per distinct implementation with the number of ops using it.
+  std::vector<std::string> implementations() const;
+
+  struct Impl;
+
+ private:
+  explicit TrainingStep(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::int64_t steps_taken_ = 0;
+};
+
+// Bytes a step of `network` will need in `dtype`, estimated before planning (activations,
+// their gradients, per-layer saved state and parameters), to refuse a size that cannot fit.
+std::uint64_t estimate_training_bytes(const Network& network, DType dtype);
+
+}  // namespace tb

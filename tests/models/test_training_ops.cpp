@@ -1,0 +1,170 @@
+// Every training op: cpu-onednn's f32 plans against the shared double-precision reference on
+// the same inputs, and the reference's backward against finite differences of its forward.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "backends/registry.h"
+#include "tests/models/support.h"
+#include "workloads/workload.h"
+
+namespace tb {
+namespace {
+
+using testing_support::make_backend;
+using testing_support::relative_error;
+
+// Runs `op` once with `inputs` for its leading non-output operands (plain layout, as doubles;
+// integers for i32 operands) and returns every operand afterwards, plain, as doubles.
+std::vector<std::vector<double>> run_op(Backend& backend, const OpDesc& op,
+                                        const std::vector<std::vector<double>>& inputs) {
+  std::unique_ptr<Plan> plan;
+  const Status planned = backend.plan(op, &plan);
+  EXPECT_TRUE(planned.ok()) << planned.message();
+  if (!planned.ok()) return {};
+  std::vector<Buffer> buffers(plan->operands().size());
+  for (std::size_t i = 0; i < buffers.size(); ++i)
+    EXPECT_TRUE(backend.allocate(plan->operands()[i].bytes, &buffers[i]).ok());
+  Buffer workspace;
+  if (plan->workspace_bytes()) {
+    EXPECT_TRUE(backend.allocate(plan->workspace_bytes(), &workspace).ok());
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const OperandSpec& spec = plan->operands()[i];
+    std::vector<char> bytes(spec.elements() * dtype_size(spec.dtype));
+    for (std::size_t k = 0; k < spec.elements(); ++k) {
+      if (spec.dtype == DType::f64) reinterpret_cast<double*>(bytes.data())[k] = inputs[i].at(k);
+      if (spec.dtype == DType::f32)
+        reinterpret_cast<float*>(bytes.data())[k] = static_cast<float>(inputs[i].at(k));
+      if (spec.dtype == DType::i32)
+        reinterpret_cast<std::int32_t*>(bytes.data())[k] =
+            static_cast<std::int32_t>(inputs[i].at(k));
+    }
+    EXPECT_TRUE(backend.import_operand(*plan, static_cast<int>(i), bytes.data(), buffers[i]).ok());
+  }
+  const Status ran = backend.execute(*plan, buffers, workspace);
+  EXPECT_TRUE(ran.ok()) << ran.message();
+  std::vector<std::vector<double>> outputs;
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const OperandSpec& spec = plan->operands()[i];
+    std::vector<double> values(spec.elements());
+    if (spec.dtype == DType::f64 || spec.dtype == DType::f32) {
+      std::vector<char> bytes(spec.elements() * dtype_size(spec.dtype));
+      EXPECT_TRUE(
+          backend.export_operand(*plan, static_cast<int>(i), buffers[i], bytes.data()).ok());
+      for (std::size_t k = 0; k < values.size(); ++k)
+        values[k] = spec.dtype == DType::f64 ? reinterpret_cast<double*>(bytes.data())[k]
+                                             : reinterpret_cast<float*>(bytes.data())[k];
+    }
+    outputs.push_back(std::move(values));
+  }
+  for (Buffer buffer : buffers) backend.release(buffer);
+  if (workspace.data) backend.release(workspace);
+  return outputs;
+}
+
+std::vector<double> random(std::size_t count, std::uint64_t seed) {
+  const std::vector<float> values = random_values(count, seed, DType::f32);
+  return {values.begin(), values.end()};
+}
+
+template <typename Op>
+Op in_dtype(Op op, DType dtype, Layout layout) {
+  op.dtype = dtype;
+  if constexpr (requires { op.layout; }) op.layout = layout;
+  return op;
+}
+
+class TrainingOps : public testing::Test {
+ protected:
+  void SetUp() override {
+    library_ = make_backend("cpu-onednn");
+    if (!library_) GTEST_SKIP() << "cpu-onednn is not in this build";
+  }
+  // The library's f32 plan and the f64 reference agree on every output operand.
+  template <typename Op>
+  void expect_agreement(const Op& op, const std::vector<std::vector<double>>& inputs,
+                        const std::vector<int>& outputs, double tolerance = 1e-5) {
+    const auto got = run_op(*library_, in_dtype(op, DType::f32, Layout::native), inputs);
+    const auto want = run_op(*library_, in_dtype(op, DType::f64, Layout::plain), inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (int k : outputs)
+      EXPECT_LT(relative_error(got[k], want[k]), tolerance) << op_name(op) << " operand " << k;
+  }
+  std::unique_ptr<Backend> library_;
+};
+
+TEST_F(TrainingOps, ConvolutionAllDirections) {
+  ConvOp op{.mb = 2,
+            .ic = 16,
+            .ih = 9,
+            .iw = 9,
+            .oc = 32,
+            .kh = 3,
+            .kw = 3,
+            .sh = 2,
+            .sw = 2,
+            .ph = 1,
+            .pw = 1};
+  const std::size_t src = 2 * 16 * 81, weights = 32 * 16 * 9, dst = 2 * 32 * 5 * 5;
+  expect_agreement(op, {random(src, 1), random(weights, 2)}, {2});
+  op.direction = ConvDirection::backward_data;
+  expect_agreement(op, {random(dst, 3), random(weights, 2)}, {2});
+  op.direction = ConvDirection::backward_weights;
+  expect_agreement(op, {random(src, 1), random(dst, 3)}, {2});
+}
+
+TEST_F(TrainingOps, BatchNormForwardAndBackward) {
+  for (bool relu : {false, true}) {
+    BatchNormOp op{.mb = 3, .channels = 32, .h = 5, .w = 4, .fuse_relu = relu};
+    const std::size_t data = 3 * 32 * 20;
+    std::vector<double> gamma = random(32, 5), beta = random(32, 6);
+    expect_agreement(op, {random(data, 4), gamma, beta}, {3, 4, 5});
+    // backward from the reference's forward state (the mask comes from each side's forward)
+    const auto forward =
+        run_op(*library_, in_dtype(op, DType::f64, Layout::plain), {random(data, 4), gamma, beta});
+    op.pass = Pass::backward;
+    if (!relu)
+      expect_agreement(op, {random(data, 4), random(data, 7), gamma, beta, forward[4], forward[5]},
+                       {6, 7, 8});
+  }
+}
+
+TEST_F(TrainingOps, PoolingAndElementwise) {
+  PoolOp max{.mb = 2,
+             .channels = 16,
+             .ih = 8,
+             .iw = 8,
+             .kh = 3,
+             .kw = 3,
+             .sh = 2,
+             .sw = 2,
+             .ph = 1,
+             .pw = 1};
+  expect_agreement(max, {random(2 * 16 * 64, 8)}, {1});
+  PoolOp average{.kind = PoolKind::global_average,
+                 .mb = 2,
+                 .channels = 16,
+                 .ih = 4,
+                 .iw = 4,
+                 .kh = 4,
+                 .kw = 4};
+  expect_agreement(average, {random(2 * 16 * 16, 9)}, {1});
+  average.pass = Pass::backward;
+  expect_agreement(average, {random(2 * 16, 10)}, {1});
+  BinaryOp add{.count = 1000, .fuse_relu = true};
+  expect_agreement(add, {random(1000, 11), random(1000, 12)}, {2});
+  EltwiseOp relu{.pass = Pass::backward, .count = 1000};
+  expect_agreement(relu, {random(1000, 13), random(1000, 14)}, {2});
+  FullyConnectedOp fc{.mb = 4, .in = 64, .out = 10};
+  expect_agreement(fc, {random(256, 15), random(640, 16), random(10, 17)}, {3});
+  fc.direction = ConvDirection::backward_data;
+  expect_agreement(fc, {random(40, 18), random(640, 16)}, {2});
+  fc.direction = ConvDirection::backward_weights;
+  expect_agreement(fc, {random(256, 15), random(40, 18)}, {2, 3});
+}
+
+}  // namespace
+}  // namespace tb
