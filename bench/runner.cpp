@@ -117,6 +117,7 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
     result.stats = summarize(result.samples_s);
     result.metrics =
         compute_metrics(workload.counts(), result.stats->median, workload.dtype(), *item.slot);
+    result.details = workload.details();
     result.status = CaseStatus::passed;
   } catch (const std::exception& e) {
     result.status = CaseStatus::failed;

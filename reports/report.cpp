@@ -65,6 +65,7 @@ nlohmann::json to_json(const CaseResult& r) {
     put("percent_of_theoretical_peak", r.metrics->percent_of_theoretical_peak);
     j["metrics"] = m;
   }
+  if (r.details.is_object()) j["details"] = r.details;
   return j;
 }
 

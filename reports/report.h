@@ -38,6 +38,7 @@ struct CaseResult {
   int units_per_sample = 0, warmup_runs = 0;
   std::optional<SampleStats> stats;
   std::optional<CaseMetrics> metrics;
+  nlohmann::json details = nullptr;  // model workloads: parameters, memory, breakdown
 };
 
 nlohmann::json to_json(const CaseResult& result);

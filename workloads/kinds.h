@@ -22,6 +22,10 @@ std::unique_ptr<Workload> make_stream(const Descriptor& descriptor, const Device
 // transfer [dir=h2d|d2h|d2d] [bytes=N, multiple of 8] [memory=pinned|pageable]
 std::unique_ptr<Workload> make_transfer(const Descriptor& descriptor);
 
+// resnet50-train [batch=32] [image=224] [width=64] [classes=1000] [dtype=f32|bf16]
+//                [layout=native|plain] [lr=0.1*batch/256]
+std::unique_ptr<Workload> make_resnet50_train(const Descriptor& descriptor);
+
 // peak [dtype=f32|bf16] [iterations=N]
 std::unique_ptr<Workload> make_peak(const Descriptor& descriptor);
 

@@ -24,6 +24,10 @@ const std::vector<WorkloadKind>& workload_kinds() {
       {"conv", "2-D convolution forward / backward-data / backward-weights",
        "mb= ic= ih= [iw=] oc= kh= [kw=] [sh=] [sw=] [ph=] [pw=] [dir=fwd|bwd_data|bwd_weights] "
        "[dtype=f32|bf16] [shapes=LIST]"},
+      {"resnet50-train",
+       "ResNet-50 training steps (forward, loss, backward, SGD momentum) on a fixed batch",
+       "[batch=32] [image=224] [width=64] [classes=1000] [dtype=f32] [layout=native|plain] "
+       "[lr=0.1*batch/256]"},
   };
   return kinds;
 }
@@ -38,6 +42,7 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
   if (kind == "stream") return make_stream(descriptor, device);
   if (kind == "peak") return make_peak(descriptor);
   if (kind == "transfer") return make_transfer(descriptor);
+  if (kind == "resnet50-train") return make_resnet50_train(descriptor);
   std::vector<std::string> names;
   for (const WorkloadKind& known : workload_kinds()) names.push_back(known.name);
   throw UsageError(fmt::format("unknown workload '{}' (known: {})", kind, fmt::join(names, ", ")));

@@ -54,6 +54,9 @@ class Workload {
 
   virtual std::string implementation() const = 0;
   virtual std::string math_mode() const = 0;
+  // What a model workload knows beyond its time (parameters, memory, per-layer breakdown),
+  // recorded with the result; null for single-op workloads.
+  virtual nlohmann::json details() const { return nullptr; }
 };
 
 // A workload that is one planned op: owns the plan, its operand buffers and workspace.
