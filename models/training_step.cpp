@@ -525,7 +525,8 @@ Status TrainingStep::state(std::vector<NamedTensor>* out) {
            {channels},
            from_bytes(bytes.data(), static_cast<std::size_t>(channels), s.channel_dtype)});
     }
-    out->push_back({layer.name + ".num_batches_tracked", {}, {static_cast<double>(steps_taken_)}});
+    out->push_back(
+        {layer.name + ".num_batches_tracked", {}, {static_cast<double>(steps_taken_)}, true});
   }
   return Status::Ok();
 }

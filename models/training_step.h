@@ -24,6 +24,7 @@ struct NamedTensor {
   std::string name;
   std::vector<std::int64_t> dims;
   std::vector<double> values;
+  bool integer = false;  // a count or label (num_batches_tracked): stored as I64
 };
 
 struct LayerTime {

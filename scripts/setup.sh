@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what trainbench builds with, from Debian 12 packages. Run as root (or with sudo).
-# Usage: scripts/setup.sh [--test]
+# Usage: scripts/setup.sh [--test | --pytorch]
 set -euo pipefail
 packages=(
   g++ cmake ninja-build git pkg-config
@@ -13,8 +13,13 @@ packages=(
   libsqlite3-dev       # trainbench history
   libgtest-dev         # tests
 )
-# --test: also what the tests need beyond the build (a headless browser for the HTML report).
-[ "${1:-}" = "--test" ] && packages+=(chromium)
+# --test: also what the tests need beyond the build: a headless browser for the HTML report,
+# and PyTorch (Debian's CPU build) for the tests that compare a training step with it.
+# --pytorch: PyTorch and jemalloc for scripts/pytorch_reference.py's side-by-side figures.
+case "${1:-}" in
+  --test) packages+=(chromium python3-torch python3-torchvision) ;;
+  --pytorch) packages+=(python3-torch python3-torchvision libjemalloc2) ;;
+esac
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

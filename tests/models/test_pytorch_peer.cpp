@@ -1,0 +1,124 @@
+// One ResNet-50 step from the same weights and batch in trainbench and in PyTorch
+// (scripts/pytorch_reference.py resnet50-step): loss and every gradient agree. Skipped with a
+// message where PyTorch is not installed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "models/reference_check.h"
+#include "models/resnet.h"
+#include "models/training_step.h"
+#include "models/weights_file.h"
+#include "tests/models/support.h"
+
+namespace tb {
+namespace {
+
+using testing_support::make_backend;
+using testing_support::relative_error;
+
+// The Python with PyTorch: TRAINBENCH_PYTHON, else Debian's.
+std::string python() {
+  const char* chosen = std::getenv("TRAINBENCH_PYTHON");
+  return chosen ? chosen : "/usr/bin/python3";
+}
+
+bool pytorch_installed() {
+  const std::string probe = python() + " -c 'import torch, torchvision' > /dev/null 2>&1";
+  return std::system(probe.c_str()) == 0;
+}
+
+class PyTorchPeer : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!pytorch_installed())
+      GTEST_SKIP() << "PyTorch is not installed for " << python()
+                   << " (Debian: python3-torch python3-torchvision); set TRAINBENCH_PYTHON";
+    backend_ = make_backend("cpu-onednn");
+    if (!backend_) GTEST_SKIP() << "cpu-onednn is not in this build";
+    dir_ =
+        std::filesystem::temp_directory_path() / ("trainbench-peer-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  // One step on trainbench in `dtype` and on PyTorch in the same dtype; returns the worst
+  // relative gradient error and checks the loss.
+  double compare(DType dtype, Layout layout, std::int64_t batch, std::int64_t image,
+                 double loss_tolerance) {
+    ResNetConfig config;  // torchvision's widths; small images and batch
+    config.batch = batch, config.image = image, config.classes = 10;
+    const Network net = build_resnet(config);
+    std::unique_ptr<TrainingStep> step;
+    EXPECT_TRUE(TrainingStep::create(*backend_, net, dtype, layout, &step).ok());
+    std::vector<float> images;
+    std::vector<std::int32_t> labels;
+    seeded_batch(net, 5, &images, &labels);
+    EXPECT_TRUE(step->initialize_parameters(9).ok());
+    EXPECT_TRUE(step->set_batch(images, labels).ok());
+    std::vector<NamedTensor> state;
+    EXPECT_TRUE(step->state(&state).ok());
+    const std::string state_path = dir_ / "state.safetensors",
+                      batch_path = dir_ / "batch.safetensors", out_path = dir_ / "out.safetensors";
+    EXPECT_TRUE(save_safetensors(state_path, state, dtype).ok());
+    const NamedTensor image_tensor{
+        "images", {batch, 3, image, image}, {images.begin(), images.end()}};
+    const NamedTensor label_tensor{"labels", {batch}, {labels.begin(), labels.end()}, true};
+    EXPECT_TRUE(save_safetensors(batch_path, {image_tensor, label_tensor}, DType::f32).ok());
+    const std::string command =
+        python() +
+        " " TRAINBENCH_SOURCE_DIR "/scripts/pytorch_reference.py resnet50-step --state " +
+        state_path + " --batch " + batch_path + " --classes 10 --threads 2 -o " + out_path +
+        (dtype == DType::f64 ? " --double" : "");
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    std::vector<NamedTensor> peer;
+    const Status loaded = load_safetensors(out_path, &peer);
+    EXPECT_TRUE(loaded.ok()) << loaded.message();
+    std::map<std::string, std::vector<double>> by_name;
+    for (const NamedTensor& t : peer) by_name[t.name] = t.values;
+
+    EXPECT_TRUE(step->run(false, {}).ok());
+    double loss = 0;
+    EXPECT_TRUE(step->loss(&loss).ok());
+    EXPECT_NEAR(loss, by_name.at("loss").at(0), loss_tolerance * std::fabs(loss));
+    std::vector<NamedTensor> grads;
+    EXPECT_TRUE(step->gradients(&grads).ok());
+    double worst = 0;
+    std::string worst_name;
+    for (const NamedTensor& grad : grads) {
+      EXPECT_TRUE(by_name.count(grad.name)) << grad.name << " missing from PyTorch's output";
+      if (!by_name.count(grad.name)) continue;
+      const double error = relative_error(grad.values, by_name.at(grad.name));
+      if (error > worst) worst = error, worst_name = grad.name;
+    }
+    std::printf("%s: loss %.8f vs PyTorch %.8f, worst gradient error %.3g (%s)\n",
+                std::string(dtype_name(dtype)).c_str(), loss, by_name.at("loss").at(0), worst,
+                worst_name.c_str());
+    return worst;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::filesystem::path dir_;
+};
+
+// Both in double precision: trainbench's reference and PyTorch agree to rounding.
+TEST_F(PyTorchPeer, DoublePrecisionStepsAgreeTightly) {
+  EXPECT_LT(compare(DType::f64, Layout::plain, 2, 64, 1e-10), 1e-8);
+}
+
+// Both in fp32 through different kernels. Full width and depth at a tiny batch is badly
+// conditioned: fp32 rounding alone moves gradients 2-4% from the f64 result on either side
+// (trainbench f32 against its f64 reference, measured over three seeds at batch 4, 96x96),
+// so gradients agree to 10% here and the loss to 1e-4; the double-precision test above is
+// the tight one.
+TEST_F(PyTorchPeer, SinglePrecisionStepsAgree) {
+  EXPECT_LT(compare(DType::f32, Layout::native, 2, 64, 1e-4), 1e-1);
+}
+
+}  // namespace
+}  // namespace tb
