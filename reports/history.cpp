@@ -4,6 +4,9 @@
 
 #include <map>
 
+#include <chrono>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "reports/compare.h"
@@ -85,8 +88,20 @@ History::~History() {
 }
 
 void History::execute(const std::string& sql) {
+  // The busy handler does not cover every contended case (two processes switching a new
+  // database to WAL at once get SQLITE_BUSY at once), so busy answers are retried here too.
+  constexpr auto kRetryFor = std::chrono::seconds(60);
+  const auto deadline = std::chrono::steady_clock::now() + kRetryFor;
   char* error = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+  int code = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+  while ((code == SQLITE_BUSY || code == SQLITE_LOCKED) &&
+         std::chrono::steady_clock::now() < deadline) {
+    sqlite3_free(error);
+    error = nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    code = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+  }
+  if (code != SQLITE_OK) {
     const std::string message = error ? error : sqlite3_errmsg(db_);
     sqlite3_free(error);
     throw HistoryError(fmt::format("history {}: {}", path_, message));
