@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/im2col.h"
+#include "backends/cpu/training_ops.h"
 
 namespace tb {
 namespace {
@@ -82,26 +83,7 @@ class GemmPlan final : public cpu::CpuPlan {
 class ConvPlan final : public cpu::CpuPlan {
  public:
   explicit ConvPlan(const ConvOp& op) : op_(op) {
-    const std::vector<std::int64_t> src = {op.mb, op.ic, op.ih, op.iw},
-                                    weights = {op.oc, op.ic, op.kh, op.kw},
-                                    dst = {op.mb, op.oc, op.oh(), op.ow()};
-    switch (op.direction) {
-      case ConvDirection::forward:
-        operands_ = {operand("src", DType::f32, src, false),
-                     operand("weights", DType::f32, weights, false),
-                     operand("dst", DType::f32, dst, true)};
-        break;
-      case ConvDirection::backward_data:
-        operands_ = {operand("diff_dst", DType::f32, dst, false),
-                     operand("weights", DType::f32, weights, false),
-                     operand("diff_src", DType::f32, src, true)};
-        break;
-      case ConvDirection::backward_weights:
-        operands_ = {operand("src", DType::f32, src, false),
-                     operand("diff_dst", DType::f32, dst, false),
-                     operand("diff_weights", DType::f32, weights, true)};
-        break;
-    }
+    operands_ = cpu::conv_operands(op);
     identity_ = cpu::im2col_is_identity(op);
     workspace_bytes_ =
         identity_ ? 0 : static_cast<std::size_t>(patch_size() * pixels()) * sizeof(float);
@@ -161,6 +143,45 @@ class ConvPlan final : public cpu::CpuPlan {
   bool identity_ = false;
 };
 
+// Fully connected layer as sgemm: y = x W^T + b, dx = dy W, dW = dy^T x, db = column sums of dy.
+class FullyConnectedPlan final : public cpu::CpuPlan {
+ public:
+  explicit FullyConnectedPlan(const FullyConnectedOp& op) : op_(op) {
+    operands_ = cpu::fully_connected_operands(op);
+    implementation_ = fmt::format("cblas_sgemm, {}", kernel_description());
+  }
+
+  Status run(std::span<const Buffer> operands, Buffer) override {
+    auto f = [&](int i) { return static_cast<float*>(operands[i].data); };
+    const blasint mb = static_cast<blasint>(op_.mb), in = static_cast<blasint>(op_.in),
+                  out = static_cast<blasint>(op_.out);
+    switch (op_.direction) {
+      case ConvDirection::forward:
+        for (blasint n = 0; n < mb; ++n) std::memcpy(f(3) + n * out, f(2), out * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, out, in, 1.0f, f(0), in, f(1), in,
+                    1.0f, f(3), out);
+        break;
+      case ConvDirection::backward_data:
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, in, out, 1.0f, f(0), out, f(1),
+                    in, 0.0f, f(2), in);
+        break;
+      case ConvDirection::backward_weights:
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, mb, 1.0f, f(1), out, f(0), in,
+                    0.0f, f(2), in);
+        for (blasint o = 0; o < out; ++o) {
+          double sum = 0;
+          for (blasint n = 0; n < mb; ++n) sum += f(1)[n * out + o];
+          f(3)[o] = static_cast<float>(sum);
+        }
+        break;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  FullyConnectedOp op_;
+};
+
 class OpenBlasBackend final : public cpu::CpuBackend {
  public:
   explicit OpenBlasBackend(const BackendConfig& config) : CpuBackend("cpu-openblas", config) {
@@ -183,8 +204,17 @@ class OpenBlasBackend final : public cpu::CpuBackend {
   }
 
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
+    // f64 ops are the shared double-precision reference.
+    if (data_type(op) == DType::f64) return CpuBackend::plan(op, out);
     if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_gemm(*gemm, out);
     if (const auto* conv = std::get_if<ConvOp>(&op)) return plan_conv(*conv, out);
+    if (const auto* fc = std::get_if<FullyConnectedOp>(&op)) {
+      if (fc->dtype != DType::f32)
+        return Status::Unimplemented("cpu-openblas: the fully connected layer is fp32 only");
+      *out = std::make_unique<FullyConnectedPlan>(*fc);
+      return Status::Ok();
+    }
+    // Batch norm, pooling, ReLU, add, loss and optimizer: the shared CPU code.
     return CpuBackend::plan(op, out);
   }
 

@@ -173,7 +173,8 @@ TEST_P(TrainingStepTest, LossFallsOnAFixedBatch) {
   EXPECT_EQ(step->steps_taken(), 6);
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuBackends, TrainingStepTest, testing::Values("cpu-onednn"));
+INSTANTIATE_TEST_SUITE_P(CpuBackends, TrainingStepTest,
+                         testing::Values("cpu-onednn", "cpu-openblas"));
 
 }  // namespace
 }  // namespace tb
