@@ -44,6 +44,9 @@ struct ConvOp {
   std::int64_t sh = 1, sw = 1, ph = 0, pw = 0;
   DType dtype = DType::f32;
   Layout layout = Layout::any;
+  // Let the library pick Winograd where it judges it faster (fewer multiplies for 3x3 stride
+  // 1; slightly larger rounding error). FLOPs are still counted as for direct convolution.
+  bool winograd_allowed = false;
   std::int64_t oh() const { return (ih + 2 * ph - kh) / sh + 1; }
   std::int64_t ow() const { return (iw + 2 * pw - kw) / sw + 1; }
 };

@@ -18,11 +18,12 @@ void seeded_batch(const Network& network, std::uint64_t seed, std::vector<float>
                                                 static_cast<std::uint64_t>(network.classes)));
 }
 
-Status compare_with_reference(Backend& backend, const Network& network, DType dtype, Layout layout,
+Status compare_with_reference(Backend& backend, const Network& network, const StepOptions& options,
                               std::uint64_t seed, ReferenceComparison* out) {
   std::unique_ptr<TrainingStep> step, reference;
-  TB_RETURN_IF_ERROR(TrainingStep::create(backend, network, dtype, layout, &step));
-  TB_RETURN_IF_ERROR(TrainingStep::create(backend, network, DType::f64, Layout::plain, &reference));
+  TB_RETURN_IF_ERROR(TrainingStep::create(backend, network, options, &step));
+  TB_RETURN_IF_ERROR(
+      TrainingStep::create(backend, network, {DType::f64, Layout::plain}, &reference));
   std::vector<float> images;
   std::vector<std::int32_t> labels;
   seeded_batch(network, seed, &images, &labels);

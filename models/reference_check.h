@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "models/network.h"
+#include "models/training_step.h"
 
 namespace tb {
 
@@ -22,8 +23,8 @@ struct ReferenceComparison {
 void seeded_batch(const Network& network, std::uint64_t seed, std::vector<float>* images,
                   std::vector<std::int32_t>* labels);
 
-// Runs forward and backward (no update) on `backend` in `dtype` / `layout` and in f64 / plain.
-Status compare_with_reference(Backend& backend, const Network& network, DType dtype, Layout layout,
+// Runs forward and backward (no update) on `backend` with `options` and in f64 / plain.
+Status compare_with_reference(Backend& backend, const Network& network, const StepOptions& options,
                               std::uint64_t seed, ReferenceComparison* out);
 
 }  // namespace tb

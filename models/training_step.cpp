@@ -83,6 +83,7 @@ struct TrainingStep::Impl {
   const Network network;
   DType dtype, channel_dtype;
   Layout layout;
+  bool winograd_allowed;
   std::vector<Slot> slots;
   std::vector<Op> forward, backward;
   Op optimizer;
@@ -95,12 +96,13 @@ struct TrainingStep::Impl {
   std::size_t workspace_bytes = 0;
   int input_consumer_op = -1;  // forward op whose operand 0 is the input batch
 
-  Impl(Backend& b, const Network& n, DType d, Layout l)
+  Impl(Backend& b, const Network& n, const StepOptions& options)
       : backend(b),
         network(n),
-        dtype(d),
-        channel_dtype(d == DType::f64 ? d : DType::f32),
-        layout(l) {}
+        dtype(options.dtype),
+        channel_dtype(options.dtype == DType::f64 ? options.dtype : DType::f32),
+        layout(options.layout),
+        winograd_allowed(options.winograd_allowed) {}
 
   ~Impl() {
     for (Buffer buffer : {arena, workspace, hyper})
@@ -230,7 +232,7 @@ Status TrainingStep::Impl::build() {
         ConvOp op;
         op.mb = x.n, op.ic = x.c, op.ih = x.h, op.iw = x.w, op.oc = y.c;
         op.kh = op.kw = layer.kernel, op.sh = op.sw = layer.stride, op.ph = op.pw = layer.pad;
-        op.dtype = dtype, op.layout = layout;
+        op.dtype = dtype, op.layout = layout, op.winograd_allowed = winograd_allowed;
         if (in == network.input) input_consumer_op = static_cast<int>(forward.size());
         TB_RETURN_IF_ERROR(
             add_op(forward, op, {value[in], weight(0), value[out]}, l, Phase::forward));
@@ -378,13 +380,13 @@ Status TrainingStep::Impl::allocate() {
   return Status::Ok();
 }
 
-Status TrainingStep::create(Backend& backend, const Network& network, DType dtype, Layout layout,
+Status TrainingStep::create(Backend& backend, const Network& network, const StepOptions& options,
                             std::unique_ptr<TrainingStep>* out) {
-  if (dtype != DType::f32 && dtype != DType::f64)
+  if (options.dtype != DType::f32 && options.dtype != DType::f64)
     return Status::Unimplemented(fmt::format(
         "training steps run in f32 (and f64 for the reference); {} is not implemented yet",
-        dtype_name(dtype)));
-  auto impl = std::make_unique<Impl>(backend, network, dtype, layout);
+        dtype_name(options.dtype)));
+  auto impl = std::make_unique<Impl>(backend, network, options);
   TB_RETURN_IF_ERROR(impl->build());
   TB_RETURN_IF_ERROR(impl->allocate());
   out->reset(new TrainingStep(std::move(impl)));

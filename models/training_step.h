@@ -38,10 +38,15 @@ struct StepBreakdown {
   double total_s = 0;
 };
 
+struct StepOptions {
+  DType dtype = DType::f32;  // f32, or f64 for the double-precision reference
+  Layout layout = Layout::native;
+  bool winograd_allowed = false;  // convolutions may use Winograd where the library picks it
+};
+
 class TrainingStep {
  public:
-  // dtype: f32, or f64 for the double-precision reference (shared CPU code).
-  static Status create(Backend& backend, const Network& network, DType dtype, Layout layout,
+  static Status create(Backend& backend, const Network& network, const StepOptions& options,
                        std::unique_ptr<TrainingStep>* out);
   ~TrainingStep();
   TrainingStep(const TrainingStep&) = delete;

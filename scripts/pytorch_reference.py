@@ -8,7 +8,8 @@
     resnet50 on a fixed batch of seeded random images, once per memory format, and writes
     the figures in trainbench's report schema: backend pytorch-cpu (or pytorch-cuda) with the
     memory format as a variant, and the same workload line as trainbench's
-    `resnet50-train`, so `trainbench compare --across-backends` puts them side by side.
+    `resnet50-train` with direct convolutions (what PyTorch runs), so
+    `trainbench compare --across-backends` puts them side by side.
 
   pytorch_reference.py resnet50-step --state STATE --batch BATCH --width W --classes C -o OUT
     One forward and backward (no update) from trainbench's saved state and batch
@@ -151,7 +152,7 @@ def resnet50_bench(args):
     backend = "pytorch-cuda" if args.cuda else "pytorch-cpu"
     lr = args.lr if args.lr is not None else 0.1 * args.batch / 256
     workload = (f"resnet50-train batch={args.batch} image={args.image} width={args.width} "
-                f"classes={args.classes} dtype=f32 layout=native lr={lr:g}")
+                f"classes={args.classes} dtype=f32 layout=native conv=direct lr={lr:g}")
     flops_per_image = 2 * 3 * 4.089e9 * (args.image / 224) ** 2
     peak = peak_from(args.peak_from)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -14,8 +14,7 @@ namespace {
 
 struct ResNetTrainConfig {
   ResNetConfig model;
-  DType dtype = DType::f32;
-  Layout layout = Layout::native;
+  StepOptions step;
   SgdSettings sgd;
 };
 
@@ -38,12 +37,13 @@ class ResNetTrainWorkload final : public Workload {
         .set("image", std::to_string(config_.model.image))
         .set("width", std::to_string(config_.model.width))
         .set("classes", std::to_string(config_.model.classes))
-        .set("dtype", std::string(dtype_name(config_.dtype)))
-        .set("layout", config_.layout == Layout::native ? "native" : "plain")
+        .set("dtype", std::string(dtype_name(config_.step.dtype)))
+        .set("layout", config_.step.layout == Layout::native ? "native" : "plain")
+        .set("conv", config_.step.winograd_allowed ? "auto" : "direct")
         .set("lr", fmt::format("{}", config_.sgd.learning_rate));
     return d;
   }
-  DType dtype() const override { return config_.dtype; }
+  DType dtype() const override { return config_.step.dtype; }
   WorkCounts counts() const override {
     WorkCounts counts;
     counts.items = static_cast<double>(config_.model.batch);
@@ -51,14 +51,13 @@ class ResNetTrainWorkload final : public Workload {
     return counts;
   }
   std::uint64_t device_bytes() const override {
-    return estimate_training_bytes(network_, config_.dtype);
+    return estimate_training_bytes(network_, config_.step.dtype);
   }
 
   Status setup(Backend& backend, std::uint64_t seed) override {
     backend_ = &backend;
     seed_ = seed;
-    TB_RETURN_IF_ERROR(
-        TrainingStep::create(backend, network_, config_.dtype, config_.layout, &step_));
+    TB_RETURN_IF_ERROR(TrainingStep::create(backend, network_, config_.step, &step_));
     std::vector<float> images;
     std::vector<std::int32_t> labels;
     seeded_batch(network_, seed, &images, &labels);
@@ -88,8 +87,8 @@ class ResNetTrainWorkload final : public Workload {
     reduced.batch = 4, reduced.image = 64, reduced.width = 16, reduced.classes = 10;
     reduced.blocks = {2, 2, 2, 2};
     ReferenceComparison comparison;
-    Status status = compare_with_reference(*backend_, build_resnet(reduced), config_.dtype,
-                                           config_.layout, seed_, &comparison);
+    Status status =
+        compare_with_reference(*backend_, build_resnet(reduced), config_.step, seed_, &comparison);
     if (!status.ok()) return fail("reference check: " + status.message());
     result.error = comparison.worst_gradient_error;
     result.checked = comparison.parameters_checked;
@@ -173,10 +172,12 @@ std::unique_ptr<Workload> make_resnet50_train(const Descriptor& descriptor) {
   config.model.image = reader.integer("image", 224, 32);
   config.model.width = reader.integer("width", 64);
   config.model.classes = reader.integer("classes", 1000, 2);
-  config.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16"}));
-  config.layout = reader.choice("layout", "native", {"native", "plain"}) == "native"
-                      ? Layout::native
-                      : Layout::plain;
+  config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16"}));
+  config.step.layout = reader.choice("layout", "native", {"native", "plain"}) == "native"
+                           ? Layout::native
+                           : Layout::plain;
+  // auto: the library may pick Winograd for 3x3 convolutions (FLOPs still counted as direct).
+  config.step.winograd_allowed = reader.choice("conv", "direct", {"direct", "auto"}) == "auto";
   // The linear scaling rule of the reference recipe: 0.1 per 256 images.
   config.sgd.learning_rate =
       static_cast<float>(reader.number("lr", 0.1 * static_cast<double>(config.model.batch) / 256));

@@ -74,7 +74,8 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
   auto weights_binding = [&](int arg, const memory::desc& plain, const memory::desc& wanted) {
     return chained ? OperandBinding{arg, plain, plain, wanted} : OperandBinding{arg, plain, wanted};
   };
-  const auto algorithm = dnnl::algorithm::convolution_direct;
+  const auto algorithm = op.winograd_allowed ? dnnl::algorithm::convolution_auto
+                                             : dnnl::algorithm::convolution_direct;
   const dnnl::primitive_attr attr = base_attr();
   dnnl::convolution_forward::primitive_desc forward(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm,

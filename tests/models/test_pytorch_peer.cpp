@@ -55,7 +55,7 @@ class PyTorchPeer : public testing::Test {
     config.batch = batch, config.image = image, config.classes = 10;
     const Network net = build_resnet(config);
     std::unique_ptr<TrainingStep> step;
-    EXPECT_TRUE(TrainingStep::create(*backend_, net, dtype, layout, &step).ok());
+    EXPECT_TRUE(TrainingStep::create(*backend_, net, {dtype, layout}, &step).ok());
     std::vector<float> images;
     std::vector<std::int32_t> labels;
     seeded_batch(net, 5, &images, &labels);

@@ -79,7 +79,7 @@ void expect_gradients_match_reference(Backend& backend, const Network& net, doub
   for (int seed = 0; seed < seeds; ++seed) {
     ReferenceComparison result;
     const Status status =
-        compare_with_reference(backend, net, DType::f32, Layout::native, 11 + seed, &result);
+        compare_with_reference(backend, net, {DType::f32, Layout::native}, 11 + seed, &result);
     ASSERT_TRUE(status.ok()) << status.message();
     EXPECT_EQ(result.parameters_checked, static_cast<std::int64_t>(net.parameters().size()));
     if (result.worst_gradient_error < best.worst_gradient_error) best = result;
@@ -115,7 +115,7 @@ TEST(ReferenceStep, GradientsMatchFiniteDifferences) {
   if (!backend) GTEST_SKIP() << "no CPU backend in this build";
   const Network net = build_resnet(reduced({2, 1, 1, 1}));
   std::unique_ptr<TrainingStep> step;
-  ASSERT_TRUE(TrainingStep::create(*backend, net, DType::f64, Layout::plain, &step).ok());
+  ASSERT_TRUE(TrainingStep::create(*backend, net, {DType::f64, Layout::plain}, &step).ok());
   const Batch batch = make_batch(net, 21);
   ASSERT_TRUE(step->set_batch(batch.images, batch.labels).ok());
   ASSERT_TRUE(step->initialize_parameters(23).ok());
@@ -157,7 +157,7 @@ TEST_P(TrainingStepTest, LossFallsOnAFixedBatch) {
   if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
   const Network net = build_resnet(reduced());
   std::unique_ptr<TrainingStep> step;
-  ASSERT_TRUE(TrainingStep::create(*backend, net, DType::f32, Layout::native, &step).ok());
+  ASSERT_TRUE(TrainingStep::create(*backend, net, {DType::f32, Layout::native}, &step).ok());
   const Batch batch = make_batch(net, 3);
   ASSERT_TRUE(step->set_batch(batch.images, batch.labels).ok());
   ASSERT_TRUE(step->initialize_parameters(5).ok());

@@ -116,6 +116,22 @@ TEST_F(TrainingOps, ConvolutionAllDirections) {
   expect_agreement(op, {random(src, 1), random(dst, 3)}, {2});
 }
 
+// Winograd, where oneDNN picks it (3x3 stride 1, enough images and channels): every
+// direction within a tolerance that allows for its transforms' rounding.
+TEST_F(TrainingOps, WinogradConvolutionAllDirections) {
+  ConvOp op{.mb = 16, .ic = 64, .ih = 14, .iw = 14, .oc = 64, .kh = 3, .kw = 3, .ph = 1, .pw = 1};
+  op.winograd_allowed = true;
+  const std::size_t src = 16 * 64 * 196, weights = 64 * 64 * 9;
+  std::unique_ptr<Plan> plan;
+  ASSERT_TRUE(library_->plan(in_dtype(op, DType::f32, Layout::native), &plan).ok());
+  EXPECT_NE(plan->implementation().find("wino"), std::string::npos) << plan->implementation();
+  expect_agreement(op, {random(src, 1), random(weights, 2)}, {2}, 1e-4);
+  op.direction = ConvDirection::backward_data;
+  expect_agreement(op, {random(src, 3), random(weights, 2)}, {2}, 1e-4);
+  op.direction = ConvDirection::backward_weights;
+  expect_agreement(op, {random(src, 1), random(src, 3)}, {2}, 1e-4);
+}
+
 TEST_F(TrainingOps, BatchNormForwardAndBackward) {
   for (bool relu : {false, true}) {
     BatchNormOp op{.mb = 3, .channels = 32, .h = 5, .w = 4, .fuse_relu = relu};
