@@ -5,9 +5,13 @@
 #include <cstring>
 #include <map>
 #include <numbers>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "models/precision.h"
+
+#include "backends/cpu/low_precision.h"
 #include "workloads/workload.h"
 
 namespace tb {
@@ -20,7 +24,7 @@ std::size_t align_up(std::size_t value, std::size_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-enum class Phase { forward, backward, optimizer };
+enum class Phase { weight_cast, forward, backward, optimizer };
 
 // Seeded standard normal values (Box-Muller on splitmix64 counters).
 double normal(std::uint64_t seed, std::uint64_t index) {
@@ -38,6 +42,14 @@ std::vector<char> to_bytes(const std::vector<double>& values, DType dtype) {
   std::vector<char> bytes(values.size() * dtype_size(dtype));
   if (dtype == DType::f64) {
     std::memcpy(bytes.data(), values.data(), bytes.size());
+  } else if (dtype == DType::i32) {
+    std::vector<std::int32_t> integers(values.begin(), values.end());
+    std::memcpy(bytes.data(), integers.data(), bytes.size());
+  } else if (dtype == DType::bf16) {
+    std::vector<std::uint16_t> narrow(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i)
+      narrow[i] = cpu::float_to_bf16(static_cast<float>(values[i]));
+    std::memcpy(bytes.data(), narrow.data(), bytes.size());
   } else {
     std::vector<float> narrow(values.begin(), values.end());
     std::memcpy(bytes.data(), narrow.data(), bytes.size());
@@ -49,12 +61,59 @@ std::vector<double> from_bytes(const char* bytes, std::size_t count, DType dtype
   std::vector<double> values(count);
   if (dtype == DType::f64) {
     std::memcpy(values.data(), bytes, count * sizeof(double));
+  } else if (dtype == DType::bf16) {
+    std::vector<std::uint16_t> narrow(count);
+    std::memcpy(narrow.data(), bytes, count * sizeof(std::uint16_t));
+    for (std::size_t i = 0; i < count; ++i) values[i] = cpu::bf16_to_float(narrow[i]);
+  } else if (dtype == DType::i32) {
+    std::vector<std::int32_t> integers(count);
+    std::memcpy(integers.data(), bytes, count * sizeof(std::int32_t));
+    std::copy(integers.begin(), integers.end(), values.begin());
   } else {
     std::vector<float> narrow(count);
     std::memcpy(narrow.data(), bytes, count * sizeof(float));
     std::copy(narrow.begin(), narrow.end(), values.begin());
   }
   return values;
+}
+
+// The same op in f64 on plain layouts: what the shared CPU code computes as the reference.
+// Casts and the optimizer have no reference here (the cast is exact one way, the optimizer
+// is checked by its own tests).
+std::optional<OpDesc> reference_op(const OpDesc& desc) {
+  return std::visit(
+      [](auto op) -> std::optional<OpDesc> {
+        if constexpr (std::is_same_v<decltype(op), CastOp> ||
+                      std::is_same_v<decltype(op), OptimizerOp>) {
+          return std::nullopt;
+        } else {
+          if constexpr (requires { op.dtype; }) op.dtype = DType::f64;
+          if constexpr (requires { op.layout; }) op.layout = Layout::plain;
+          if constexpr (requires { op.winograd_allowed; }) op.winograd_allowed = false;
+          return OpDesc(op);
+        }
+      },
+      desc);
+}
+
+// Operands whose contents differ by design between implementations (oneDNN's workspace
+// formats) or that are updated in place (running statistics): never compared.
+bool opaque_operand(const std::string& name) {
+  return name == "relu_mask" || name == "indices";
+}
+bool in_place_operand(const std::string& name) {
+  return name == "running_mean" || name == "running_var";
+}
+
+double op_tolerance(DType output) {
+  switch (output) {
+    case DType::bf16:
+      return 2e-2;  // one bf16 rounding of the output (2^-9) with room for accumulation order
+    case DType::f64:
+      return 1e-9;
+    default:
+      return 1e-4;  // fp32 accumulation over long reductions, Winograd transforms included
+  }
 }
 
 }  // namespace
@@ -70,6 +129,7 @@ struct TrainingStep::Impl {
     Buffer buffer = {};
   };
   struct Op {
+    OpDesc desc;
     std::unique_ptr<Plan> plan;
     std::vector<int> slots;
     int layer;
@@ -81,16 +141,18 @@ struct TrainingStep::Impl {
 
   Backend& backend;
   const Network network;
-  DType dtype, channel_dtype;
+  PrecisionPolicy policy;
+  DType channel_dtype;  // batch-norm statistics, scale and shift
   Layout layout;
   bool winograd_allowed;
   std::vector<Slot> slots;
-  std::vector<Op> forward, backward;
+  std::vector<Op> weight_cast, forward, backward;  // weight_cast: the compute copy (mixed)
   Op optimizer;
   std::vector<ParamView> params;
   std::int64_t param_total = 0;  // elements, padding included
   int params_slot = -1, grads_slot = -1, momentum_slot = -1, labels_slot = -1, loss_slot = -1;
-  std::vector<int> value, grad;              // per tensor
+  int compute_params_slot = -1;  // the parameters in the compute dtype (mixed precision)
+  std::vector<int> value, grad;  // per tensor
   std::vector<std::pair<int, int>> running;  // per layer: running mean / var slots (-1: none)
   Buffer arena, workspace, hyper;
   std::size_t workspace_bytes = 0;
@@ -99,7 +161,7 @@ struct TrainingStep::Impl {
   Impl(Backend& b, const Network& n, const StepOptions& options)
       : backend(b),
         network(n),
-        dtype(options.dtype),
+        policy(PrecisionPolicy::for_compute(options.dtype)),
         channel_dtype(options.dtype == DType::f64 ? options.dtype : DType::f32),
         layout(options.layout),
         winograd_allowed(options.winograd_allowed) {}
@@ -157,7 +219,7 @@ struct TrainingStep::Impl {
       slot.bytes = std::max(slot.bytes, plan->operands()[i].bytes);
     }
     workspace_bytes = std::max(workspace_bytes, plan->workspace_bytes());
-    list.push_back({std::move(plan), std::move(operand_slots), layer, phase});
+    list.push_back({desc, std::move(plan), std::move(operand_slots), layer, phase});
     return Status::Ok();
   }
 
@@ -174,17 +236,28 @@ struct TrainingStep::Impl {
 Status TrainingStep::Impl::build() {
   const std::vector<TensorShape>& tensors = network.tensors();
   const std::vector<Layer>& layers = network.layers();
-  const std::size_t data_size = dtype_size(dtype);
+  const std::size_t master_size = dtype_size(policy.master);
 
   // Parameters: one flat buffer each for values, gradients and momentum.
   for (const Parameter& parameter : network.parameters()) {
     params.push_back({param_total});
     param_total += (parameter.elements() + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
   }
-  const std::size_t flat_bytes = static_cast<std::size_t>(param_total) * data_size;
+  const std::size_t flat_bytes = static_cast<std::size_t>(param_total) * master_size;
   params_slot = new_slot(flat_bytes);
   grads_slot = new_slot(flat_bytes);
   momentum_slot = new_slot(flat_bytes);
+  if (policy.mixed()) {
+    compute_params_slot = new_slot();
+    CastOp cast;
+    cast.count = param_total, cast.from = policy.master, cast.to = policy.compute;
+    TB_RETURN_IF_ERROR(
+        add_op(weight_cast, cast, {params_slot, compute_params_slot}, 0, Phase::weight_cast));
+  }
+  // Each tensor's dtype: the input batch in the compute dtype, every other tensor in the
+  // dtype of the layer that produces it.
+  std::vector<DType> tensor_dtype(tensors.size(), policy.compute);
+  for (const Layer& layer : layers) tensor_dtype[layer.output] = policy.layer_dtype(layer.kind);
   labels_slot = new_slot(static_cast<std::size_t>(tensors[network.input].n) * 4);
 
   // Who reads each tensor; where each reader's gradient for it goes.
@@ -224,9 +297,30 @@ Status TrainingStep::Impl::build() {
     const int in = layer.inputs.at(0), out = layer.output;
     const TensorShape& x = tensors[in];
     const TensorShape& y = tensors[out];
-    auto weight = [&](int k) { return param_slot(params_slot, layer.params.at(k), dtype); };
-    auto weight_grad = [&](int k) { return param_slot(grads_slot, layer.params.at(k), dtype); };
-    auto diff_target = [&](int input) { return target.at({l, input}); };
+    const DType dtype = policy.layer_dtype(layer.kind);
+    auto weight = [&](int k) {
+      const bool copy = policy.mixed() && policy.weight_dtype(layer.kind) == policy.compute;
+      return copy ? param_slot(compute_params_slot, layer.params.at(k), policy.compute)
+                  : param_slot(params_slot, layer.params.at(k), policy.master);
+    };
+    auto weight_grad = [&](int k) {
+      return param_slot(grads_slot, layer.params.at(k), policy.master);
+    };
+    // A layer whose dtype differs from its input's reads a converted copy, and its input
+    // gradient is converted back (the classifier under mixed precision).
+    const bool cast_input = tensor_dtype[in] != dtype;
+    if (cast_input && layer.inputs.size() != 1)
+      return Status::Failed(
+          fmt::format("{}: a layer with several inputs must share their dtype", layer.name));
+    int in_value = value[in], cast_diff = -1;
+    if (cast_input) {
+      CastOp cast;
+      cast.count = x.elements(), cast.from = tensor_dtype[in], cast.to = dtype;
+      in_value = new_slot();
+      TB_RETURN_IF_ERROR(add_op(forward, cast, {value[in], in_value}, l, Phase::forward));
+      cast_diff = new_slot();
+    }
+    auto diff_target = [&](int input) { return cast_input ? cast_diff : target.at({l, input}); };
     switch (layer.kind) {
       case LayerKind::conv: {
         ConvOp op;
@@ -235,7 +329,7 @@ Status TrainingStep::Impl::build() {
         op.dtype = dtype, op.layout = layout, op.winograd_allowed = winograd_allowed;
         if (in == network.input) input_consumer_op = static_cast<int>(forward.size());
         TB_RETURN_IF_ERROR(
-            add_op(forward, op, {value[in], weight(0), value[out]}, l, Phase::forward));
+            add_op(forward, op, {in_value, weight(0), value[out]}, l, Phase::forward));
         if (in != network.input) {
           op.direction = ConvDirection::backward_data;
           TB_RETURN_IF_ERROR(
@@ -243,7 +337,7 @@ Status TrainingStep::Impl::build() {
         }
         op.direction = ConvDirection::backward_weights;
         TB_RETURN_IF_ERROR(
-            add_op(backward, op, {value[in], grad[out], weight_grad(0)}, l, Phase::backward));
+            add_op(backward, op, {in_value, grad[out], weight_grad(0)}, l, Phase::backward));
         break;
       }
       case LayerKind::batch_norm: {
@@ -253,12 +347,12 @@ Status TrainingStep::Impl::build() {
         const std::size_t channel_bytes = static_cast<std::size_t>(x.c) * dtype_size(channel_dtype);
         const int mean = new_slot(), variance = new_slot(), mask = layer.relu ? new_slot() : -1;
         running[l] = {new_slot(channel_bytes), new_slot(channel_bytes)};
-        std::vector<int> fwd = {value[in], weight(0), weight(1),        value[out],
-                                mean,      variance,  running[l].first, running[l].second};
+        std::vector<int> fwd = {in_value, weight(0), weight(1),        value[out],
+                                mean,     variance,  running[l].first, running[l].second};
         if (mask >= 0) fwd.push_back(mask);
         TB_RETURN_IF_ERROR(add_op(forward, op, fwd, l, Phase::forward));
         op.pass = Pass::backward;
-        std::vector<int> bwd = {value[in], grad[out], weight(0), weight(1), mean, variance};
+        std::vector<int> bwd = {in_value, grad[out], weight(0), weight(1), mean, variance};
         if (mask >= 0) bwd.push_back(mask);
         bwd.insert(bwd.end(), {diff_target(0), weight_grad(0), weight_grad(1)});
         TB_RETURN_IF_ERROR(add_op(backward, op, bwd, l, Phase::backward));
@@ -274,7 +368,7 @@ Status TrainingStep::Impl::build() {
         op.sh = op.sw = max ? layer.stride : 1, op.ph = op.pw = max ? layer.pad : 0;
         op.dtype = dtype, op.layout = layout;
         const int indices = max ? new_slot() : -1;
-        std::vector<int> fwd = {value[in], value[out]}, bwd = {grad[out]};
+        std::vector<int> fwd = {in_value, value[out]}, bwd = {grad[out]};
         if (max) fwd.push_back(indices), bwd.push_back(indices);
         bwd.push_back(diff_target(0));
         TB_RETURN_IF_ERROR(add_op(forward, op, fwd, l, Phase::forward));
@@ -286,20 +380,20 @@ Status TrainingStep::Impl::build() {
         FullyConnectedOp op;
         op.mb = x.n, op.in = x.c * x.h * x.w, op.out = y.c, op.dtype = dtype;
         TB_RETURN_IF_ERROR(
-            add_op(forward, op, {value[in], weight(0), weight(1), value[out]}, l, Phase::forward));
+            add_op(forward, op, {in_value, weight(0), weight(1), value[out]}, l, Phase::forward));
         op.direction = ConvDirection::backward_data;
         TB_RETURN_IF_ERROR(
             add_op(backward, op, {grad[out], weight(0), diff_target(0)}, l, Phase::backward));
         op.direction = ConvDirection::backward_weights;
         TB_RETURN_IF_ERROR(add_op(backward, op,
-                                  {value[in], grad[out], weight_grad(0), weight_grad(1)}, l,
+                                  {in_value, grad[out], weight_grad(0), weight_grad(1)}, l,
                                   Phase::backward));
         break;
       }
       case LayerKind::add_relu: {
         BinaryOp add;
         add.count = y.elements(), add.fuse_relu = true, add.dtype = dtype;
-        TB_RETURN_IF_ERROR(add_op(forward, add, {value[in], value[layer.inputs.at(1)], value[out]},
+        TB_RETURN_IF_ERROR(add_op(forward, add, {in_value, value[layer.inputs.at(1)], value[out]},
                                   l, Phase::forward));
         EltwiseOp relu;
         relu.pass = Pass::backward, relu.count = y.elements(), relu.dtype = dtype;
@@ -312,13 +406,19 @@ Status TrainingStep::Impl::build() {
         op.rows = x.n, op.classes = x.c * x.h * x.w, op.dtype = dtype;
         const int probabilities = new_slot();
         loss_slot = value[out];
-        TB_RETURN_IF_ERROR(add_op(forward, op, {value[in], labels_slot, probabilities, loss_slot},
-                                  l, Phase::forward));
+        TB_RETURN_IF_ERROR(add_op(forward, op, {in_value, labels_slot, probabilities, loss_slot}, l,
+                                  Phase::forward));
         op.pass = Pass::backward;
         TB_RETURN_IF_ERROR(
             add_op(backward, op, {probabilities, labels_slot, diff_target(0)}, l, Phase::backward));
         break;
       }
+    }
+    if (cast_input && in != network.input) {
+      CastOp back;
+      back.count = x.elements(), back.from = dtype, back.to = tensor_dtype[in];
+      TB_RETURN_IF_ERROR(
+          add_op(backward, back, {cast_diff, target.at({l, 0})}, l, Phase::backward));
     }
   }
   // Backward runs in reverse layer order; a layer's ops keep their order. Before a layer's
@@ -331,7 +431,7 @@ Status TrainingStep::Impl::build() {
     const int out = layers[l].output;
     if (consumers[out].size() > 1) {
       BinaryOp sum;
-      sum.count = tensors[out].elements(), sum.dtype = dtype;
+      sum.count = tensors[out].elements(), sum.dtype = tensor_dtype[out];
       int accumulated = target.at(consumers[out][0]);
       for (std::size_t k = 1; k < consumers[out].size(); ++k) {
         TB_RETURN_IF_ERROR(add_op(ordered, sum,
@@ -345,7 +445,7 @@ Status TrainingStep::Impl::build() {
   backward = std::move(ordered);
 
   OptimizerOp sgd;
-  sgd.count = param_total, sgd.dtype = dtype;
+  sgd.count = param_total, sgd.dtype = policy.master;
   std::vector<Op> list;
   TB_RETURN_IF_ERROR(
       add_op(list, sgd, {params_slot, grads_slot, momentum_slot, new_slot()}, 0, Phase::optimizer));
@@ -382,10 +482,10 @@ Status TrainingStep::Impl::allocate() {
 
 Status TrainingStep::create(Backend& backend, const Network& network, const StepOptions& options,
                             std::unique_ptr<TrainingStep>* out) {
-  if (options.dtype != DType::f32 && options.dtype != DType::f64)
-    return Status::Unimplemented(fmt::format(
-        "training steps run in f32 (and f64 for the reference); {} is not implemented yet",
-        dtype_name(options.dtype)));
+  if (options.dtype != DType::f32 && options.dtype != DType::f64 && options.dtype != DType::bf16)
+    return Status::Unimplemented(
+        fmt::format("training steps run in f32, bf16 (mixed) and f64 (the reference), not {}",
+                    dtype_name(options.dtype)));
   auto impl = std::make_unique<Impl>(backend, network, options);
   TB_RETURN_IF_ERROR(impl->build());
   TB_RETURN_IF_ERROR(impl->allocate());
@@ -410,7 +510,7 @@ Status TrainingStep::set_batch(const std::vector<float>& images,
       return Status::InvalidArgument(
           fmt::format("label {} outside [0, {})", label, s.network.classes));
   const std::vector<char> bytes =
-      to_bytes(std::vector<double>(images.begin(), images.end()), s.dtype);
+      to_bytes(std::vector<double>(images.begin(), images.end()), s.policy.compute);
   const Impl::Op& consumer = s.forward[s.input_consumer_op];
   TB_RETURN_IF_ERROR(s.backend.import_operand(*consumer.plan, 0, bytes.data(),
                                               s.slots[s.root(s.value[s.network.input])].buffer));
@@ -443,7 +543,7 @@ Status TrainingStep::initialize_parameters(std::uint64_t seed) {
       }
     }
   }
-  const std::vector<char> values = to_bytes(flat, s.dtype);
+  const std::vector<char> values = to_bytes(flat, s.policy.master);
   const std::vector<char> zeros(values.size(), 0);
   TB_RETURN_IF_ERROR(s.backend.upload(values.data(), s.slots[s.params_slot].buffer, values.size()));
   TB_RETURN_IF_ERROR(s.backend.upload(zeros.data(), s.slots[s.grads_slot].buffer, zeros.size()));
@@ -479,8 +579,10 @@ Status TrainingStep::run(bool update, const SgdSettings& sgd, StepBreakdown* bre
     if (op.phase == Phase::forward) breakdown->layers[op.layer].forward_s += seconds;
     if (op.phase == Phase::backward) breakdown->layers[op.layer].backward_s += seconds;
     if (op.phase == Phase::optimizer) breakdown->optimizer_s += seconds;
+    if (op.phase == Phase::weight_cast) breakdown->weight_cast_s += seconds;
     return Status::Ok();
   };
+  for (Impl::Op& op : s.weight_cast) TB_RETURN_IF_ERROR(run_op(op));
   for (Impl::Op& op : s.forward) TB_RETURN_IF_ERROR(run_op(op));
   for (Impl::Op& op : s.backward) TB_RETURN_IF_ERROR(run_op(op));
   if (update) {
@@ -495,10 +597,10 @@ Status TrainingStep::run(bool update, const SgdSettings& sgd, StepBreakdown* bre
 
 Status TrainingStep::loss(double* out) {
   Impl& s = *impl_;
-  std::vector<char> bytes(dtype_size(s.dtype));
+  std::vector<char> bytes(dtype_size(s.policy.head));
   TB_RETURN_IF_ERROR(
       s.backend.download(s.slots[s.root(s.loss_slot)].buffer, bytes.data(), bytes.size()));
-  *out = from_bytes(bytes.data(), 1, s.dtype)[0];
+  *out = from_bytes(bytes.data(), 1, s.policy.head)[0];
   return Status::Ok();
 }
 
@@ -507,14 +609,14 @@ Status TrainingStep::state(std::vector<NamedTensor>* out) {
   out->clear();
   std::vector<char> flat(s.slots[s.params_slot].bytes);
   TB_RETURN_IF_ERROR(s.backend.download(s.slots[s.params_slot].buffer, flat.data(), flat.size()));
-  const std::size_t size = dtype_size(s.dtype), channel_size = dtype_size(s.channel_dtype);
+  const std::size_t size = dtype_size(s.policy.master), channel_size = dtype_size(s.channel_dtype);
   for (std::size_t l = 0; l < s.network.layers().size(); ++l) {
     const Layer& layer = s.network.layers()[l];
     for (int p : layer.params) {
       const Parameter& parameter = s.network.parameters()[p];
       out->push_back({parameter.name, parameter.dims,
                       from_bytes(flat.data() + s.params[p].offset * size,
-                                 static_cast<std::size_t>(parameter.elements()), s.dtype)});
+                                 static_cast<std::size_t>(parameter.elements()), s.policy.master)});
     }
     if (s.running[l].first < 0) continue;
     const std::int64_t channels = s.network.tensors()[layer.inputs[0]].c;
@@ -555,7 +657,7 @@ Status TrainingStep::load_state(const std::vector<NamedTensor>& tensors) {
     const NamedTensor& tensor = *by_name.at(s.network.parameters()[p].name);
     std::copy(tensor.values.begin(), tensor.values.end(), flat.begin() + s.params[p].offset);
   }
-  const std::vector<char> bytes = to_bytes(flat, s.dtype);
+  const std::vector<char> bytes = to_bytes(flat, s.policy.master);
   TB_RETURN_IF_ERROR(s.backend.upload(bytes.data(), s.slots[s.params_slot].buffer, bytes.size()));
   for (std::size_t l = 0; l < s.network.layers().size(); ++l) {
     if (s.running[l].first < 0) continue;
@@ -574,12 +676,120 @@ Status TrainingStep::gradients(std::vector<NamedTensor>* out) {
   out->clear();
   std::vector<char> flat(s.slots[s.grads_slot].bytes);
   TB_RETURN_IF_ERROR(s.backend.download(s.slots[s.grads_slot].buffer, flat.data(), flat.size()));
-  const std::size_t size = dtype_size(s.dtype);
+  const std::size_t size = dtype_size(s.policy.master);
   for (std::size_t p = 0; p < s.network.parameters().size(); ++p) {
     const Parameter& parameter = s.network.parameters()[p];
     out->push_back({parameter.name, parameter.dims,
                     from_bytes(flat.data() + s.params[p].offset * size,
-                               static_cast<std::size_t>(parameter.elements()), s.dtype)});
+                               static_cast<std::size_t>(parameter.elements()), s.policy.master)});
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// An operand in its plain layout, as doubles.
+Status export_values(Backend& backend, const Plan& plan, int index, Buffer buffer,
+                     std::vector<double>* out) {
+  const OperandSpec& spec = plan.operands()[index];
+  std::vector<char> bytes(spec.elements() * dtype_size(spec.dtype));
+  TB_RETURN_IF_ERROR(backend.export_operand(plan, index, buffer, bytes.data()));
+  *out = from_bytes(bytes.data(), spec.elements(), spec.dtype);
+  return Status::Ok();
+}
+
+Status import_values(Backend& backend, const Plan& plan, int index,
+                     const std::vector<double>& values, Buffer buffer) {
+  const std::vector<char> bytes = to_bytes(values, plan.operands()[index].dtype);
+  return backend.import_operand(plan, index, bytes.data(), buffer);
+}
+
+double relative_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  const double error = std::sqrt(diff / std::max(norm, 1e-300));
+  return std::isnan(error) ? INFINITY : error;
+}
+
+}  // namespace
+
+Status TrainingStep::check_ops(OpCheck* out) {
+  Impl& s = *impl_;
+  *out = {};
+  out->passed = true;
+  std::map<int, std::vector<double>> reference_state;  // masks and indices the f64 forward made
+  for (std::vector<Impl::Op>* list : {&s.forward, &s.backward}) {
+    for (Impl::Op& op : *list) {
+      const std::optional<OpDesc> reference = reference_op(op.desc);
+      if (!reference) continue;
+      std::unique_ptr<Plan> plan;
+      TB_RETURN_IF_ERROR(s.backend.plan(*reference, &plan));
+      std::vector<Buffer> buffers(plan->operands().size());
+      Buffer workspace;
+      auto release = [&] {
+        for (Buffer buffer : buffers)
+          if (buffer.data) s.backend.release(buffer);
+        if (workspace.data) s.backend.release(workspace);
+      };
+      Status status = Status::Ok();
+      for (std::size_t i = 0; i < buffers.size() && status.ok(); ++i)
+        status =
+            s.backend.allocate(std::max<std::size_t>(plan->operands()[i].bytes, 1), &buffers[i]);
+      if (status.ok() && plan->workspace_bytes() > 0)
+        status = s.backend.allocate(plan->workspace_bytes(), &workspace);
+      const std::string& layer = s.network.layers()[op.layer].name;
+      for (std::size_t i = 0; i < buffers.size() && status.ok(); ++i) {
+        const OperandSpec& spec = plan->operands()[i];
+        if (spec.is_output && !in_place_operand(spec.name)) continue;
+        const int slot = s.root(op.slots[i]);
+        std::vector<double> values;
+        if (opaque_operand(spec.name)) {
+          const auto saved = reference_state.find(slot);
+          if (saved == reference_state.end()) {
+            status = Status::Failed(fmt::format("{}: no reference {} to read", layer, spec.name));
+            break;
+          }
+          values = saved->second;
+        } else {
+          status = export_values(s.backend, *op.plan, static_cast<int>(i), s.slots[slot].buffer,
+                                 &values);
+        }
+        if (status.ok())
+          status = import_values(s.backend, *plan, static_cast<int>(i), values, buffers[i]);
+      }
+      if (status.ok()) status = s.backend.execute(*plan, buffers, workspace);
+      for (std::size_t i = 0; i < buffers.size() && status.ok(); ++i) {
+        const OperandSpec& spec = plan->operands()[i];
+        if (!spec.is_output || in_place_operand(spec.name)) continue;
+        const int slot = s.root(op.slots[i]);
+        std::vector<double> want, got;
+        status = export_values(s.backend, *plan, static_cast<int>(i), buffers[i], &want);
+        if (!status.ok()) break;
+        if (opaque_operand(spec.name)) {
+          reference_state[slot] = std::move(want);
+          continue;
+        }
+        status =
+            export_values(s.backend, *op.plan, static_cast<int>(i), s.slots[slot].buffer, &got);
+        if (!status.ok()) break;
+        const double error = relative_l2(got, want);
+        const double tolerance = op_tolerance(op.plan->operands()[i].dtype);
+        ++out->outputs_compared;
+        if (error / tolerance > out->worst_error / std::max(out->worst_tolerance, 1e-300) ||
+            out->outputs_compared == 1) {
+          out->worst_error = error;
+          out->worst_tolerance = tolerance;
+          out->worst_output = fmt::format("{} {} {}", layer, op_name(op.desc), spec.name);
+        }
+        if (!(error <= tolerance)) out->passed = false;
+      }
+      release();
+      TB_RETURN_IF_ERROR(status);
+      ++out->ops_checked;
+    }
   }
   return Status::Ok();
 }
@@ -590,7 +800,7 @@ std::uint64_t TrainingStep::memory_bytes() const {
 
 std::vector<std::string> TrainingStep::implementations() const {
   std::map<std::string, int> counts;
-  for (const std::vector<Impl::Op>* list : {&impl_->forward, &impl_->backward})
+  for (const std::vector<Impl::Op>* list : {&impl_->weight_cast, &impl_->forward, &impl_->backward})
     for (const Impl::Op& op : *list) ++counts[op.plan->implementation()];
   ++counts[impl_->optimizer.plan->implementation()];
   std::vector<std::string> lines;

@@ -35,13 +35,24 @@ struct LayerTime {
 struct StepBreakdown {
   std::vector<LayerTime> layers;  // in forward order; backward includes gradient sums
   double optimizer_s = 0;
+  double weight_cast_s = 0;  // mixed precision: the compute copy of the weights
   double total_s = 0;
 };
 
 struct StepOptions {
-  DType dtype = DType::f32;  // f32, or f64 for the double-precision reference
+  DType dtype = DType::f32;  // f32, bf16 (mixed: models/precision.h), or f64 (the reference)
   Layout layout = Layout::native;
   bool winograd_allowed = false;  // convolutions may use Winograd where the library picks it
+};
+
+// Every op of a step checked against the same op in f64 (the shared CPU code) fed the step's
+// own inputs: arithmetic checked op by op, without the amplification a whole network adds.
+struct OpCheck {
+  std::int64_t ops_checked = 0, outputs_compared = 0;
+  double worst_error = 0;  // relative L2 distance of an output from the f64 result
+  double worst_tolerance = 0;
+  std::string worst_output;  // "layer1.0.conv1 conv diff_src"
+  bool passed = false;
 };
 
 class TrainingStep {
@@ -61,6 +72,9 @@ class TrainingStep {
   // times every layer at the cost of a wait after each op.
   Status run(bool update, const SgdSettings& sgd, StepBreakdown* breakdown = nullptr);
   Status loss(double* out);
+  // After run(false, ...): every forward and backward op against f64 on this step's inputs.
+  // Tolerance by the output's dtype: f32 1e-4, bf16 2e-2.
+  Status check_ops(OpCheck* out);
 
   // Parameters and buffers (running statistics, num_batches_tracked) as the framework's
   // state dict lists them; gradients under the parameters' names.

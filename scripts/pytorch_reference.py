@@ -2,7 +2,8 @@
 """PyTorch doing the same work as trainbench's model workloads, for side-by-side figures.
 
   pytorch_reference.py resnet50 [--batch 32] [--image 224] [--width 64] [--classes 1000]
-      [--threads N] [--steps 5] [--warmup 2] [--formats contiguous,channels_last]
+      [--dtype f32|bf16] [--threads N] [--steps 5] [--warmup 2] [--cuda]
+      [--formats contiguous,channels_last]
       [--peak-from trainbench-report.json] -o report.json
     Times whole training steps (forward, loss, backward, SGD momentum) of torchvision's
     resnet50 on a fixed batch of seeded random images, once per memory format, and writes
@@ -128,14 +129,14 @@ def host_section():
             "environment": environment()}
 
 
-def peak_from(report_path, backend="cpu-onednn"):
+def peak_from(report_path, dtype, backend="cpu-onednn"):
     if not report_path:
         return None
     with open(report_path) as f:
         report = json.load(f)
     for entry in report.get("backends", []):
         if entry["name"] == backend:
-            return (entry.get("peaks", {}).get("f32") or {}).get("measured_gflops")
+            return (entry.get("peaks", {}).get(dtype) or {}).get("measured_gflops")
     return None
 
 
@@ -152,9 +153,9 @@ def resnet50_bench(args):
     backend = "pytorch-cuda" if args.cuda else "pytorch-cpu"
     lr = args.lr if args.lr is not None else 0.1 * args.batch / 256
     workload = (f"resnet50-train batch={args.batch} image={args.image} width={args.width} "
-                f"classes={args.classes} dtype=f32 layout=native conv=direct lr={lr:g}")
+                f"classes={args.classes} dtype={args.dtype} layout=native conv=direct lr={lr:g}")
     flops_per_image = 2 * 3 * 4.089e9 * (args.image / 224) ** 2
-    peak = peak_from(args.peak_from)
+    peak = peak_from(args.peak_from, args.dtype)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     backends, results = [], []
     for memory_format in args.formats.split(","):
@@ -170,9 +171,14 @@ def resnet50_bench(args):
         labels = labels.to(device)
         loss_fn = torch.nn.CrossEntropyLoss()
 
+        # bf16: autocast, PyTorch's mixed precision (fp32 master weights and optimizer).
+        autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16,
+                                  enabled=args.dtype == "bf16")
+
         def step():
             optimizer.zero_grad(set_to_none=False)
-            loss = loss_fn(model(images), labels)
+            with autocast:
+                loss = loss_fn(model(images), labels)
             loss.backward()
             optimizer.step()
             return loss
@@ -207,14 +213,16 @@ def resnet50_bench(args):
                    "peak_source": args.peak_from or ""}
         backends.append({"name": name, "variant_of": backend, "environment": environment(),
                          "available": True, "reason": "", "device": None,
-                         "peaks": {"f32": {"measured_gflops": peak, "theoretical_gflops": None,
+                         "peaks": {args.dtype: {"measured_gflops": peak, "theoretical_gflops": None,
                                            "reason": "taken from the trainbench report given"
                                            if peak else "not measured by this runner"}}})
-        results.append({"workload": workload, "backend": name, "dtype": "f32",
+        results.append({"workload": workload, "backend": name, "dtype": args.dtype,
                         "status": "passed" if ok else "failed",
                         "reason": "" if ok else f"parameters {parameters} vs {expected}, losses {losses}",
-                        "implementation": f"PyTorch {torch.__version__} eager, {memory_format}",
-                        "math_mode": "strict", "details": details,
+                        "implementation": f"PyTorch {torch.__version__} eager, {memory_format}"
+                        + (", bf16 autocast" if args.dtype == "bf16" else ""),
+                        "math_mode": "strict" if args.dtype == "f32"
+                        else "bf16 inputs, fp32 accumulation", "details": details,
                         "validation": {"passed": ok, "method":
                                        "parameter count equals torchvision's; loss finite and "
                                        "falling on the fixed batch", "error": 0.0,
@@ -275,6 +283,8 @@ def main():
     bench.add_argument("--steps", type=int, default=5)
     bench.add_argument("--warmup", type=int, default=2)
     bench.add_argument("--lr", type=float)
+    bench.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                       help="bf16: autocast (mixed precision), as trainbench's dtype=bf16")
     bench.add_argument("--seed", type=int, default=42)
     bench.add_argument("--formats", default="contiguous,channels_last")
     bench.add_argument("--cuda", action="store_true")

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/low_precision.h"
 
 namespace tb::cpu {
 namespace {
@@ -383,6 +384,37 @@ void sgd_momentum(Index count, std::span<const Buffer> b) {
   }
 }
 
+// f32 <-> bf16, round to nearest even: weights into the compute dtype, activations across a
+// precision boundary.
+Status plan_cast(const CastOp& op, std::unique_ptr<Plan>* out) {
+  const bool to_bf16 = op.from == DType::f32 && op.to == DType::bf16;
+  const bool to_f32 = op.from == DType::bf16 && op.to == DType::f32;
+  if (!to_bf16 && !to_f32)
+    return Status::Unimplemented(fmt::format("the shared CPU cast converts f32 <-> bf16, not {} -> {}",
+                                             dtype_name(op.from), dtype_name(op.to)));
+  const Index count = op.count;
+  KernelPlan::Kernel body;
+  if (to_bf16)
+    body = [count](std::span<const Buffer> b) {
+      const float* src = as<float>(b[0]);
+      std::uint16_t* dst = as<std::uint16_t>(b[1]);
+#pragma omp parallel for simd schedule(static)
+      for (Index i = 0; i < count; ++i) dst[i] = float_to_bf16(src[i]);
+    };
+  else
+    body = [count](std::span<const Buffer> b) {
+      const std::uint16_t* src = as<std::uint16_t>(b[0]);
+      float* dst = as<float>(b[1]);
+#pragma omp parallel for simd schedule(static)
+      for (Index i = 0; i < count; ++i) dst[i] = bf16_to_float(src[i]);
+    };
+  *out = std::make_unique<KernelPlan>(
+      std::vector<OperandSpec>{spec("src", op.from, {count}, false), spec("dst", op.to, {count}, true)},
+      fmt::format("shared CPU cast {} -> {}", dtype_name(op.from), dtype_name(op.to)),
+      std::move(body));
+  return Status::Ok();
+}
+
 bool is_float_or_double(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f64;
 }
@@ -575,6 +607,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
         },
         out);
   }
+  if (const auto* op = std::get_if<CastOp>(&desc)) return plan_cast(*op, out);
   if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
     if (op->kind != OptimizerKind::sgd_momentum)
       return Status::Unimplemented("the shared CPU optimizer is SGD with momentum only");

@@ -62,7 +62,7 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
   // primitive picked.
   const bool chained = op.layout != Layout::any;
   auto activation = [&](const dims& shape, memory::dim channels) {
-    return chained ? memory::desc(shape, dt, activation_tag(op.layout, channels))
+    return chained ? memory::desc(shape, dt, activation_tag(op.layout, channels, dt))
                    : memory::desc(shape, dt, tag::any);
   };
   auto any = [](const dims& shape, memory::data_type type) {
@@ -122,7 +122,7 @@ Status plan_batch_norm(const dnnl::engine& engine, dnnl::stream& stream, const B
                        std::unique_ptr<Plan>* out) {
   const dims shape = {op.mb, op.channels, op.h, op.w};
   const memory::data_type dt = to_dnnl(op.dtype);
-  const memory::desc data(shape, dt, activation_tag(op.layout, op.channels)),
+  const memory::desc data(shape, dt, activation_tag(op.layout, op.channels, dt)),
       plain = plain_desc(shape, dt), channel({op.channels}, memory::data_type::f32, tag::x);
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   if (op.fuse_relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
@@ -175,7 +175,7 @@ Status plan_pool(const dnnl::engine& engine, dnnl::stream& stream, const PoolOp&
   const dims src_dims = {op.mb, op.channels, op.ih, op.iw},
              dst_dims = {op.mb, op.channels, op.oh(), op.ow()};
   const memory::data_type dt = to_dnnl(op.dtype);
-  const tag layout = activation_tag(op.layout, op.channels);
+  const tag layout = activation_tag(op.layout, op.channels, dt);
   const memory::desc src(src_dims, dt, layout), dst(dst_dims, dt, layout),
       src_plain = plain_desc(src_dims, dt), dst_plain = plain_desc(dst_dims, dt);
   const bool max = op.kind == PoolKind::max;

@@ -37,9 +37,14 @@ dnnl::primitive_attr base_attr() {
   return attr;
 }
 
-tag activation_tag(Layout layout, memory::dim channels) {
-  if (layout == Layout::native && channels % 16 == 0) return tag::nChw16c;
-  return tag::nchw;
+tag activation_tag(Layout layout, memory::dim channels, memory::data_type type) {
+  if (layout != Layout::native) return tag::nchw;
+  // bf16 on channels-last: oneDNN 2.6's AMX kernels (brgemm) take nhwc; in 16-channel blocks
+  // bf16 runs on AVX-512 dot products at a third of the speed (ResNet-50 step: 4.36 s
+  // against 1.69 s here). fp32 is fastest in 16-channel blocks (its batch norm is slower on
+  // nhwc: 2.91 s against 2.69 s).
+  if (type == memory::data_type::bf16) return tag::nhwc;
+  return channels % 16 == 0 ? tag::nChw16c : tag::nchw;
 }
 
 OneDnnPlan::OneDnnPlan(const dnnl::engine& engine, dnnl::stream& stream, dnnl::primitive primitive,

@@ -27,9 +27,9 @@ memory::data_type to_dnnl(DType dtype);
 // fp32 primitives into bf16 ones. Scratchpads are ours, planned as the workspace.
 dnnl::primitive_attr base_attr();
 
-// The activation layout every op of this backend uses for `layout` (plain: NCHW; native:
-// 16-channel blocks, what oneDNN's AVX-512 kernels compute on, when the channels allow).
-tag activation_tag(Layout layout, memory::dim channels);
+// The activation layout every op of this backend uses for `layout` (plain: NCHW; native: the
+// fastest for the dtype: 16-channel blocks for fp32 where the channels allow, nhwc for bf16).
+tag activation_tag(Layout layout, memory::dim channels, memory::data_type type);
 
 class OneDnnPlan final : public cpu::CpuPlan {
  public:
