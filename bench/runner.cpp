@@ -263,11 +263,13 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
   }
   std::vector<Case> cases;
   for (BackendSlot& slot : slots)
-    for (const Descriptor& descriptor : options.cases) {
-      std::unique_ptr<Workload> workload = create_workload(descriptor, slot.device);
-      std::string canonical = workload->descriptor().to_string();
-      cases.push_back({&slot, std::move(workload), std::move(canonical)});
-    }
+    for (const Descriptor& requested : options.cases)
+      for (const Descriptor& descriptor :
+           expand_for_backend(requested, slot.backend.get(), slot.device)) {
+        std::unique_ptr<Workload> workload = create_workload(descriptor, slot.device);
+        std::string canonical = workload->descriptor().to_string();
+        cases.push_back({&slot, std::move(workload), std::move(canonical)});
+      }
 
   std::optional<ReportWriter> writer;
   try {

@@ -59,6 +59,9 @@ class TrainingStep {
  public:
   static Status create(Backend& backend, const Network& network, const StepOptions& options,
                        std::unique_ptr<TrainingStep>* out);
+  // What create() would allocate (arena and workspace), planned without allocating.
+  static Status planned_bytes(Backend& backend, const Network& network, const StepOptions& options,
+                              std::uint64_t* out);
   ~TrainingStep();
   TrainingStep(const TrainingStep&) = delete;
   TrainingStep& operator=(const TrainingStep&) = delete;

@@ -25,6 +25,10 @@ std::unique_ptr<Workload> make_transfer(const Descriptor& descriptor);
 // resnet50-train [batch=32] [image=224] [width=64] [classes=1000] [dtype=f32|bf16]
 //                [layout=native|plain] [lr=0.1*batch/256]
 std::unique_ptr<Workload> make_resnet50_train(const Descriptor& descriptor);
+// batch=sweep: batch 1, 2, 4, ... and the largest batch whose planned step fits in
+// `memory_available` on `backend` (null: unusable, one case); other descriptors unchanged.
+std::vector<Descriptor> expand_resnet50_sweep(const Descriptor& descriptor, Backend* backend,
+                                              std::uint64_t memory_available);
 
 // peak [dtype=f32|bf16] [iterations=N]
 std::unique_ptr<Workload> make_peak(const Descriptor& descriptor);

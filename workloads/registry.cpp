@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/cpu/host_info.h"
 #include "backends/status.h"
 #include "workloads/embedded_files.h"
 #include "workloads/kinds.h"
@@ -26,7 +27,8 @@ const std::vector<WorkloadKind>& workload_kinds() {
        "[dtype=f32|bf16] [shapes=LIST]"},
       {"resnet50-train",
        "ResNet-50 training steps (forward, loss, backward, SGD momentum) on a fixed batch",
-       "[batch=32] [image=224] [width=64] [classes=1000] [dtype=f32] [layout=native|plain] "
+       "[batch=32|sweep] [image=224] [width=64] [classes=1000] [dtype=f32|bf16] "
+       "[layout=native|plain] [conv=direct|auto] "
        "[lr=0.1*batch/256]"},
   };
   return kinds;
@@ -46,6 +48,14 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
   std::vector<std::string> names;
   for (const WorkloadKind& known : workload_kinds()) names.push_back(known.name);
   throw UsageError(fmt::format("unknown workload '{}' (known: {})", kind, fmt::join(names, ", ")));
+}
+
+std::vector<Descriptor> expand_for_backend(const Descriptor& descriptor, Backend* backend,
+                                           const DeviceInfo& device) {
+  if (descriptor.kind() != "resnet50-train") return {descriptor};
+  const std::uint64_t available =
+      device.kind == "cpu" ? cpu::memory_available_bytes() : device.memory_bytes;
+  return expand_resnet50_sweep(descriptor, backend, available);
 }
 
 std::vector<std::string> content_lines(std::string_view text) {

@@ -28,6 +28,11 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
 // descriptor's other keys (which win). A descriptor without `shapes` expands to itself.
 std::vector<Descriptor> expand_shapes(const Descriptor& descriptor);
 
+// Expansions that depend on the backend a case runs on (resnet50-train batch=sweep: the
+// largest batch that fits). `backend` is null for a backend that is not usable here.
+std::vector<Descriptor> expand_for_backend(const Descriptor& descriptor, Backend* backend,
+                                           const DeviceInfo& device);
+
 // The descriptors of workloads/suites/NAME.txt, shapes expanded. Throws UsageError.
 std::vector<Descriptor> load_suite(std::string_view name);
 std::vector<std::string> suite_names();

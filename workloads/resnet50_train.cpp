@@ -16,7 +16,12 @@ struct ResNetTrainConfig {
   ResNetConfig model;
   StepOptions step;
   SgdSettings sgd;
+  std::int64_t sweep_largest = 0;  // set by a batch=sweep expansion: the largest batch that fits
 };
+
+// Memory a sweep may plan for: what the device has free, less headroom for the rest of the
+// process (the reduced networks validation builds, the report).
+constexpr double kSweepMemoryFraction = 0.9;
 
 // Gradient check before measuring: the network reduced to every block kind at 64x64 (two
 // blocks per stage), batch 4, width 16, against the f64 reference. Most seeds agree to 2e-5;
@@ -41,6 +46,7 @@ class ResNetTrainWorkload final : public Workload {
         .set("layout", config_.step.layout == Layout::native ? "native" : "plain")
         .set("conv", config_.step.winograd_allowed ? "auto" : "direct")
         .set("lr", fmt::format("{}", config_.sgd.learning_rate));
+    if (config_.sweep_largest > 0) d.set("sweep_largest", std::to_string(config_.sweep_largest));
     return d;
   }
   DType dtype() const override { return config_.step.dtype; }
@@ -170,6 +176,11 @@ class ResNetTrainWorkload final : public Workload {
                       {"momentum", config_.sgd.momentum},
                       {"weight_decay", config_.sgd.weight_decay}};
     d["validation_losses"] = losses_;
+    if (config_.sweep_largest > 0)
+      d["sweep"] = {{"largest_batch", config_.sweep_largest},
+                    {"method", fmt::format("largest batch whose planned buffers (arena and "
+                                           "workspace) fit in {:g} of the memory available",
+                                           kSweepMemoryFraction)}};
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerTime& layer : breakdown_.layers)
       layers.push_back({{"layer", layer.name},
@@ -199,10 +210,18 @@ class ResNetTrainWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_resnet50_train(const Descriptor& descriptor) {
+namespace {
+
+ResNetTrainConfig parse_config(const Descriptor& descriptor, bool batch_may_sweep) {
   DescriptorReader reader(descriptor);
   ResNetTrainConfig config;
-  config.model.batch = reader.integer("batch", 32);
+  if (batch_may_sweep && descriptor.get("batch") == "sweep") {
+    reader.text("batch", "sweep");
+    config.model.batch = 1;
+  } else {
+    config.model.batch = reader.integer("batch", 32);
+  }
+  config.sweep_largest = reader.integer("sweep_largest", 0, 0);
   config.model.image = reader.integer("image", 224, 32);
   config.model.width = reader.integer("width", 64);
   config.model.classes = reader.integer("classes", 1000, 2);
@@ -216,7 +235,63 @@ std::unique_ptr<Workload> make_resnet50_train(const Descriptor& descriptor) {
   config.sgd.learning_rate =
       static_cast<float>(reader.number("lr", 0.1 * static_cast<double>(config.model.batch) / 256));
   reader.reject_unknown_keys();
+  return config;
+}
+
+// The largest batch whose planned step fits in `budget` bytes. Memory is linear in the batch,
+// so two small plans give the slope; plans at the estimate confirm it.
+Status largest_batch(Backend& backend, ResNetTrainConfig config, std::uint64_t budget,
+                     std::int64_t* out) {
+  auto bytes_at = [&](std::int64_t batch, std::uint64_t* bytes) {
+    config.model.batch = batch;
+    return TrainingStep::planned_bytes(backend, build_resnet(config.model), config.step, bytes);
+  };
+  std::uint64_t one = 0, two = 0;
+  TB_RETURN_IF_ERROR(bytes_at(1, &one));
+  TB_RETURN_IF_ERROR(bytes_at(2, &two));
+  if (one > budget) return Status::OutOfMemory("not even one image fits in the memory available");
+  const std::uint64_t per_image = std::max<std::uint64_t>(two - one, 1);
+  std::int64_t batch = static_cast<std::int64_t>(1 + (budget - one) / per_image);
+  for (std::uint64_t bytes = 0;; batch = std::max<std::int64_t>(1, batch * 97 / 100)) {
+    TB_RETURN_IF_ERROR(bytes_at(batch, &bytes));
+    if (bytes <= budget || batch == 1) break;
+  }
+  *out = batch;
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::unique_ptr<Workload> make_resnet50_train(const Descriptor& descriptor) {
+  if (descriptor.get("batch") == "sweep")
+    throw UsageError(fmt::format("'{}': batch=sweep is expanded per backend by trainbench run",
+                                 descriptor.to_string()));
+  ResNetTrainConfig config = parse_config(descriptor, false);
   return std::make_unique<ResNetTrainWorkload>(config);
+}
+
+std::vector<Descriptor> expand_resnet50_sweep(const Descriptor& descriptor, Backend* backend,
+                                              std::uint64_t memory_available) {
+  if (descriptor.get("batch") != "sweep") return {descriptor};
+  const ResNetTrainConfig config = parse_config(descriptor, true);
+  std::int64_t largest = 1;
+  if (backend) {
+    const Status status = largest_batch(
+        *backend, config, static_cast<std::uint64_t>(kSweepMemoryFraction * memory_available),
+        &largest);
+    if (!status.ok()) largest = 1;  // the single case then fails with the reason
+  }
+  std::vector<std::int64_t> batches;
+  for (std::int64_t batch = 1; batch < largest; batch *= 2) batches.push_back(batch);
+  batches.push_back(largest);
+  std::vector<Descriptor> cases;
+  for (std::int64_t batch : batches) {
+    Descriptor d = descriptor;
+    d.set("batch", std::to_string(batch)).set("sweep_largest", std::to_string(largest));
+    if (!descriptor.has("lr")) d.erase("lr");
+    cases.push_back(make_resnet50_train(d)->descriptor());
+  }
+  return cases;
 }
 
 }  // namespace tb
