@@ -105,6 +105,7 @@ struct BatchNormOp {
 
 // Element-wise over `count` values in whatever layout the operands share.
 // relu forward: src -> dst; backward: dst, diff_dst -> diff_src (the mask is taken from dst).
+// gelu (exact, erf: BERT's): forward src -> dst; backward: src, diff_dst -> diff_src.
 enum class EltwiseKind { relu, gelu };
 struct EltwiseOp {
   EltwiseKind kind = EltwiseKind::relu;
@@ -145,11 +146,16 @@ struct FullyConnectedOp {
   DType dtype = DType::f32;
 };
 
-struct SoftmaxOp {  // scaled, optionally masked (attention)
+// Row softmax of scale * src + mask, as attention uses it: `mask` (f32, additive: 0 to keep,
+// a large negative value to drop) has one row per `rows_per_mask` rows of src (one row of key
+// positions per sequence, shared by its heads and queries).
+// forward: src[, mask] -> dst; backward: dst, diff_dst -> diff_src (the gradient of src).
+struct SoftmaxOp {
   Pass pass = Pass::forward;
   std::int64_t rows = 0, cols = 0;
   float scale = 1.0f;
   bool masked = false;
+  std::int64_t rows_per_mask = 1;
   DType dtype = DType::f32;
 };
 
@@ -161,15 +167,26 @@ struct SoftmaxCrossEntropyOp {
   std::int64_t rows = 0, classes = 0;
   DType dtype = DType::f32;
 };
+// Layer normalization over each row's `cols` values (BERT's epsilon by default).
+// forward: src, gamma, beta -> dst, mean, variance (per row, biased);
+// backward: src, diff_dst, gamma, beta, mean, variance -> diff_src, diff_gamma, diff_beta
+// (beta unused by the math; oneDNN's primitive takes it). gamma, beta and statistics are f32
+// for low-precision data.
 struct LayerNormOp {
   Pass pass = Pass::forward;
   std::int64_t rows = 0, cols = 0;
   float epsilon = 1e-12f;
   DType dtype = DType::f32;
 };
-struct EmbeddingOp {  // forward gathers rows, backward scatter-adds gradients
+
+// Gathers rows of a table by index: token embeddings, and the masked positions BERT's
+// language-model head reads. forward: table[vocab, dim], ids[tokens] (i32) -> dst[tokens, dim];
+// backward: diff_dst, ids -> diff_table, scatter-added (zeroed first unless `accumulate`:
+// tied weights add a second gradient).
+struct EmbeddingOp {
   Pass pass = Pass::forward;
   std::int64_t tokens = 0, vocab = 0, dim = 0;
+  bool accumulate = false;
   DType dtype = DType::f32;
 };
 struct DropoutOp {
@@ -188,6 +205,10 @@ struct CastOp {
 // sgd_momentum (PyTorch's SGD): g = grad + weight_decay * w; v = momentum * v + g; w -= lr * v.
 // Operands: weights (updated), grads, momentum (updated), hyper (host memory, f32:
 // learning_rate, momentum, weight_decay), since they change per step.
+// adamw (PyTorch's AdamW): w -= lr * weight_decay * w; m = b1 m + (1 - b1) g;
+// v = b2 v + (1 - b2) g^2; w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+// Operands: weights, grads, m, v (updated), hyper (host, f32: learning_rate, beta1, beta2,
+// epsilon, weight_decay, step t >= 1).
 enum class OptimizerKind { sgd_momentum, adamw, lamb };
 struct OptimizerOp {
   OptimizerKind kind = OptimizerKind::sgd_momentum;
@@ -195,6 +216,7 @@ struct OptimizerOp {
   DType dtype = DType::f32;
 };
 inline constexpr int kSgdHyperCount = 3;
+inline constexpr int kAdamHyperCount = 6;
 
 using OpDesc = std::variant<GemmOp, ConvOp, StreamOp, PeakOp, TransferOp, BatchNormOp, EltwiseOp,
                             PoolOp, BinaryOp, FullyConnectedOp, SoftmaxOp, SoftmaxCrossEntropyOp,

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numbers>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -150,6 +152,156 @@ void add(const BinaryOp& op, std::span<const Buffer> b) {
 #pragma omp parallel for simd schedule(static)
     for (Index i = 0; i < op.count; ++i) dst[i] = x[i] + y[i];
   }
+}
+
+// GELU with erf, as BERT defines it: x * Phi(x).
+template <typename T>
+void gelu_forward(Index count, std::span<const Buffer> b) {
+  const T* src = as<T>(b[0]);
+  T* dst = as<T>(b[1]);
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i)
+    dst[i] = static_cast<T>(0.5 * src[i] * (1.0 + std::erf(src[i] / std::numbers::sqrt2)));
+}
+
+template <typename T>
+void gelu_backward(Index count, std::span<const Buffer> b) {
+  const T *src = as<T>(b[0]), *diff_dst = as<T>(b[1]);
+  T* diff_src = as<T>(b[2]);
+  const double density = 1.0 / std::sqrt(2 * std::numbers::pi);
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) {
+    const double x = src[i];
+    const double cdf = 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2));
+    diff_src[i] = static_cast<T>(diff_dst[i] * (cdf + x * density * std::exp(-0.5 * x * x)));
+  }
+}
+
+// --- layer norm, softmax, row gather ---
+
+// Statistics, scale and shift: f32 for low-precision data, f64 for the reference.
+template <typename T>
+using StatisticsType = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T>
+void layer_norm_forward(const LayerNormOp& op, std::span<const Buffer> b) {
+  using C = StatisticsType<T>;
+  const T* src = as<T>(b[0]);
+  const C *gamma = as<C>(b[1]), *beta = as<C>(b[2]);
+  T* dst = as<T>(b[3]);
+  C *mean = as<C>(b[4]), *variance = as<C>(b[5]);
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < op.rows; ++r) {
+    const T* x = src + r * op.cols;
+    double sum = 0, squares = 0;
+    for (Index c = 0; c < op.cols; ++c) sum += x[c];
+    const double mu = sum / static_cast<double>(op.cols);
+    for (Index c = 0; c < op.cols; ++c) squares += (x[c] - mu) * (x[c] - mu);
+    const double var = squares / static_cast<double>(op.cols);
+    const double rstd = 1.0 / std::sqrt(var + op.epsilon);
+    for (Index c = 0; c < op.cols; ++c)
+      dst[r * op.cols + c] = static_cast<T>((x[c] - mu) * rstd * gamma[c] + beta[c]);
+    mean[r] = static_cast<C>(mu);
+    variance[r] = static_cast<C>(var);
+  }
+}
+
+template <typename T>
+void layer_norm_backward(const LayerNormOp& op, std::span<const Buffer> b) {
+  using C = StatisticsType<T>;
+  const T *src = as<T>(b[0]), *diff_dst = as<T>(b[1]);
+  const C *gamma = as<C>(b[2]), *mean = as<C>(b[4]), *variance = as<C>(b[5]);
+  T* diff_src = as<T>(b[6]);
+  C *diff_gamma = as<C>(b[7]), *diff_beta = as<C>(b[8]);
+  const double n = static_cast<double>(op.cols);
+  auto rstd_of = [&](Index r) {
+    return 1.0 / std::sqrt(static_cast<double>(variance[r]) + op.epsilon);
+  };
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < op.rows; ++r) {
+    const double rstd = rstd_of(r);
+    double sum_g = 0, sum_g_xhat = 0;  // over the row, of g = dy * gamma
+    for (Index c = 0; c < op.cols; ++c) {
+      const double g = diff_dst[r * op.cols + c] * static_cast<double>(gamma[c]);
+      sum_g += g;
+      sum_g_xhat += g * (src[r * op.cols + c] - mean[r]) * rstd;
+    }
+    for (Index c = 0; c < op.cols; ++c) {
+      const double xhat = (src[r * op.cols + c] - mean[r]) * rstd;
+      const double g = diff_dst[r * op.cols + c] * static_cast<double>(gamma[c]);
+      diff_src[r * op.cols + c] = static_cast<T>(rstd / n * (n * g - sum_g - xhat * sum_g_xhat));
+    }
+  }
+  // Column sums over rows: a second pass, parallel over columns.
+#pragma omp parallel for schedule(static)
+  for (Index c = 0; c < op.cols; ++c) {
+    double dg = 0, db = 0;
+    for (Index r = 0; r < op.rows; ++r) {
+      const double dy = diff_dst[r * op.cols + c];
+      dg += dy * (src[r * op.cols + c] - mean[r]) * rstd_of(r);
+      db += dy;
+    }
+    diff_gamma[c] = static_cast<C>(dg);
+    diff_beta[c] = static_cast<C>(db);
+  }
+}
+
+template <typename T>
+void softmax_forward(const SoftmaxOp& op, std::span<const Buffer> b) {
+  const T* src = as<T>(b[0]);
+  const float* mask = op.masked ? as<float>(b[1]) : nullptr;
+  T* dst = as<T>(b[op.masked ? 2 : 1]);
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < op.rows; ++r) {
+    const float* bias = mask ? mask + (r / op.rows_per_mask) * op.cols : nullptr;
+    auto logit = [&](Index c) {
+      return op.scale * static_cast<double>(src[r * op.cols + c]) + (bias ? bias[c] : 0.0);
+    };
+    double top = -INFINITY;
+    for (Index c = 0; c < op.cols; ++c) top = std::max(top, logit(c));
+    double sum = 0;
+    for (Index c = 0; c < op.cols; ++c) sum += std::exp(logit(c) - top);
+    for (Index c = 0; c < op.cols; ++c)
+      dst[r * op.cols + c] = static_cast<T>(std::exp(logit(c) - top) / sum);
+  }
+}
+
+template <typename T>
+void softmax_backward(const SoftmaxOp& op, std::span<const Buffer> b) {
+  const T *dst = as<T>(b[0]), *diff_dst = as<T>(b[1]);
+  T* diff_src = as<T>(b[2]);
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < op.rows; ++r) {
+    double dot = 0;
+    for (Index c = 0; c < op.cols; ++c)
+      dot += static_cast<double>(diff_dst[r * op.cols + c]) * dst[r * op.cols + c];
+    for (Index c = 0; c < op.cols; ++c)
+      diff_src[r * op.cols + c] =
+          static_cast<T>(op.scale * dst[r * op.cols + c] * (diff_dst[r * op.cols + c] - dot));
+  }
+}
+
+template <typename T>
+void embedding_forward(const EmbeddingOp& op, std::span<const Buffer> b) {
+  const T* table = as<T>(b[0]);
+  const std::int32_t* ids = as<std::int32_t>(b[1]);
+  T* dst = as<T>(b[2]);
+#pragma omp parallel for schedule(static)
+  for (Index t = 0; t < op.tokens; ++t)
+    std::copy(table + ids[t] * op.dim, table + (ids[t] + 1) * op.dim, dst + t * op.dim);
+}
+
+template <typename T>
+void embedding_backward(const EmbeddingOp& op, std::span<const Buffer> b) {
+  const T* diff_dst = as<T>(b[0]);
+  const std::int32_t* ids = as<std::int32_t>(b[1]);
+  T* diff_table = as<T>(b[2]);
+  if (!op.accumulate) std::fill(diff_table, diff_table + op.vocab * op.dim, T(0));
+    // Parallel over embedding columns: a row repeats across tokens, a column never collides.
+#pragma omp parallel for schedule(static)
+  for (Index d = 0; d < op.dim; ++d)
+    for (Index t = 0; t < op.tokens; ++t)
+      diff_table[ids[t] * op.dim + d] += diff_dst[t * op.dim + d];
 }
 
 // --- pooling ---
@@ -370,6 +522,26 @@ void softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op, std::span<c
 }
 
 template <typename T>
+void adamw(Index count, std::span<const Buffer> b) {
+  T* weights = as<T>(b[0]);
+  const T* grads = as<T>(b[1]);
+  T *m = as<T>(b[2]), *v = as<T>(b[3]);
+  const float* hyper = as<float>(b[4]);
+  const double lr = hyper[0], beta1 = hyper[1], beta2 = hyper[2], epsilon = hyper[3],
+               weight_decay = hyper[4], step = hyper[5];
+  const double correction1 = 1 - std::pow(beta1, step), correction2 = 1 - std::pow(beta2, step);
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) {
+    const double g = grads[i];
+    double w = weights[i] * (1 - lr * weight_decay);
+    m[i] = static_cast<T>(beta1 * m[i] + (1 - beta1) * g);
+    v[i] = static_cast<T>(beta2 * v[i] + (1 - beta2) * g * g);
+    w -= lr * (m[i] / correction1) / (std::sqrt(v[i] / correction2) + epsilon);
+    weights[i] = static_cast<T>(w);
+  }
+}
+
+template <typename T>
 void sgd_momentum(Index count, std::span<const Buffer> b) {
   T* weights = as<T>(b[0]);
   const T* grads = as<T>(b[1]);
@@ -390,8 +562,9 @@ Status plan_cast(const CastOp& op, std::unique_ptr<Plan>* out) {
   const bool to_bf16 = op.from == DType::f32 && op.to == DType::bf16;
   const bool to_f32 = op.from == DType::bf16 && op.to == DType::f32;
   if (!to_bf16 && !to_f32)
-    return Status::Unimplemented(fmt::format("the shared CPU cast converts f32 <-> bf16, not {} -> {}",
-                                             dtype_name(op.from), dtype_name(op.to)));
+    return Status::Unimplemented(
+        fmt::format("the shared CPU cast converts f32 <-> bf16, not {} -> {}", dtype_name(op.from),
+                    dtype_name(op.to)));
   const Index count = op.count;
   KernelPlan::Kernel body;
   if (to_bf16)
@@ -409,7 +582,8 @@ Status plan_cast(const CastOp& op, std::unique_ptr<Plan>* out) {
       for (Index i = 0; i < count; ++i) dst[i] = bf16_to_float(src[i]);
     };
   *out = std::make_unique<KernelPlan>(
-      std::vector<OperandSpec>{spec("src", op.from, {count}, false), spec("dst", op.to, {count}, true)},
+      std::vector<OperandSpec>{spec("src", op.from, {count}, false),
+                               spec("dst", op.to, {count}, true)},
       fmt::format("shared CPU cast {} -> {}", dtype_name(op.from), dtype_name(op.to)),
       std::move(body));
   return Status::Ok();
@@ -482,6 +656,29 @@ std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op) {
   return operands;
 }
 
+std::vector<OperandSpec> eltwise_operands(const EltwiseOp& op) {
+  const std::vector<Index> dims = {op.count};
+  if (op.pass == Pass::forward)
+    return {spec("src", op.dtype, dims, false), spec("dst", op.dtype, dims, true)};
+  // ReLU's gradient is known from its output, GELU's needs its input.
+  return {spec(op.kind == EltwiseKind::relu ? "dst" : "src", op.dtype, dims, false),
+          spec("diff_dst", op.dtype, dims, false), spec("diff_src", op.dtype, dims, true)};
+}
+
+std::vector<OperandSpec> layer_norm_operands(const LayerNormOp& op) {
+  const std::vector<Index> data = {op.rows, op.cols}, column = {op.cols}, row = {op.rows};
+  const DType t = op.dtype, c = t == DType::f64 ? t : DType::f32;
+  if (op.pass == Pass::forward)
+    return {spec("src", t, data, false),    spec("gamma", c, column, false),
+            spec("beta", c, column, false), spec("dst", t, data, true),
+            spec("mean", c, row, true),     spec("variance", c, row, true)};
+  return {spec("src", t, data, false),       spec("diff_dst", t, data, false),
+          spec("gamma", c, column, false),   spec("beta", c, column, false),
+          spec("mean", c, row, false),       spec("variance", c, row, false),
+          spec("diff_src", t, data, true),   spec("diff_gamma", c, column, true),
+          spec("diff_beta", c, column, true)};
+}
+
 std::vector<OperandSpec> pool_operands(const PoolOp& op) {
   const std::vector<Index> src = {op.mb, op.channels, op.ih, op.iw},
                            dst = {op.mb, op.channels, op.oh(), op.ow()};
@@ -547,20 +744,64 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
         out);
   }
   if (const auto* op = std::get_if<EltwiseOp>(&desc)) {
-    if (op->kind != EltwiseKind::relu)
-      return Status::Unimplemented("the shared CPU element-wise op is ReLU only");
     const EltwiseOp o = *op;
-    const std::vector<Index> dims = {o.count};
-    std::vector<OperandSpec> operands =
-        o.pass == Pass::forward ? std::vector<OperandSpec>{spec("src", o.dtype, dims, false),
-                                                           spec("dst", o.dtype, dims, true)}
-                                : std::vector<OperandSpec>{spec("dst", o.dtype, dims, false),
-                                                           spec("diff_dst", o.dtype, dims, false),
-                                                           spec("diff_src", o.dtype, dims, true)};
+    const bool relu = o.kind == EltwiseKind::relu;
     return make_plan(
-        o.dtype, std::move(operands), "ReLU",
+        o.dtype, eltwise_operands(o), relu ? "ReLU" : "GELU (erf)",
+        [o, relu]<typename T>(T, std::span<const Buffer> b) {
+          if (o.pass == Pass::forward)
+            relu ? relu_forward<T>(o.count, b) : gelu_forward<T>(o.count, b);
+          else
+            relu ? relu_backward<T>(o.count, b) : gelu_backward<T>(o.count, b);
+        },
+        out);
+  }
+  if (const auto* op = std::get_if<LayerNormOp>(&desc)) {
+    const LayerNormOp o = *op;
+    return make_plan(
+        o.dtype, layer_norm_operands(o), "layer norm",
         [o]<typename T>(T, std::span<const Buffer> b) {
-          o.pass == Pass::forward ? relu_forward<T>(o.count, b) : relu_backward<T>(o.count, b);
+          o.pass == Pass::forward ? layer_norm_forward<T>(o, b) : layer_norm_backward<T>(o, b);
+        },
+        out);
+  }
+  if (const auto* op = std::get_if<SoftmaxOp>(&desc)) {
+    const SoftmaxOp o = *op;
+    if (o.rows_per_mask < 1 || o.rows % o.rows_per_mask != 0)
+      return Status::InvalidArgument("softmax: rows must be a multiple of rows_per_mask");
+    const std::vector<Index> dims = {o.rows, o.cols};
+    std::vector<OperandSpec> operands;
+    if (o.pass == Pass::forward) {
+      operands.push_back(spec("src", o.dtype, dims, false));
+      if (o.masked)
+        operands.push_back(spec("mask", DType::f32, {o.rows / o.rows_per_mask, o.cols}, false));
+      operands.push_back(spec("dst", o.dtype, dims, true));
+    } else {
+      operands = {spec("dst", o.dtype, dims, false), spec("diff_dst", o.dtype, dims, false),
+                  spec("diff_src", o.dtype, dims, true)};
+    }
+    return make_plan(
+        o.dtype, std::move(operands), o.masked ? "scaled masked softmax" : "scaled softmax",
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? softmax_forward<T>(o, b) : softmax_backward<T>(o, b);
+        },
+        out);
+  }
+  if (const auto* op = std::get_if<EmbeddingOp>(&desc)) {
+    const EmbeddingOp o = *op;
+    const std::vector<Index> table = {o.vocab, o.dim}, rows = {o.tokens, o.dim}, ids = {o.tokens};
+    std::vector<OperandSpec> operands =
+        o.pass == Pass::forward
+            ? std::vector<OperandSpec>{spec("table", o.dtype, table, false),
+                                       spec("ids", DType::i32, ids, false),
+                                       spec("dst", o.dtype, rows, true)}
+            : std::vector<OperandSpec>{spec("diff_dst", o.dtype, rows, false),
+                                       spec("ids", DType::i32, ids, false),
+                                       spec("diff_table", o.dtype, table, true)};
+    return make_plan(
+        o.dtype, std::move(operands), o.pass == Pass::forward ? "row gather" : "row scatter-add",
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? embedding_forward<T>(o, b) : embedding_backward<T>(o, b);
         },
         out);
   }
@@ -608,9 +849,21 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
         out);
   }
   if (const auto* op = std::get_if<CastOp>(&desc)) return plan_cast(*op, out);
+  if (const auto* op = std::get_if<OptimizerOp>(&desc); op && op->kind == OptimizerKind::adamw) {
+    const Index count = op->count;
+    const std::vector<Index> dims = {count};
+    std::vector<OperandSpec> operands = {
+        spec("weights", op->dtype, dims, true), spec("grads", op->dtype, dims, false),
+        spec("m", op->dtype, dims, true), spec("v", op->dtype, dims, true),
+        spec("hyper", DType::f32, {kAdamHyperCount}, false)};
+    operands[4].memory = MemoryKind::host_pageable;
+    return make_plan(
+        op->dtype, std::move(operands), "AdamW",
+        [count]<typename T>(T, std::span<const Buffer> b) { adamw<T>(count, b); }, out);
+  }
   if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
     if (op->kind != OptimizerKind::sgd_momentum)
-      return Status::Unimplemented("the shared CPU optimizer is SGD with momentum only");
+      return Status::Unimplemented("the shared CPU optimizers are SGD with momentum and AdamW");
     const Index count = op->count;
     const std::vector<Index> dims = {count};
     std::vector<OperandSpec> operands = {spec("weights", op->dtype, dims, true),

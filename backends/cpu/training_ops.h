@@ -1,7 +1,9 @@
 // The training ops every CPU backend shares, in plain layouts (NCHW activations, OIHW and
 // [out, in] weights), written once for float and double:
-//   - batch norm, ReLU, add, max / global-average pooling, softmax cross-entropy and the SGD
-//     update, in f32 and f64: what a library lacks, and the double-precision reference;
+//   - batch norm, layer norm, ReLU, GELU, add, max / global-average pooling, scaled masked
+//     softmax, row gather / scatter-add (embeddings), softmax cross-entropy, f32 <-> bf16
+//     casts and the SGD and AdamW updates, in f32 and f64: what a library lacks, and the
+//     double-precision reference;
 //   - convolution and fully connected layers in f64 only: the reference a library's f32
 //     kernels are checked against (a slow f32 loop would only mislead a benchmark).
 // For these plans the `native` layout is the plain one.
@@ -19,6 +21,8 @@ Status plan_shared_training_op(const OpDesc& op, std::unique_ptr<Plan>* out);
 // Operand specs, in the order execute() takes them, for the ops whose operand list every
 // backend shares (so a library backend lists them the same way).
 std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op);
+std::vector<OperandSpec> eltwise_operands(const EltwiseOp& op);
+std::vector<OperandSpec> layer_norm_operands(const LayerNormOp& op);
 std::vector<OperandSpec> pool_operands(const PoolOp& op);
 std::vector<OperandSpec> conv_operands(const ConvOp& op);
 std::vector<OperandSpec> fully_connected_operands(const FullyConnectedOp& op);

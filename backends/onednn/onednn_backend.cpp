@@ -49,7 +49,8 @@ class OneDnnBackend final : public cpu::CpuBackend {
       if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_gemm(*gemm, out);
       if (std::holds_alternative<ConvOp>(op) || std::holds_alternative<BatchNormOp>(op) ||
           std::holds_alternative<PoolOp>(op) || std::holds_alternative<EltwiseOp>(op) ||
-          std::holds_alternative<BinaryOp>(op) || std::holds_alternative<FullyConnectedOp>(op)) {
+          std::holds_alternative<BinaryOp>(op) || std::holds_alternative<FullyConnectedOp>(op) ||
+          std::holds_alternative<LayerNormOp>(op)) {
         TB_RETURN_IF_ERROR(check_dtype(*data_type(op)));
         return onednn::plan_training_op(engine_, stream_, op, out);
       }

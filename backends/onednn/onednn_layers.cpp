@@ -1,5 +1,5 @@
-// oneDNN plans for a network's layers: convolution, batch norm (+ ReLU), pooling, ReLU, add
-// (+ ReLU) and fully connected, forward and backward. Activations use the backend's
+// oneDNN plans for a network's layers: convolution, batch norm (+ ReLU), layer norm, pooling,
+// ReLU, GELU, add (+ ReLU) and fully connected, forward and backward. Activations use the backend's
 // activation layout so consecutive layers hand blocked data to each other without reorders.
 #include <fmt/format.h>
 
@@ -74,8 +74,8 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
   auto weights_binding = [&](int arg, const memory::desc& plain, const memory::desc& wanted) {
     return chained ? OperandBinding{arg, plain, plain, wanted} : OperandBinding{arg, plain, wanted};
   };
-  const auto algorithm = op.winograd_allowed ? dnnl::algorithm::convolution_auto
-                                             : dnnl::algorithm::convolution_direct;
+  const auto algorithm =
+      op.winograd_allowed ? dnnl::algorithm::convolution_auto : dnnl::algorithm::convolution_direct;
   const dnnl::primitive_attr attr = base_attr();
   dnnl::convolution_forward::primitive_desc forward(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm,
@@ -210,26 +210,64 @@ OperandSpec flat_spec(const char* name, DType dtype, std::int64_t count, bool is
   return {name, dtype, {count}, 0, is_output};
 }
 
-Status plan_relu(const dnnl::engine& engine, dnnl::stream& stream, const EltwiseOp& op,
-                 std::unique_ptr<Plan>* out) {
-  if (op.kind != EltwiseKind::relu) return Status::Unimplemented("cpu-onednn: GELU not yet");
+Status plan_eltwise(const dnnl::engine& engine, dnnl::stream& stream, const EltwiseOp& op,
+                    std::unique_ptr<Plan>* out) {
   const memory::desc data({op.count}, to_dnnl(op.dtype), tag::x);
-  // ReLU's gradient is known from its output, so backward needs dst only (no saved input).
-  const auto algorithm = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+  const bool relu = op.kind == EltwiseKind::relu;
+  // ReLU's gradient is known from its output, so its backward needs dst only (no saved input);
+  // GELU's needs its input.
+  const auto algorithm =
+      relu ? dnnl::algorithm::eltwise_relu_use_dst_for_bwd : dnnl::algorithm::eltwise_gelu_erf;
   const dnnl::primitive_attr attr = base_attr();
   dnnl::eltwise_forward::primitive_desc forward(
       dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, data, 0.f, 0.f),
       attr, engine);
+  const std::vector<OperandSpec> specs = cpu::eltwise_operands(op);
   if (op.pass == Pass::forward)
     return make(out, engine, stream, dnnl::eltwise_forward(forward), forward,
-                {{flat_spec("src", op.dtype, op.count, false), DNNL_ARG_SRC, data, data},
-                 {flat_spec("dst", op.dtype, op.count, true), DNNL_ARG_DST, data, data}});
+                bind_operands(specs, {{DNNL_ARG_SRC, data, data}, {DNNL_ARG_DST, data, data}}));
   dnnl::eltwise_backward::primitive_desc pd(
       dnnl::eltwise_backward::desc(algorithm, data, data, 0.f, 0.f), attr, engine, forward);
   return make(out, engine, stream, dnnl::eltwise_backward(pd), pd,
-              {{flat_spec("dst", op.dtype, op.count, false), DNNL_ARG_DST, data, data},
-               {flat_spec("diff_dst", op.dtype, op.count, false), DNNL_ARG_DIFF_DST, data, data},
-               {flat_spec("diff_src", op.dtype, op.count, true), DNNL_ARG_DIFF_SRC, data, data}});
+              bind_operands(specs, {{relu ? DNNL_ARG_DST : DNNL_ARG_SRC, data, data},
+                                    {DNNL_ARG_DIFF_DST, data, data},
+                                    {DNNL_ARG_DIFF_SRC, data, data}}));
+}
+
+Status plan_layer_norm(const dnnl::engine& engine, dnnl::stream& stream, const LayerNormOp& op,
+                       std::unique_ptr<Plan>* out) {
+  const memory::desc data({op.rows, op.cols}, to_dnnl(op.dtype), tag::ab),
+      column({op.cols}, memory::data_type::f32, tag::x),
+      row({op.rows}, memory::data_type::f32, tag::x);
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  const dnnl::primitive_attr attr = base_attr();
+  dnnl::layer_normalization_forward::primitive_desc forward(
+      dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, data, row,
+                                              op.epsilon, flags),
+      attr, engine);
+  const std::vector<OperandSpec> specs = cpu::layer_norm_operands(op);
+  if (op.pass == Pass::forward)
+    return make(out, engine, stream, dnnl::layer_normalization_forward(forward), forward,
+                bind_operands(specs, {{DNNL_ARG_SRC, data, data},
+                                      {DNNL_ARG_SCALE, column, column},
+                                      {DNNL_ARG_SHIFT, column, column},
+                                      {DNNL_ARG_DST, data, data},
+                                      {DNNL_ARG_MEAN, row, row},
+                                      {DNNL_ARG_VARIANCE, row, row}}));
+  dnnl::layer_normalization_backward::primitive_desc pd(
+      dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward, data, data, row,
+                                               op.epsilon, flags),
+      attr, engine, forward);
+  return make(out, engine, stream, dnnl::layer_normalization_backward(pd), pd,
+              bind_operands(specs, {{DNNL_ARG_SRC, data, data},
+                                    {DNNL_ARG_DIFF_DST, data, data},
+                                    {DNNL_ARG_SCALE, column, column},
+                                    {DNNL_ARG_SHIFT, column, column},
+                                    {DNNL_ARG_MEAN, row, row},
+                                    {DNNL_ARG_VARIANCE, row, row},
+                                    {DNNL_ARG_DIFF_SRC, data, data},
+                                    {DNNL_ARG_DIFF_SCALE, column, column},
+                                    {DNNL_ARG_DIFF_SHIFT, column, column}}));
 }
 
 Status plan_add(const dnnl::engine& engine, dnnl::stream& stream, const BinaryOp& op,
@@ -303,7 +341,10 @@ Status plan_training_op(const dnnl::engine& engine, dnnl::stream& stream, const 
   if (const auto* bn = std::get_if<BatchNormOp>(&op))
     return plan_batch_norm(engine, stream, *bn, out);
   if (const auto* pool = std::get_if<PoolOp>(&op)) return plan_pool(engine, stream, *pool, out);
-  if (const auto* relu = std::get_if<EltwiseOp>(&op)) return plan_relu(engine, stream, *relu, out);
+  if (const auto* eltwise = std::get_if<EltwiseOp>(&op))
+    return plan_eltwise(engine, stream, *eltwise, out);
+  if (const auto* norm = std::get_if<LayerNormOp>(&op))
+    return plan_layer_norm(engine, stream, *norm, out);
   if (const auto* add = std::get_if<BinaryOp>(&op)) return plan_add(engine, stream, *add, out);
   if (const auto* fc = std::get_if<FullyConnectedOp>(&op))
     return plan_fully_connected(engine, stream, *fc, out);

@@ -1,0 +1,163 @@
+// The ops BERT needs beyond ResNet's: the shared f64 reference against central differences
+// of its own forward, cpu-onednn's fp32 plans against the reference, and the AdamW update
+// against its closed form.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "tests/models/support.h"
+
+namespace tb {
+namespace {
+
+using testing_support::make_backend;
+using testing_support::random;
+using testing_support::relative_error;
+using testing_support::run_op;
+
+class TransformerOps : public testing::Test {
+ protected:
+  void SetUp() override {
+    backend_ = make_backend("cpu-onednn");
+    if (!backend_) backend_ = make_backend("cpu-openblas");
+    if (!backend_) GTEST_SKIP() << "no CPU backend in this build";
+  }
+
+  // loss(inputs) = sum_i weights_i * forward(inputs)[output]_i, in f64.
+  double loss(const OpDesc& forward, const std::vector<std::vector<double>>& inputs, int output,
+              const std::vector<double>& weights) {
+    const auto outputs = run_op(*backend_, forward, inputs);
+    double sum = 0;
+    for (std::size_t i = 0; i < weights.size(); ++i) sum += weights[i] * outputs.at(output)[i];
+    return sum;
+  }
+
+  // The analytic gradient `analytic` of loss with respect to input `wrt`, against central
+  // differences at a spread of entries.
+  void expect_matches_differences(const OpDesc& forward, std::vector<std::vector<double>> inputs,
+                                  int output, const std::vector<double>& weights, int wrt,
+                                  const std::vector<double>& analytic, const char* what) {
+    const double h = 1e-6;
+    const std::size_t n = inputs[wrt].size();
+    for (std::size_t k = 0; k < 12; ++k) {
+      const std::size_t i = (k * 7919 + 3) % n;
+      const double saved = inputs[wrt][i];
+      inputs[wrt][i] = saved + h;
+      const double up = loss(forward, inputs, output, weights);
+      inputs[wrt][i] = saved - h;
+      const double down = loss(forward, inputs, output, weights);
+      inputs[wrt][i] = saved;
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(analytic.at(i), numeric, 1e-6 + 1e-5 * std::fabs(numeric))
+          << what << " entry " << i;
+    }
+  }
+
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_F(TransformerOps, LayerNormBackwardMatchesDifferencesAndOneDnnAgrees) {
+  LayerNormOp op{.rows = 6, .cols = 40, .epsilon = 1e-12f, .dtype = DType::f64};
+  const std::vector<double> src = random(240, 1), gamma = random(40, 2), beta = random(40, 3),
+                            r = random(240, 4);
+  const auto forward = run_op(*backend_, op, {src, gamma, beta});
+  LayerNormOp backward = op;
+  backward.pass = Pass::backward;
+  const auto grads =
+      run_op(*backend_, backward, {src, r, gamma, beta, forward.at(4), forward.at(5)});
+  expect_matches_differences(op, {src, gamma, beta}, 3, r, 0, grads.at(6), "diff_src");
+  expect_matches_differences(op, {src, gamma, beta}, 3, r, 1, grads.at(7), "diff_gamma");
+  expect_matches_differences(op, {src, gamma, beta}, 3, r, 2, grads.at(8), "diff_beta");
+  // The library's fp32 plans against the reference.
+  LayerNormOp f32 = op, f32_backward = backward;
+  f32.dtype = f32_backward.dtype = DType::f32;
+  f32.epsilon = f32_backward.epsilon = 1e-5f;  // fp32 cannot resolve BERT's 1e-12 here anyway
+  op.epsilon = backward.epsilon = 1e-5f;
+  const auto want = run_op(*backend_, op, {src, gamma, beta});
+  const auto got = run_op(*backend_, f32, {src, gamma, beta});
+  EXPECT_LT(relative_error(got.at(3), want.at(3)), 1e-5);
+  const auto want_grads =
+      run_op(*backend_, backward, {src, r, gamma, beta, want.at(4), want.at(5)});
+  const auto got_grads =
+      run_op(*backend_, f32_backward, {src, r, gamma, beta, want.at(4), want.at(5)});
+  for (int k : {6, 7, 8}) EXPECT_LT(relative_error(got_grads.at(k), want_grads.at(k)), 1e-5) << k;
+}
+
+TEST_F(TransformerOps, GeluBackwardMatchesDifferencesAndOneDnnAgrees) {
+  EltwiseOp op{.kind = EltwiseKind::gelu, .count = 500, .dtype = DType::f64};
+  std::vector<double> src = random(500, 5);
+  for (double& x : src) x *= 4;  // cover the curved part and both tails
+  const std::vector<double> r = random(500, 6);
+  EltwiseOp backward = op;
+  backward.pass = Pass::backward;
+  const auto grads = run_op(*backend_, backward, {src, r});
+  expect_matches_differences(op, {src}, 1, r, 0, grads.at(2), "gelu");
+  EltwiseOp f32 = op, f32_backward = backward;
+  f32.dtype = f32_backward.dtype = DType::f32;
+  EXPECT_LT(relative_error(run_op(*backend_, f32, {src}).at(1), run_op(*backend_, op, {src}).at(1)),
+            1e-6);
+  EXPECT_LT(relative_error(run_op(*backend_, f32_backward, {src, r}).at(2), grads.at(2)), 1e-6);
+}
+
+TEST_F(TransformerOps, MaskedSoftmaxBackwardMatchesDifferences) {
+  // 2 sequences x 3 rows each (heads x queries) over 8 keys; the mask drops keys 6 and 7 of
+  // the second sequence.
+  SoftmaxOp op{.rows = 6,
+               .cols = 8,
+               .scale = 0.35f,
+               .masked = true,
+               .rows_per_mask = 3,
+               .dtype = DType::f64};
+  std::vector<double> mask(16, 0.0);
+  mask[8 + 6] = mask[8 + 7] = -10000.0;
+  const std::vector<double> src = random(48, 7), r = random(48, 8);
+  const auto forward = run_op(*backend_, op, {src, mask});
+  for (int row = 3; row < 6; ++row) EXPECT_LT(forward.at(2)[row * 8 + 7], 1e-4);
+  for (int row = 0; row < 6; ++row) {
+    double sum = 0;
+    for (int c = 0; c < 8; ++c) sum += forward.at(2)[row * 8 + c];
+    EXPECT_NEAR(sum, 1.0, 1e-12);
+  }
+  SoftmaxOp backward = op;
+  backward.pass = Pass::backward;
+  const auto grads = run_op(*backend_, backward, {forward.at(2), r});
+  expect_matches_differences(op, {src, mask}, 2, r, 0, grads.at(2), "softmax");
+}
+
+TEST_F(TransformerOps, EmbeddingGathersAndScatterAdds) {
+  EmbeddingOp op{.tokens = 5, .vocab = 4, .dim = 3, .dtype = DType::f64};
+  const std::vector<double> table = random(12, 9), ids = {2, 0, 2, 3, 2};
+  const auto gathered = run_op(*backend_, op, {table, ids});
+  for (int t = 0; t < 5; ++t)
+    for (int d = 0; d < 3; ++d)
+      EXPECT_EQ(gathered.at(2)[t * 3 + d], table[static_cast<int>(ids[t]) * 3 + d]);
+  EmbeddingOp backward = op;
+  backward.pass = Pass::backward;
+  const std::vector<double> diff = random(15, 10);
+  const auto scattered = run_op(*backend_, backward, {diff, ids});
+  for (int d = 0; d < 3; ++d) {
+    EXPECT_DOUBLE_EQ(scattered.at(2)[2 * 3 + d],
+                     diff[0 * 3 + d] + diff[2 * 3 + d] + diff[4 * 3 + d]);
+    EXPECT_DOUBLE_EQ(scattered.at(2)[1 * 3 + d], 0.0);  // token id 1 never appears
+  }
+}
+
+TEST_F(TransformerOps, AdamWFirstStepHasItsClosedForm) {
+  // From m = v = 0, one step: m_hat = g, v_hat = g^2, so
+  // w1 = w0 (1 - lr wd) - lr g / (|g| + eps).
+  const std::vector<double> weights = random(64, 11), grads = random(64, 12), zeros(64, 0.0);
+  const float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f, wd = 0.01f;
+  OptimizerOp op{.kind = OptimizerKind::adamw, .count = 64, .dtype = DType::f64};
+  const auto out =
+      run_op(*backend_, op, {weights, grads, zeros, zeros, {lr, beta1, beta2, eps, wd, 1}});
+  for (int i = 0; i < 64; ++i) {
+    const double expected = weights[i] * (1 - double{lr} * wd) -
+                            double{lr} * grads[i] / (std::fabs(grads[i]) + double{eps});
+    EXPECT_NEAR(out.at(0)[i], expected, 1e-12) << i;
+    EXPECT_NEAR(out.at(2)[i], (1 - double{beta1}) * grads[i], 1e-12);
+  }
+}
+
+}  // namespace
+}  // namespace tb
