@@ -189,6 +189,10 @@ struct EmbeddingOp {
   bool accumulate = false;
   DType dtype = DType::f32;
 };
+// Inverted dropout without a stored mask: element i of execution `step` is dropped when a
+// counter-based hash of (seed, step, i) falls below `probability`, so backward regenerates
+// forward's mask. forward: src, step (host, i32) -> dst = src * keep / (1 - p);
+// backward: diff_dst, step -> diff_src = diff_dst * keep / (1 - p).
 struct DropoutOp {
   Pass pass = Pass::forward;
   std::int64_t count = 0;
@@ -209,10 +213,16 @@ struct CastOp {
 // v = b2 v + (1 - b2) g^2; w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
 // Operands: weights, grads, m, v (updated), hyper (host, f32: learning_rate, beta1, beta2,
 // epsilon, weight_decay, step t >= 1).
+// lamb (MLPerf BERT's optimizer, with bias correction): m, v as AdamW; per parameter tensor
+// u = m_hat / (sqrt(v_hat) + eps) + weight_decay * w, trust ratio r = |w| / |u| (1 when
+// either is 0), w -= lr * r * u. Operands: weights, grads, m, v, tensor_offsets (i32, one
+// more than the number of tensors: where each starts in the flat buffer, then the end),
+// hyper (as AdamW).
 enum class OptimizerKind { sgd_momentum, adamw, lamb };
 struct OptimizerOp {
   OptimizerKind kind = OptimizerKind::sgd_momentum;
   std::int64_t count = 0;
+  std::int64_t tensors = 1;  // lamb: how many parameter tensors the flat buffer holds
   DType dtype = DType::f32;
 };
 inline constexpr int kSgdHyperCount = 3;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/seeded.h"
 #include "workloads/descriptor.h"
 
 namespace tb {
@@ -83,15 +84,6 @@ class OpWorkload : public Workload {
 
 // Seeded uniform values in [-1, 1), rounded to `dtype` so references see what the op sees.
 std::vector<float> random_values(std::size_t count, std::uint64_t seed, DType dtype);
-
-// splitmix64's finalizer: a well-mixed 64-bit value from a counter, for seeded data that is
-// generated where it is needed instead of being stored.
-inline std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-inline constexpr std::uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ull;
 
 // Relative tolerance (against ReferenceValue::magnitude) for a result accumulated over
 // `reduction` terms in fp32 (fp64 for f64) and stored as `output`.

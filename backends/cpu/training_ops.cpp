@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
+#include "backends/seeded.h"
 
 namespace tb::cpu {
 namespace {
@@ -541,6 +542,60 @@ void adamw(Index count, std::span<const Buffer> b) {
   }
 }
 
+// LAMB over a flat buffer of `tensors` parameter tensors (offsets in operand 4).
+template <typename T>
+void lamb(Index count, Index tensors, std::span<const Buffer> b) {
+  T* weights = as<T>(b[0]);
+  const T* grads = as<T>(b[1]);
+  T *m = as<T>(b[2]), *v = as<T>(b[3]);
+  const std::int32_t* offsets = as<std::int32_t>(b[4]);
+  const float* hyper = as<float>(b[5]);
+  const double lr = hyper[0], beta1 = hyper[1], beta2 = hyper[2], epsilon = hyper[3],
+               weight_decay = hyper[4], step = hyper[5];
+  const double correction1 = 1 - std::pow(beta1, step), correction2 = 1 - std::pow(beta2, step);
+  (void)count;
+#pragma omp parallel for schedule(dynamic)
+  for (Index t = 0; t < tensors; ++t) {
+    const Index begin = offsets[t], end = offsets[t + 1];
+    double weight_norm = 0, update_norm = 0;
+    for (Index i = begin; i < end; ++i) {
+      const double g = grads[i];
+      m[i] = static_cast<T>(beta1 * m[i] + (1 - beta1) * g);
+      v[i] = static_cast<T>(beta2 * v[i] + (1 - beta2) * g * g);
+      const double u = (m[i] / correction1) / (std::sqrt(v[i] / correction2) + epsilon) +
+                       weight_decay * weights[i];
+      weight_norm += static_cast<double>(weights[i]) * weights[i];
+      update_norm += u * u;
+    }
+    const double ratio =
+        weight_norm > 0 && update_norm > 0 ? std::sqrt(weight_norm / update_norm) : 1.0;
+    for (Index i = begin; i < end; ++i) {
+      const double u = (m[i] / correction1) / (std::sqrt(v[i] / correction2) + epsilon) +
+                       weight_decay * weights[i];
+      weights[i] = static_cast<T>(weights[i] - lr * ratio * u);
+    }
+  }
+}
+
+// Dropout's keep decision for element i of execution `step`: a counter-based hash, so the
+// backward pass regenerates the forward pass's mask instead of storing it.
+inline bool dropout_keeps(std::uint64_t seed, std::int32_t step, Index i, double probability) {
+  const std::uint64_t z = mix64(seed ^ mix64(static_cast<std::uint64_t>(step) * kGoldenGamma +
+                                             static_cast<std::uint64_t>(i)));
+  return static_cast<double>(z >> 11) * 0x1.0p-53 >= probability;
+}
+
+template <typename T>
+void dropout(const DropoutOp& op, std::span<const Buffer> b) {
+  const T* in = as<T>(b[0]);
+  const std::int32_t step = *as<std::int32_t>(b[1]);
+  T* out = as<T>(b[2]);
+  const double scale = 1.0 / (1.0 - op.probability);
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < op.count; ++i)
+    out[i] = dropout_keeps(op.seed, step, i, op.probability) ? static_cast<T>(in[i] * scale) : T(0);
+}
+
 template <typename T>
 void sgd_momentum(Index count, std::span<const Buffer> b) {
   T* weights = as<T>(b[0]);
@@ -861,9 +916,41 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
         op->dtype, std::move(operands), "AdamW",
         [count]<typename T>(T, std::span<const Buffer> b) { adamw<T>(count, b); }, out);
   }
+  if (const auto* op = std::get_if<OptimizerOp>(&desc); op && op->kind == OptimizerKind::lamb) {
+    const Index count = op->count, tensors = op->tensors;
+    const std::vector<Index> dims = {count};
+    std::vector<OperandSpec> operands = {spec("weights", op->dtype, dims, true),
+                                         spec("grads", op->dtype, dims, false),
+                                         spec("m", op->dtype, dims, true),
+                                         spec("v", op->dtype, dims, true),
+                                         spec("tensor_offsets", DType::i32, {tensors + 1}, false),
+                                         spec("hyper", DType::f32, {kAdamHyperCount}, false)};
+    operands[5].memory = MemoryKind::host_pageable;
+    if (count > std::numeric_limits<std::int32_t>::max())
+      return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
+    return make_plan(
+        op->dtype, std::move(operands), "LAMB",
+        [count, tensors]<typename T>(T, std::span<const Buffer> b) { lamb<T>(count, tensors, b); },
+        out);
+  }
+  if (const auto* op = std::get_if<DropoutOp>(&desc)) {
+    const DropoutOp o = *op;
+    if (!(o.probability >= 0 && o.probability < 1))
+      return Status::InvalidArgument("dropout probability must be in [0, 1)");
+    const std::vector<Index> dims = {o.count};
+    std::vector<OperandSpec> operands = {
+        spec(o.pass == Pass::forward ? "src" : "diff_dst", o.dtype, dims, false),
+        spec("step", DType::i32, {1}, false),
+        spec(o.pass == Pass::forward ? "dst" : "diff_src", o.dtype, dims, true)};
+    operands[1].memory = MemoryKind::host_pageable;
+    // Forward and backward are the same map: keep and scale, or zero.
+    return make_plan(
+        o.dtype, std::move(operands), "dropout (counter-based mask, not stored)",
+        [o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(o, b); }, out);
+  }
   if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
     if (op->kind != OptimizerKind::sgd_momentum)
-      return Status::Unimplemented("the shared CPU optimizers are SGD with momentum and AdamW");
+      return Status::Unimplemented("unknown optimizer kind");
     const Index count = op->count;
     const std::vector<Index> dims = {count};
     std::vector<OperandSpec> operands = {spec("weights", op->dtype, dims, true),

@@ -1,9 +1,9 @@
 // The training ops every CPU backend shares, in plain layouts (NCHW activations, OIHW and
 // [out, in] weights), written once for float and double:
-//   - batch norm, layer norm, ReLU, GELU, add, max / global-average pooling, scaled masked
+//   - batch norm, layer norm, ReLU, GELU, add, dropout, max / global-average pooling, scaled masked
 //     softmax, row gather / scatter-add (embeddings), softmax cross-entropy, f32 <-> bf16
-//     casts and the SGD and AdamW updates, in f32 and f64: what a library lacks, and the
-//     double-precision reference;
+//     casts, dropout and the SGD, AdamW and LAMB updates, in f32 and f64: what a library lacks, and
+//     the double-precision reference;
 //   - convolution and fully connected layers in f64 only: the reference a library's f32
 //     kernels are checked against (a slow f32 loop would only mislead a benchmark).
 // For these plans the `native` layout is the plain one.

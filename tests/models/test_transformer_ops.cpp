@@ -159,5 +159,56 @@ TEST_F(TransformerOps, AdamWFirstStepHasItsClosedForm) {
   }
 }
 
+TEST_F(TransformerOps, DropoutRegeneratesItsMaskInBackward) {
+  const std::int64_t n = 20000;
+  DropoutOp op{.count = n, .probability = 0.1f, .seed = 77, .dtype = DType::f64};
+  const std::vector<double> src = random(n, 13), diff = random(n, 14);
+  const auto forward = run_op(*backend_, op, {src, {5}});
+  DropoutOp backward = op;
+  backward.pass = Pass::backward;
+  const auto grads = run_op(*backend_, backward, {diff, {5}});
+  std::int64_t dropped = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool kept = forward.at(2)[i] != 0;
+    dropped += !kept;
+    // The same elements are dropped in both passes; the kept ones are scaled by 1 / (1 - p).
+    EXPECT_EQ(grads.at(2)[i] != 0, kept) << i;
+    if (kept) {
+      EXPECT_NEAR(forward.at(2)[i], src[i] / 0.9, 1e-6);  // p is a float: 0.1f
+      EXPECT_NEAR(grads.at(2)[i], diff[i] / 0.9, 1e-6);
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / n, 0.1, 0.01);
+  // Another step draws another mask; the same step the same one.
+  const auto other = run_op(*backend_, op, {src, {6}});
+  const auto again = run_op(*backend_, op, {src, {5}});
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < n; ++i) differ += (other.at(2)[i] == 0) != (forward.at(2)[i] == 0);
+  EXPECT_GT(differ, n / 20);
+  EXPECT_EQ(again.at(2), forward.at(2));
+}
+
+TEST_F(TransformerOps, LambFirstStepHasItsClosedForm) {
+  // Two tensors (40 and 24 values). First step: u = g / (|g| + eps) + wd w per element,
+  // r = |w| / |u| per tensor, w1 = w0 - lr r u.
+  const std::vector<double> weights = random(64, 15), grads = random(64, 16), zeros(64, 0.0);
+  const float lr = 2e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f, wd = 0.01f;
+  OptimizerOp op{.kind = OptimizerKind::lamb, .count = 64, .tensors = 2, .dtype = DType::f64};
+  const auto out = run_op(
+      *backend_, op, {weights, grads, zeros, zeros, {0, 40, 64}, {lr, beta1, beta2, eps, wd, 1}});
+  for (auto [begin, end] : {std::pair{0, 40}, {40, 64}}) {
+    double weight_norm = 0, update_norm = 0;
+    std::vector<double> u(64);
+    for (int i = begin; i < end; ++i) {
+      u[i] = grads[i] / (std::fabs(grads[i]) + double{eps}) + double{wd} * weights[i];
+      weight_norm += weights[i] * weights[i];
+      update_norm += u[i] * u[i];
+    }
+    const double ratio = std::sqrt(weight_norm / update_norm);
+    for (int i = begin; i < end; ++i)
+      EXPECT_NEAR(out.at(0)[i], weights[i] - double{lr} * ratio * u[i], 1e-12) << i;
+  }
+}
+
 }  // namespace
 }  // namespace tb
