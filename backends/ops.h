@@ -106,7 +106,8 @@ struct BatchNormOp {
 // Element-wise over `count` values in whatever layout the operands share.
 // relu forward: src -> dst; backward: dst, diff_dst -> diff_src (the mask is taken from dst).
 // gelu (exact, erf: BERT's): forward src -> dst; backward: src, diff_dst -> diff_src.
-enum class EltwiseKind { relu, gelu };
+// tanh (BERT's pooler): as relu, the gradient from dst (1 - dst^2).
+enum class EltwiseKind { relu, gelu, tanh };
 struct EltwiseOp {
   EltwiseKind kind = EltwiseKind::relu;
   Pass pass = Pass::forward;

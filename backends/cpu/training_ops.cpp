@@ -178,6 +178,23 @@ void gelu_backward(Index count, std::span<const Buffer> b) {
   }
 }
 
+template <typename T>
+void tanh_forward(Index count, std::span<const Buffer> b) {
+  const T* src = as<T>(b[0]);
+  T* dst = as<T>(b[1]);
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i) dst[i] = static_cast<T>(std::tanh(static_cast<double>(src[i])));
+}
+
+template <typename T>
+void tanh_backward(Index count, std::span<const Buffer> b) {
+  const T *dst = as<T>(b[0]), *diff_dst = as<T>(b[1]);
+  T* diff_src = as<T>(b[2]);
+#pragma omp parallel for schedule(static)
+  for (Index i = 0; i < count; ++i)
+    diff_src[i] = static_cast<T>(diff_dst[i] * (1.0 - static_cast<double>(dst[i]) * dst[i]));
+}
+
 // --- layer norm, softmax, row gather ---
 
 // Statistics, scale and shift: f32 for low-precision data, f64 for the reference.
@@ -715,8 +732,8 @@ std::vector<OperandSpec> eltwise_operands(const EltwiseOp& op) {
   const std::vector<Index> dims = {op.count};
   if (op.pass == Pass::forward)
     return {spec("src", op.dtype, dims, false), spec("dst", op.dtype, dims, true)};
-  // ReLU's gradient is known from its output, GELU's needs its input.
-  return {spec(op.kind == EltwiseKind::relu ? "dst" : "src", op.dtype, dims, false),
+  // ReLU's and tanh's gradients are known from their output, GELU's needs its input.
+  return {spec(op.kind == EltwiseKind::gelu ? "src" : "dst", op.dtype, dims, false),
           spec("diff_dst", op.dtype, dims, false), spec("diff_src", op.dtype, dims, true)};
 }
 
@@ -800,14 +817,22 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   }
   if (const auto* op = std::get_if<EltwiseOp>(&desc)) {
     const EltwiseOp o = *op;
-    const bool relu = o.kind == EltwiseKind::relu;
+    static constexpr const char* kNames[] = {"ReLU", "GELU (erf)", "tanh"};
     return make_plan(
-        o.dtype, eltwise_operands(o), relu ? "ReLU" : "GELU (erf)",
-        [o, relu]<typename T>(T, std::span<const Buffer> b) {
-          if (o.pass == Pass::forward)
-            relu ? relu_forward<T>(o.count, b) : gelu_forward<T>(o.count, b);
-          else
-            relu ? relu_backward<T>(o.count, b) : gelu_backward<T>(o.count, b);
+        o.dtype, eltwise_operands(o), kNames[static_cast<int>(o.kind)],
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          const bool forward = o.pass == Pass::forward;
+          switch (o.kind) {
+            case EltwiseKind::relu:
+              forward ? relu_forward<T>(o.count, b) : relu_backward<T>(o.count, b);
+              break;
+            case EltwiseKind::gelu:
+              forward ? gelu_forward<T>(o.count, b) : gelu_backward<T>(o.count, b);
+              break;
+            case EltwiseKind::tanh:
+              forward ? tanh_forward<T>(o.count, b) : tanh_backward<T>(o.count, b);
+              break;
+          }
         },
         out);
   }

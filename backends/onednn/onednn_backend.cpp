@@ -124,7 +124,7 @@ class OneDnnBackend final : public cpu::CpuBackend {
 BackendEntry onednn_backend_entry() {
   return {"cpu-onednn",
           "CPU through oneDNN " + version_string() +
-              " (matmul, convolution, batch norm, pooling, inner product, eltwise)",
+              " (matmul, convolution, batch and layer norm, pooling, inner product, eltwise)",
           [] {
             return Availability{true, ""};
           },

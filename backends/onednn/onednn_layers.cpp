@@ -1,6 +1,7 @@
 // oneDNN plans for a network's layers: convolution, batch norm (+ ReLU), layer norm, pooling,
-// ReLU, GELU, add (+ ReLU) and fully connected, forward and backward. Activations use the backend's
-// activation layout so consecutive layers hand blocked data to each other without reorders.
+// ReLU, GELU, tanh, add (+ ReLU) and fully connected, forward and backward. Activations use the
+// backend's activation layout so consecutive layers hand blocked data to each other without
+// reorders.
 #include <fmt/format.h>
 
 #include "backends/cpu/training_ops.h"
@@ -213,11 +214,13 @@ OperandSpec flat_spec(const char* name, DType dtype, std::int64_t count, bool is
 Status plan_eltwise(const dnnl::engine& engine, dnnl::stream& stream, const EltwiseOp& op,
                     std::unique_ptr<Plan>* out) {
   const memory::desc data({op.count}, to_dnnl(op.dtype), tag::x);
-  const bool relu = op.kind == EltwiseKind::relu;
-  // ReLU's gradient is known from its output, so its backward needs dst only (no saved input);
-  // GELU's needs its input.
+  // ReLU's and tanh's gradients are known from their output, so their backward needs dst only
+  // (no saved input); GELU's needs its input.
+  const bool from_dst = op.kind != EltwiseKind::gelu;
   const auto algorithm =
-      relu ? dnnl::algorithm::eltwise_relu_use_dst_for_bwd : dnnl::algorithm::eltwise_gelu_erf;
+      op.kind == EltwiseKind::relu   ? dnnl::algorithm::eltwise_relu_use_dst_for_bwd
+      : op.kind == EltwiseKind::tanh ? dnnl::algorithm::eltwise_tanh_use_dst_for_bwd
+                                     : dnnl::algorithm::eltwise_gelu_erf;
   const dnnl::primitive_attr attr = base_attr();
   dnnl::eltwise_forward::primitive_desc forward(
       dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, data, 0.f, 0.f),
@@ -229,7 +232,7 @@ Status plan_eltwise(const dnnl::engine& engine, dnnl::stream& stream, const Eltw
   dnnl::eltwise_backward::primitive_desc pd(
       dnnl::eltwise_backward::desc(algorithm, data, data, 0.f, 0.f), attr, engine, forward);
   return make(out, engine, stream, dnnl::eltwise_backward(pd), pd,
-              bind_operands(specs, {{relu ? DNNL_ARG_DST : DNNL_ARG_SRC, data, data},
+              bind_operands(specs, {{from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, data, data},
                                     {DNNL_ARG_DIFF_DST, data, data},
                                     {DNNL_ARG_DIFF_SRC, data, data}}));
 }

@@ -100,6 +100,23 @@ TEST_F(TransformerOps, GeluBackwardMatchesDifferencesAndOneDnnAgrees) {
   EXPECT_LT(relative_error(run_op(*backend_, f32_backward, {src, r}).at(2), grads.at(2)), 1e-6);
 }
 
+TEST_F(TransformerOps, TanhBackwardMatchesDifferencesAndOneDnnAgrees) {
+  EltwiseOp op{.kind = EltwiseKind::tanh, .count = 300, .dtype = DType::f64};
+  std::vector<double> src = random(300, 21);
+  for (double& x : src) x *= 3;
+  const std::vector<double> r = random(300, 22);
+  const auto forward = run_op(*backend_, op, {src});
+  EltwiseOp backward = op;
+  backward.pass = Pass::backward;
+  const auto grads = run_op(*backend_, backward, {forward.at(1), r});
+  expect_matches_differences(op, {src}, 1, r, 0, grads.at(2), "tanh");
+  EltwiseOp f32 = op, f32_backward = backward;
+  f32.dtype = f32_backward.dtype = DType::f32;
+  EXPECT_LT(relative_error(run_op(*backend_, f32, {src}).at(1), forward.at(1)), 1e-6);
+  EXPECT_LT(relative_error(run_op(*backend_, f32_backward, {forward.at(1), r}).at(2), grads.at(2)),
+            1e-6);
+}
+
 TEST_F(TransformerOps, MaskedSoftmaxBackwardMatchesDifferences) {
   // 2 sequences x 3 rows each (heads x queries) over 8 keys; the mask drops keys 6 and 7 of
   // the second sequence.
