@@ -17,4 +17,17 @@ std::vector<OperandSpec> stream_operands(const StreamOp& op) {
   return operands;
 }
 
+std::vector<OperandSpec> gemm_operands(const GemmOp& op) {
+  auto dims = [&](std::int64_t rows, std::int64_t cols) {
+    return op.heads == 1 ? std::vector<std::int64_t>{op.batch, rows, cols}
+                         : std::vector<std::int64_t>{op.batch, op.heads, rows, cols};
+  };
+  std::vector<OperandSpec> operands = {{"a", op.a_type, dims(op.m, op.k), 0, false},
+                                       {"b", op.b_type, dims(op.k, op.n), 0, false},
+                                       {"c", op.c_type, dims(op.m, op.n), 0, true}};
+  for (OperandSpec& operand : operands)
+    operand.bytes = operand.elements() * dtype_size(operand.dtype);
+  return operands;
+}
+
 }  // namespace tb

@@ -11,4 +11,8 @@ namespace tb {
 // the kernel writes.
 std::vector<OperandSpec> stream_operands(const StreamOp& op);
 
+// GEMM: a (op(A) as [batch, m, k]), b ([batch, k, n]), c ([batch, m, n]); with heads > 1 each
+// gains a heads dimension after batch. Bytes as the operands are stored.
+std::vector<OperandSpec> gemm_operands(const GemmOp& op);
+
 }  // namespace tb

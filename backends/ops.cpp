@@ -48,6 +48,26 @@ std::size_t dtype_size(DType dtype) {
   return 0;
 }
 
+GemmOperandLayout gemm_layout(const GemmOp& op, GemmOperand which) {
+  const bool transposed = which == GemmOperand::a   ? op.trans_a
+                          : which == GemmOperand::b ? op.trans_b
+                                                    : false;
+  const bool interleaved = which == GemmOperand::a   ? op.a_interleaved
+                           : which == GemmOperand::b ? op.b_interleaved
+                                                     : op.c_interleaved;
+  const std::int64_t rows = which == GemmOperand::b ? op.k : op.m;
+  const std::int64_t cols = which == GemmOperand::a ? op.k : op.n;
+  // The stored matrix is the transpose of the logical one when the operand is transposed.
+  const std::int64_t stored_rows = transposed ? cols : rows, stored_cols = transposed ? rows : cols;
+  GemmOperandLayout layout;
+  layout.ld = interleaved ? op.heads * stored_cols : stored_cols;
+  layout.head = interleaved ? stored_cols : stored_rows * stored_cols;
+  layout.batch = op.heads * stored_rows * stored_cols;
+  layout.row = transposed ? 1 : layout.ld;
+  layout.col = transposed ? layout.ld : 1;
+  return layout;
+}
+
 std::optional<DType> data_type(const OpDesc& op) {
   return std::visit(
       [](const auto& o) -> std::optional<DType> {

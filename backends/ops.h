@@ -26,7 +26,22 @@ struct GemmOp {
   DType a_type = DType::f32, b_type = DType::f32, c_type = DType::f32;
   std::int64_t batch = 1;    // strided-batched when > 1 (attention)
   bool prepacked_b = false;  // B reordered once into the layout the library prefers
+  // Attention: `heads` GEMMs per batch entry. An interleaved operand is stored as a linear
+  // layer writes it, [batch, rows, heads, cols] (rows, cols of the stored matrix), instead of
+  // [batch, heads, rows, cols]: queries, keys, values and the attention output need no
+  // transposing copies.
+  std::int64_t heads = 1;
+  bool a_interleaved = false, b_interleaved = false, c_interleaved = false;
 };
+
+// Where element (batch, head, row, col) of a GEMM operand's logical matrix (op(A): m x k,
+// op(B): k x n, C: m x n) lives, as strides in elements; `ld` is the stored row-major
+// matrix's leading dimension, as BLAS takes it.
+struct GemmOperandLayout {
+  std::int64_t batch = 0, head = 0, row = 0, col = 0, ld = 0;
+};
+enum class GemmOperand { a, b, c };
+GemmOperandLayout gemm_layout(const GemmOp& op, GemmOperand which);
 
 // How a 4-D activation (logical NCHW) lies in memory. `any`: the plan picks per op and callers
 // exchange plain data through import / export (single-op benchmarks). `plain`: NCHW. `native`:

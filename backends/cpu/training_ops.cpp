@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
+#include "backends/operands.h"
 #include "backends/seeded.h"
 
 namespace tb::cpu {
@@ -505,6 +506,27 @@ void fully_connected(const FullyConnectedOp& op, std::span<const Buffer> b) {
   }
 }
 
+// Strided-batched GEMM over batch and heads, f64 reference: C = alpha op(A) op(B) + beta C.
+void gemm(const GemmOp& op, std::span<const Buffer> b) {
+  const double *a = as<double>(b[0]), *bm = as<double>(b[1]);
+  double* c = as<double>(b[2]);
+  const GemmOperandLayout la = gemm_layout(op, GemmOperand::a),
+                          lb = gemm_layout(op, GemmOperand::b),
+                          lc = gemm_layout(op, GemmOperand::c);
+#pragma omp parallel for collapse(3) schedule(static)
+  for (Index batch = 0; batch < op.batch; ++batch)
+    for (Index head = 0; head < op.heads; ++head)
+      for (Index i = 0; i < op.m; ++i)
+        for (Index j = 0; j < op.n; ++j) {
+          double sum = 0;
+          for (Index p = 0; p < op.k; ++p)
+            sum += a[batch * la.batch + head * la.head + i * la.row + p * la.col] *
+                   bm[batch * lb.batch + head * lb.head + p * lb.row + j * lb.col];
+          double& out = c[batch * lc.batch + head * lc.head + i * lc.row + j * lc.col];
+          out = op.alpha * sum + (op.beta != 0 ? op.beta * out : 0.0);
+        }
+}
+
 // --- loss and optimizer ---
 
 template <typename T>
@@ -561,7 +583,7 @@ void adamw(Index count, std::span<const Buffer> b) {
 
 // LAMB over a flat buffer of `tensors` parameter tensors (offsets in operand 4).
 template <typename T>
-void lamb(Index count, Index tensors, std::span<const Buffer> b) {
+void lamb(Index tensors, std::span<const Buffer> b) {
   T* weights = as<T>(b[0]);
   const T* grads = as<T>(b[1]);
   T *m = as<T>(b[2]), *v = as<T>(b[3]);
@@ -570,7 +592,6 @@ void lamb(Index count, Index tensors, std::span<const Buffer> b) {
   const double lr = hyper[0], beta1 = hyper[1], beta2 = hyper[2], epsilon = hyper[3],
                weight_decay = hyper[4], step = hyper[5];
   const double correction1 = 1 - std::pow(beta1, step), correction2 = 1 - std::pow(beta2, step);
-  (void)count;
 #pragma omp parallel for schedule(dynamic)
   for (Index t = 0; t < tensors; ++t) {
     const Index begin = offsets[t], end = offsets[t + 1];
@@ -955,8 +976,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
       return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
     return make_plan(
         op->dtype, std::move(operands), "LAMB",
-        [count, tensors]<typename T>(T, std::span<const Buffer> b) { lamb<T>(count, tensors, b); },
-        out);
+        [tensors]<typename T>(T, std::span<const Buffer> b) { lamb<T>(tensors, b); }, out);
   }
   if (const auto* op = std::get_if<DropoutOp>(&desc)) {
     const DropoutOp o = *op;
@@ -986,6 +1006,17 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     return make_plan(
         op->dtype, std::move(operands), "SGD with momentum",
         [count]<typename T>(T, std::span<const Buffer> b) { sgd_momentum<T>(count, b); }, out);
+  }
+  if (const auto* op = std::get_if<GemmOp>(&desc); op && op->a_type == DType::f64) {
+    if (op->b_type != DType::f64 || op->c_type != DType::f64)
+      return Status::Unimplemented("the shared f64 GEMM takes f64 operands only");
+    const GemmOp o = *op;
+    return make_plan(
+        DType::f64, gemm_operands(o), "strided-batched GEMM",
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          if constexpr (std::is_same_v<T, double>) gemm(o, b);
+        },
+        out);
   }
   if (const auto* op = std::get_if<ConvOp>(&desc); op && op->dtype == DType::f64) {
     const ConvOp o = *op;

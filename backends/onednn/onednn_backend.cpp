@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/onednn/onednn_plan.h"
+#include "backends/operands.h"
 
 namespace tb {
 namespace {
@@ -46,7 +47,8 @@ class OneDnnBackend final : public cpu::CpuBackend {
     try {
       // oneDNN has no f64 path: f64 ops are the shared double-precision reference.
       if (data_type(op) == DType::f64) return CpuBackend::plan(op, out);
-      if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_gemm(*gemm, out);
+      if (const auto* gemm = std::get_if<GemmOp>(&op))
+        return gemm->a_type == DType::f64 ? CpuBackend::plan(op, out) : plan_gemm(*gemm, out);
       if (std::holds_alternative<ConvOp>(op) || std::holds_alternative<BatchNormOp>(op) ||
           std::holds_alternative<PoolOp>(op) || std::holds_alternative<EltwiseOp>(op) ||
           std::holds_alternative<BinaryOp>(op) || std::holds_alternative<FullyConnectedOp>(op) ||
@@ -88,15 +90,19 @@ class OneDnnBackend final : public cpu::CpuBackend {
 
   Status plan_gemm(const GemmOp& op, std::unique_ptr<Plan>* out) {
     for (DType dtype : {op.a_type, op.b_type, op.c_type}) TB_RETURN_IF_ERROR(check_dtype(dtype));
-    const memory::dim batch = op.batch, m = op.m, n = op.n, k = op.k;
-    // Row-major, transposes expressed as strides; batch-major for strided-batched GEMM.
-    const memory::desc a({batch, m, k}, to_dnnl(op.a_type),
-                         op.trans_a ? memory::dims{m * k, 1, m} : memory::dims{m * k, k, 1});
-    const memory::desc b_plain({batch, k, n}, to_dnnl(op.b_type),
-                               op.trans_b ? memory::dims{k * n, 1, k} : memory::dims{k * n, n, 1});
+    if (op.prepacked_b && (op.heads != 1 || op.b_interleaved))
+      return Status::Unimplemented("cpu-onednn: pre-packed B is for plain, single-head GEMMs");
+    // Batch and heads as the outer dimensions; transposes and interleaved heads as strides.
+    auto desc = [&](GemmOperand which, memory::dim rows, memory::dim cols, DType type) {
+      const GemmOperandLayout l = gemm_layout(op, which);
+      return memory::desc({op.batch, op.heads, rows, cols}, to_dnnl(type),
+                          memory::dims{l.batch, l.head, l.row, l.col});
+    };
+    const memory::desc a = desc(GemmOperand::a, op.m, op.k, op.a_type),
+                       b_plain = desc(GemmOperand::b, op.k, op.n, op.b_type),
+                       c = desc(GemmOperand::c, op.m, op.n, op.c_type);
     const memory::desc b_planned =
-        op.prepacked_b ? memory::desc({batch, k, n}, to_dnnl(op.b_type), tag::any) : b_plain;
-    const memory::desc c({batch, m, n}, to_dnnl(op.c_type), memory::dims{m * n, n, 1});
+        op.prepacked_b ? memory::desc(b_plain.dims(), to_dnnl(op.b_type), tag::any) : b_plain;
 
     dnnl::primitive_attr attr = base_attr();
     if (op.alpha != 1.0f) attr.set_output_scales(0, {op.alpha});
@@ -106,10 +112,11 @@ class OneDnnBackend final : public cpu::CpuBackend {
       attr.set_post_ops(post_ops);
     }
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b_planned, c), attr, engine_);
+    const std::vector<OperandSpec> specs = gemm_operands(op);
     std::vector<OneDnnPlan::Operand> operands = {
-        {{"a", op.a_type, {batch, m, k}, 0, false}, DNNL_ARG_SRC, a, a},
-        {{"b", op.b_type, {batch, k, n}, 0, false}, DNNL_ARG_WEIGHTS, b_plain, pd.weights_desc()},
-        {{"c", op.c_type, {batch, m, n}, 0, true}, DNNL_ARG_DST, c, c}};
+        {specs[0], DNNL_ARG_SRC, a, a},
+        {specs[1], DNNL_ARG_WEIGHTS, b_plain, pd.weights_desc()},
+        {specs[2], DNNL_ARG_DST, c, c}};
     *out =
         std::make_unique<OneDnnPlan>(engine_, stream_, dnnl::matmul(pd), pd, std::move(operands));
     return Status::Ok();

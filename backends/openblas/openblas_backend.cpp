@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/im2col.h"
 #include "backends/cpu/training_ops.h"
+#include "backends/operands.h"
 
 namespace tb {
 namespace {
@@ -30,19 +31,11 @@ std::string kernel_description() {
   return fmt::format("{} kernels", openblas_get_corename());
 }
 
-OperandSpec operand(const char* name, DType dtype, std::vector<std::int64_t> dims, bool is_output) {
-  OperandSpec spec{name, dtype, std::move(dims), 0, is_output};
-  spec.bytes = spec.elements() * dtype_size(dtype);
-  return spec;
-}
-
 // Row-major GEMM, strided over `batch`, through cblas_sgemm or cblas_sbgemm.
 class GemmPlan final : public cpu::CpuPlan {
  public:
   explicit GemmPlan(const GemmOp& op) : op_(op) {
-    operands_ = {operand("a", op.a_type, {op.batch, op.m, op.k}, false),
-                 operand("b", op.b_type, {op.batch, op.k, op.n}, false),
-                 operand("c", op.c_type, {op.batch, op.m, op.n}, true)};
+    operands_ = gemm_operands(op);
     implementation_ = fmt::format("cblas_{}gemm, {}", op.a_type == DType::bf16 ? "sb" : "s",
                                   kernel_description());
     math_mode_ = op.a_type == DType::bf16 ? "bf16 inputs, fp32 accumulation" : "strict";
@@ -53,24 +46,29 @@ class GemmPlan final : public cpu::CpuPlan {
                tb = op_.trans_b ? CblasTrans : CblasNoTrans;
     const blasint m = static_cast<blasint>(op_.m), n = static_cast<blasint>(op_.n),
                   k = static_cast<blasint>(op_.k);
-    const blasint lda = op_.trans_a ? m : k, ldb = op_.trans_b ? k : n;
+    const GemmOperandLayout la = gemm_layout(op_, GemmOperand::a),
+                            lb = gemm_layout(op_, GemmOperand::b),
+                            lc = gemm_layout(op_, GemmOperand::c);
     float* c = static_cast<float*>(operands[2].data);
-    for (std::int64_t batch = 0; batch < op_.batch; ++batch) {
-      float* c_batch = c + batch * op_.m * op_.n;
-      if (op_.a_type == DType::bf16) {
+    for (std::int64_t batch = 0; batch < op_.batch; ++batch)
+      for (std::int64_t head = 0; head < op_.heads; ++head) {
+        float* c_at = c + batch * lc.batch + head * lc.head;
+        const std::int64_t a_at = batch * la.batch + head * la.head,
+                           b_at = batch * lb.batch + head * lb.head;
+        if (op_.a_type == DType::bf16) {
 #ifdef TRAINBENCH_OPENBLAS_HAS_SBGEMM
-        const auto* a = static_cast<const bfloat16*>(operands[0].data) + batch * op_.m * op_.k;
-        const auto* b = static_cast<const bfloat16*>(operands[1].data) + batch * op_.k * op_.n;
-        cblas_sbgemm(CblasRowMajor, ta, tb, m, n, k, op_.alpha, a, lda, b, ldb, op_.beta, c_batch,
-                     n);
+          cblas_sbgemm(CblasRowMajor, ta, tb, m, n, k, op_.alpha,
+                       static_cast<const bfloat16*>(operands[0].data) + a_at, la.ld,
+                       static_cast<const bfloat16*>(operands[1].data) + b_at, lb.ld, op_.beta, c_at,
+                       lc.ld);
 #endif
-      } else {
-        const float* a = static_cast<const float*>(operands[0].data) + batch * op_.m * op_.k;
-        const float* b = static_cast<const float*>(operands[1].data) + batch * op_.k * op_.n;
-        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, op_.alpha, a, lda, b, ldb, op_.beta, c_batch,
-                    n);
+        } else {
+          cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, op_.alpha,
+                      static_cast<const float*>(operands[0].data) + a_at, la.ld,
+                      static_cast<const float*>(operands[1].data) + b_at, lb.ld, op_.beta, c_at,
+                      lc.ld);
+        }
       }
-    }
     return Status::Ok();
   }
 
@@ -206,7 +204,8 @@ class OpenBlasBackend final : public cpu::CpuBackend {
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
     // f64 ops are the shared double-precision reference.
     if (data_type(op) == DType::f64) return CpuBackend::plan(op, out);
-    if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_gemm(*gemm, out);
+    if (const auto* gemm = std::get_if<GemmOp>(&op))
+      return gemm->a_type == DType::f64 ? CpuBackend::plan(op, out) : plan_gemm(*gemm, out);
     if (const auto* conv = std::get_if<ConvOp>(&op)) return plan_conv(*conv, out);
     if (const auto* fc = std::get_if<FullyConnectedOp>(&op)) {
       if (fc->dtype != DType::f32)

@@ -227,5 +227,67 @@ TEST_F(TransformerOps, LambFirstStepHasItsClosedForm) {
   }
 }
 
+// Attention's GEMMs over (batch, head) on operands stored as linear layers write them,
+// [batch, seq, heads, head_dim]: the f64 reference against explicit index arithmetic, and
+// every CPU backend's fp32 against the reference, for the forward and backward products.
+TEST(AttentionGemm, HeadInterleavedOperandsOnEveryCpuBackend) {
+  const std::int64_t batch = 2, heads = 3, seq = 5, dim = 4;
+  const std::vector<double> q = random(batch * seq * heads * dim, 31),
+                            k = random(batch * seq * heads * dim, 32),
+                            p = random(batch * heads * seq * seq, 33);
+  auto interleaved = [&](const std::vector<double>& x, std::int64_t b, std::int64_t s,
+                         std::int64_t h,
+                         std::int64_t d) { return x[((b * seq + s) * heads + h) * dim + d]; };
+  GemmOp base;
+  base.a_type = base.b_type = base.c_type = DType::f64;
+  base.batch = batch, base.heads = heads;
+  // scores[b, h, i, j] = sum_d Q[b, i, h, d] K[b, j, h, d]
+  GemmOp scores = base;
+  scores.m = seq, scores.n = seq, scores.k = dim, scores.trans_b = true;
+  scores.a_interleaved = scores.b_interleaved = true;
+  // context[b, i, h, d] = sum_j P[b, h, i, j] V[b, j, h, d]  (V = K here)
+  GemmOp context = base;
+  context.m = seq, context.n = dim, context.k = seq;
+  context.b_interleaved = context.c_interleaved = true;
+  // dK-like: [b, j, h, d] = sum_i P[b, h, i, j] Q[b, i, h, d]  (A transposed, contiguous)
+  GemmOp transposed = context;
+  transposed.trans_a = true;
+  auto reference_backend = make_backend("cpu-onednn");
+  if (!reference_backend) reference_backend = make_backend("cpu-openblas");
+  if (!reference_backend) GTEST_SKIP() << "no CPU backend in this build";
+  const auto s = run_op(*reference_backend, scores, {q, k}).at(2);
+  const auto c = run_op(*reference_backend, context, {p, k}).at(2);
+  const auto t = run_op(*reference_backend, transposed, {p, q}).at(2);
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = 0; i < seq; ++i) {
+        for (std::int64_t j = 0; j < seq; ++j) {
+          double want = 0;
+          for (std::int64_t d = 0; d < dim; ++d)
+            want += interleaved(q, b, i, h, d) * interleaved(k, b, j, h, d);
+          EXPECT_NEAR(s[((b * heads + h) * seq + i) * seq + j], want, 1e-12);
+        }
+        for (std::int64_t d = 0; d < dim; ++d) {
+          double want = 0, want_t = 0;
+          for (std::int64_t j = 0; j < seq; ++j) {
+            want += p[((b * heads + h) * seq + i) * seq + j] * interleaved(k, b, j, h, d);
+            want_t += p[((b * heads + h) * seq + j) * seq + i] * interleaved(q, b, j, h, d);
+          }
+          EXPECT_NEAR(c[((b * seq + i) * heads + h) * dim + d], want, 1e-12);
+          EXPECT_NEAR(t[((b * seq + i) * heads + h) * dim + d], want_t, 1e-12);
+        }
+      }
+  for (const char* name : {"cpu-onednn", "cpu-openblas"}) {
+    auto backend = make_backend(name);
+    if (!backend) continue;
+    for (auto [op, inputs, want] : {std::tuple{scores, std::vector{q, k}, s},
+                                    {context, std::vector{p, k}, c},
+                                    {transposed, std::vector{p, q}, t}}) {
+      op.a_type = op.b_type = op.c_type = DType::f32;
+      EXPECT_LT(relative_error(run_op(*backend, op, inputs).at(2), want), 1e-6) << name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tb
