@@ -12,6 +12,15 @@
     `resnet50-train` with direct convolutions (what PyTorch runs), so
     `trainbench compare --across-backends` puts them side by side.
 
+  pytorch_reference.py bert [--model base|large|tiny] [--batch 8] [--seq 128]
+      [--optimizer adamw|lamb] [--dropout 0.1] [--dtype f32|bf16] [--threads N] [--steps 5]
+      [--warmup 2] [--cuda] [--peak-from trainbench-report.json] -o report.json
+    Times BERT pre-training steps (BertForPreTraining as HuggingFace names it, built from
+    torch.nn modules, no downloads): masked positions gathered before the language-model
+    head (20 per sequence at length 128, 76 at 512), masked-LM plus next-sentence loss,
+    backward, AdamW or LAMB, on seeded random tokens. Checks the parameter count (base
+    110,106,428; large 336,226,108) and writes the `bert-train` workload line.
+
   pytorch_reference.py resnet50-step --state STATE --batch BATCH --width W --classes C -o OUT
     One forward and backward (no update) from trainbench's saved state and batch
     (safetensors files); writes the loss and every parameter gradient to OUT, for trainbench's
@@ -233,13 +242,295 @@ def resnet50_bench(args):
         print(f"{name}: {args.batch / stats['median_s']:.2f} img/s "
               f"(median step {stats['median_s'] * 1e3:.0f} ms, {gflops:.0f} GFLOP/s"
               + (f", {100 * gflops / peak:.1f}% of peak" if peak else "") + ")", file=sys.stderr)
+    write_report(args, started, backends, results)
+    return 0 if all(r["status"] == "passed" for r in results) else 1
+
+
+# --- BERT ---
+
+BERT_CONFIGS = {  # layers, hidden, heads, intermediate
+    "base": (12, 768, 12, 3072), "large": (24, 1024, 16, 4096), "tiny": (2, 128, 2, 512)}
+BERT_PARAMETERS = {"base": 110_106_428, "large": 336_226_108}
+VOCAB, POSITIONS, TOKEN_TYPES = 30522, 512, 2
+
+
+def bert_flops_per_sequence(layers, hidden, intermediate, seq, predictions):
+    """Training FLOPs of one sequence: 3 x forward, 2 per multiply-add, every GEMM counted:
+    per layer Q, K, V and output projections (4 S H^2), the feed-forward (2 S H F), attention
+    scores and context (2 S^2 H); the pooler (H^2, first token), the language-model head on
+    the gathered positions only (P H^2 + P H V) and next-sentence (2 H)."""
+    layer = 4 * seq * hidden ** 2 + 2 * seq * hidden * intermediate + 2 * seq ** 2 * hidden
+    head = hidden ** 2 + predictions * hidden ** 2 + predictions * hidden * VOCAB + 2 * hidden
+    return 2 * 3 * (layers * layer + head)
+
+
+def make_bert(model, dropout):
+    layers, hidden, heads, intermediate = BERT_CONFIGS[model]
+    nn = torch.nn
+
+    class SelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query, self.key, self.value = (nn.Linear(hidden, hidden) for _ in range(3))
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x, mask_bias):
+            b, s, _ = x.shape
+            split = lambda t: t.view(b, s, heads, hidden // heads).transpose(1, 2)
+            q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+            scores = q @ k.transpose(-1, -2) / math.sqrt(hidden // heads) + mask_bias
+            context = self.dropout(scores.softmax(-1)) @ v
+            return context.transpose(1, 2).reshape(b, s, hidden)
+
+    class Output(nn.Module):  # dense, dropout, residual, layer norm
+        def __init__(self, inputs):
+            super().__init__()
+            self.dense = nn.Linear(inputs, hidden)
+            self.LayerNorm = nn.LayerNorm(hidden, eps=1e-12)
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x, residual):
+            return self.LayerNorm(self.dropout(self.dense(x)) + residual)
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            setattr(self, "self", SelfAttention())
+            self.output = Output(hidden)
+
+        def forward(self, x, mask_bias):
+            return self.output(getattr(self, "self")(x, mask_bias), x)
+
+    class Intermediate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Linear(hidden, intermediate)
+
+        def forward(self, x):
+            return nn.functional.gelu(self.dense(x))
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention, self.intermediate, self.output = Attention(), Intermediate(), Output(intermediate)
+
+        def forward(self, x, mask_bias):
+            x = self.attention(x, mask_bias)
+            return self.output(self.intermediate(x), x)
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.ModuleList(Layer() for _ in range(layers))
+
+    class Embeddings(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.word_embeddings = nn.Embedding(VOCAB, hidden)
+            self.position_embeddings = nn.Embedding(POSITIONS, hidden)
+            self.token_type_embeddings = nn.Embedding(TOKEN_TYPES, hidden)
+            self.LayerNorm = nn.LayerNorm(hidden, eps=1e-12)
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, ids, types):
+            positions = torch.arange(ids.shape[1], device=ids.device)
+            x = self.word_embeddings(ids) + self.position_embeddings(positions) + \
+                self.token_type_embeddings(types)
+            return self.dropout(self.LayerNorm(x))
+
+    class Pooler(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Linear(hidden, hidden)
+
+        def forward(self, x):
+            return torch.tanh(self.dense(x[:, 0]))
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embeddings, self.encoder, self.pooler = Embeddings(), Encoder(), Pooler()
+
+        def forward(self, ids, types, mask):
+            mask_bias = (1.0 - mask[:, None, None, :].to(torch.float32)) * -10000.0
+            x = self.embeddings(ids, types)
+            for layer in self.encoder.layer:
+                x = layer(x, mask_bias)
+            return x, self.pooler(x)
+
+    class Transform(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Linear(hidden, hidden)
+            self.LayerNorm = nn.LayerNorm(hidden, eps=1e-12)
+
+        def forward(self, x):
+            # float(): layer norm in fp32 under bf16 autocast, as autocast's CUDA policy does
+            # (PyTorch 1.13's CPU autocast would hand it bf16 data with fp32 weights).
+            return self.LayerNorm(nn.functional.gelu(self.dense(x)).float())
+
+    class Predictions(nn.Module):
+        def __init__(self, embeddings):
+            super().__init__()
+            self.transform = Transform()
+            self.decoder = nn.Linear(hidden, VOCAB, bias=False)
+            self.decoder.weight = embeddings.word_embeddings.weight  # tied
+            self.bias = nn.Parameter(torch.zeros(VOCAB))
+
+        def forward(self, x):
+            return self.decoder(self.transform(x)) + self.bias
+
+    class Heads(nn.Module):
+        def __init__(self, embeddings):
+            super().__init__()
+            self.predictions = Predictions(embeddings)
+            self.seq_relationship = nn.Linear(hidden, 2)
+
+    class BertForPreTraining(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = Bert()
+            self.cls = Heads(self.bert.embeddings)
+
+        def forward(self, ids, types, mask, positions):
+            sequence, pooled = self.bert(ids, types, mask)
+            # The language-model head reads the masked positions only.
+            gathered = sequence.gather(1, positions[:, :, None].expand(-1, -1, hidden))
+            return self.cls.predictions(gathered), self.cls.seq_relationship(pooled)
+
+    model = BertForPreTraining()
+    # BERT's initialization: normal(0, 0.02) weights, zero biases, unit layer norms.
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+        if isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+    return model
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB as trainbench's op computes it: AdamW's moments with bias correction, per tensor
+    trust ratio |w| / |u| (1 when either is 0), w -= lr r u."""
+
+    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state["step"], state["m"], state["v"] = 0, torch.zeros_like(p), torch.zeros_like(p)
+                state["step"] += 1
+                m, v, t = state["m"], state["v"], state["step"]
+                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                update = (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + group["eps"])
+                update.add_(p, alpha=group["weight_decay"])
+                w_norm, u_norm = p.norm(), update.norm()
+                ratio = (w_norm / u_norm) if w_norm > 0 and u_norm > 0 else 1.0
+                p.add_(update, alpha=-group["lr"] * float(ratio))
+
+
+def bert_bench(args):
+    torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if args.cuda else "cpu")
+    backend = "pytorch-cuda" if args.cuda else "pytorch-cpu"
+    layers, hidden, heads, intermediate = BERT_CONFIGS[args.model]
+    predictions = 20 if args.seq <= 128 else 76
+    workload = (f"bert-train model={args.model} batch={args.batch} seq={args.seq} "
+                f"dtype={args.dtype} optimizer={args.optimizer} dropout={args.dropout:g}")
+    flops = bert_flops_per_sequence(layers, hidden, intermediate, args.seq, predictions) * args.batch
+    peak = peak_from(args.peak_from, args.dtype)
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    torch.manual_seed(args.seed)
+    model = make_bert(args.model, args.dropout).to(device)
+    parameters = sum(p.numel() for p in model.parameters())  # the tied decoder counts once
+    expected = BERT_PARAMETERS.get(args.model, parameters)
+    optimizer = (torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-6,
+                                   weight_decay=0.01) if args.optimizer == "adamw"
+                 else Lamb(model.parameters(), lr=1e-4))
+    generator = torch.Generator().manual_seed(args.seed)
+    ids = torch.randint(0, VOCAB, (args.batch, args.seq), generator=generator).to(device)
+    types = (torch.arange(args.seq)[None, :] >= args.seq // 2).long().expand(args.batch, -1).to(device)
+    mask = torch.ones(args.batch, args.seq, dtype=torch.long, device=device)
+    positions = torch.stack([torch.randperm(args.seq, generator=generator)[:predictions]
+                             for _ in range(args.batch)]).to(device)
+    mlm_labels = torch.randint(0, VOCAB, (args.batch, predictions), generator=generator).to(device)
+    nsp_labels = torch.randint(0, 2, (args.batch,), generator=generator).to(device)
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16,
+                              enabled=args.dtype == "bf16")
+
+    def step():
+        optimizer.zero_grad(set_to_none=False)
+        with autocast:
+            mlm, nsp = model(ids, types, mask, positions)
+            loss = (torch.nn.functional.cross_entropy(mlm.float().reshape(-1, VOCAB), mlm_labels.reshape(-1))
+                    + torch.nn.functional.cross_entropy(nsp.float(), nsp_labels))
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    losses, samples = [], []
+    for _ in range(args.warmup):
+        losses.append(float(step()))
+    for _ in range(args.steps):
+        if args.cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        loss = step()
+        if args.cuda:
+            torch.cuda.synchronize()
+        samples.append(time.perf_counter() - start)
+        losses.append(float(loss))
+    ok = parameters == expected and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+    stats = summarize(samples)
+    gflops = flops / stats["median_s"] / 1e9
+    metrics = {"flops": flops, "tflops": gflops / 1e3, "samples_per_s": args.batch / stats["median_s"]}
+    if peak:
+        metrics["percent_of_peak"] = 100 * gflops / peak
+    details = {"model": f"BertForPreTraining ({args.model}, HuggingFace names)", "parameters": parameters,
+               "expected_parameters": expected, "tokens_per_s": args.batch * args.seq / stats["median_s"],
+               "predictions_per_sequence": predictions, "threads": torch.get_num_threads(),
+               "torch_version": torch.__version__,
+               "allocator": {"LD_PRELOAD": os.environ.get("LD_PRELOAD", ""),
+                             "MALLOC_CONF": os.environ.get("MALLOC_CONF", "")},
+               "flop_formula": bert_flops_per_sequence.__doc__, "losses": losses}
+    print(f"{backend} bert-{args.model}: {args.batch / stats['median_s']:.2f} seq/s "
+          f"(median step {stats['median_s'] * 1e3:.0f} ms, {gflops:.0f} GFLOP/s"
+          + (f", {100 * gflops / peak:.1f}% of peak" if peak else "") + f"), {parameters:,} parameters",
+          file=sys.stderr)
+    result = {"workload": workload, "backend": backend, "dtype": args.dtype,
+              "status": "passed" if ok else "failed",
+              "reason": "" if ok else f"parameters {parameters} vs {expected}, losses {losses}",
+              "implementation": f"PyTorch {torch.__version__} eager" + (", bf16 autocast" if args.dtype == "bf16" else ""),
+              "math_mode": "strict" if args.dtype == "f32" else "bf16 inputs, fp32 accumulation",
+              "details": details,
+              "validation": {"passed": ok, "method": "parameter count equals BERT's; loss finite and falling",
+                             "error": 0.0, "tolerance": 0.0, "checked": parameters,
+                             "message": "" if ok else "see reason"},
+              "samples_s": samples, "units_per_sample": 1, "warmup_runs": args.warmup,
+              "stats": stats, "metrics": metrics}
+    backends = [{"name": backend, "available": True, "reason": "", "device": None,
+                 "peaks": {args.dtype: {"measured_gflops": peak, "theoretical_gflops": None,
+                                        "reason": "taken from the trainbench report given" if peak
+                                        else "not measured by this runner"}}}]
+    write_report(args, started, backends, [result])
+    return 0 if ok else 1
+
+
+def write_report(args, started, backends, results):
     report = {"schema_version": 1,
-              "tool": {"name": "pytorch_reference", "version": "0.1.0",
-                       "git_commit": "", "build_type": ""},
+              "tool": {"name": "pytorch_reference", "version": "0.1.0", "git_commit": "", "build_type": ""},
               "command": " ".join(sys.argv), "started_at": started,
               "finished_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-              "settings": {"threads": args.threads, "pin": "none", "seed": args.seed,
-                           "suite": None, "warmup_runs": args.warmup, "warmup_seconds": 0.0,
+              "settings": {"threads": args.threads, "pin": "none", "seed": args.seed, "suite": None,
+                           "warmup_runs": args.warmup, "warmup_seconds": 0.0,
                            "min_repetitions": args.steps, "max_repetitions": args.steps,
                            "time_budget_seconds": 0.0, "min_sample_seconds": 0.0},
               "host": host_section(), "backends": backends, "results": results}
@@ -247,7 +538,6 @@ def resnet50_bench(args):
     with open(tmp, "w") as f:
         json.dump(report, f, indent=1)
     os.replace(tmp, args.output)
-    return 0 if all(r["status"] == "passed" for r in results) else 1
 
 
 def resnet50_step(args):
@@ -290,6 +580,20 @@ def main():
     bench.add_argument("--cuda", action="store_true")
     bench.add_argument("--peak-from", help="trainbench report whose cpu-onednn fp32 peak to use")
     bench.add_argument("-o", "--output", required=True)
+    bert = sub.add_parser("bert")
+    bert.add_argument("--model", choices=sorted(BERT_CONFIGS), default="base")
+    bert.add_argument("--batch", type=int, default=8)
+    bert.add_argument("--seq", type=int, default=128)
+    bert.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
+    bert.add_argument("--dropout", type=float, default=0.1)
+    bert.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    bert.add_argument("--threads", type=int, default=os.cpu_count())
+    bert.add_argument("--steps", type=int, default=5)
+    bert.add_argument("--warmup", type=int, default=2)
+    bert.add_argument("--seed", type=int, default=42)
+    bert.add_argument("--cuda", action="store_true")
+    bert.add_argument("--peak-from", help="trainbench report whose cpu-onednn peak to use")
+    bert.add_argument("-o", "--output", required=True)
     step = sub.add_parser("resnet50-step")
     step.add_argument("--state", required=True)
     step.add_argument("--batch", required=True)
@@ -299,7 +603,8 @@ def main():
     step.add_argument("--double", action="store_true")
     step.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
-    return resnet50_bench(args) if args.command == "resnet50" else resnet50_step(args)
+    commands = {"resnet50": resnet50_bench, "bert": bert_bench, "resnet50-step": resnet50_step}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":
