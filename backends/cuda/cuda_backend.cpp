@@ -10,6 +10,7 @@
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/nvml.h"
 #include "backends/operands.h"
 
 namespace tb {
@@ -165,6 +166,11 @@ class CudaBackend final : public Backend {
                      attribute(cudaDevAttrPciBusId), attribute(cudaDevAttrPciDeviceId))},
         {"last_level_cache_bytes", attribute(cudaDevAttrL2CacheSize)},
         {"fp32_lanes_per_multiprocessor", lanes}};
+    std::string nvml_reason;
+    if (const auto nvml = Nvml::load(&nvml_reason))
+      info.details["nvml"] = nvml->describe(0);
+    else
+      info.details["nvml_unavailable"] = nvml_reason;
     return info;
   }
 

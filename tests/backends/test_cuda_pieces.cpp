@@ -2,6 +2,8 @@
 // sizing, and the backend's behaviour where no GPU is usable.
 #include <gtest/gtest.h>
 
+#include "backends/cuda/nvml.h"
+
 #include <cmath>
 
 #include "backends/cuda/stream_math.h"
@@ -61,6 +63,35 @@ TEST(CudaBackend, KernelsValidateOnAGpu) {
     const Validation validation = workload->validate();
     EXPECT_TRUE(validation.passed) << line << ": " << validation.message;
   }
+}
+
+}  // namespace
+}  // namespace tb::cuda
+
+namespace tb::cuda {
+namespace {
+
+// NVML is optional: a missing library is a reason, not an error (this machine has none, a
+// GPU machine has the driver's).
+TEST(Nvml, AMissingLibraryIsAReasonNotAnError) {
+  std::string reason;
+  EXPECT_EQ(Nvml::load(&reason, "libtrainbench-no-such-nvml.so.1"), nullptr);
+  EXPECT_NE(reason.find("libtrainbench-no-such-nvml.so.1"), std::string::npos) << reason;
+  std::string default_reason;
+  if (const auto nvml = Nvml::load(&default_reason)) {
+    const nlohmann::json description = nvml->describe(0);
+    EXPECT_TRUE(description.is_object());
+  } else {
+    EXPECT_FALSE(default_reason.empty());
+    std::printf("NVML absent here: %s\n", default_reason.c_str());
+  }
+}
+
+// A library that exists but is not NVML: refused with a reason, unloaded.
+TEST(Nvml, ALibraryWithoutNvmlIsRefused) {
+  std::string reason;
+  EXPECT_EQ(Nvml::load(&reason, "libm.so.6"), nullptr);
+  EXPECT_NE(reason.find("lacks nvmlInit"), std::string::npos) << reason;
 }
 
 }  // namespace

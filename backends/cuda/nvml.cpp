@@ -1,0 +1,115 @@
+#include "backends/cuda/nvml.h"
+
+#include <dlfcn.h>
+
+#include <fmt/format.h>
+
+namespace tb::cuda {
+namespace {
+
+// NVML's C types, as its API documents them.
+using Return = int;  // nvmlReturn_t; 0 is NVML_SUCCESS
+using Device = struct NvmlDevice*;
+constexpr Return kSuccess = 0;
+constexpr int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
+constexpr int kClockSm = 1;         // NVML_CLOCK_SM
+
+}  // namespace
+
+struct Nvml::Api {
+  Return (*init)();
+  Return (*shutdown)();
+  Return (*handle_by_index)(unsigned, Device*);
+  Return (*power_usage)(Device, unsigned*);
+  Return (*temperature)(Device, int, unsigned*);
+  Return (*clock)(Device, int, unsigned*);
+  Return (*event_reasons)(Device, unsigned long long*);
+  Return (*energy)(Device, unsigned long long*);
+  Return (*power_limit)(Device, unsigned*);
+  Return (*pcie_generation)(Device, unsigned*);
+  Return (*pcie_width)(Device, unsigned*);
+};
+
+std::unique_ptr<Nvml> Nvml::load(std::string* reason, const char* library) {
+  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* error = dlerror();
+    *reason = fmt::format("NVML not loaded: {}", error ? error : library);
+    return nullptr;
+  }
+  auto api = std::make_unique<Api>();
+  auto find = [&](auto& function, std::initializer_list<const char*> names) {
+    for (const char* name : names)
+      if (void* symbol = dlsym(handle, name)) {
+        function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(symbol);
+        return true;
+      }
+    function = nullptr;
+    return false;
+  };
+  const bool essential =
+      find(api->init, {"nvmlInit_v2", "nvmlInit"}) && find(api->shutdown, {"nvmlShutdown"}) &&
+      find(api->handle_by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
+  // Optional counters: an older driver lacks some; their readings stay absent.
+  find(api->power_usage, {"nvmlDeviceGetPowerUsage"});
+  find(api->temperature, {"nvmlDeviceGetTemperature"});
+  find(api->clock, {"nvmlDeviceGetClockInfo"});
+  find(api->event_reasons,
+       {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+  find(api->energy, {"nvmlDeviceGetTotalEnergyConsumption"});
+  find(api->power_limit, {"nvmlDeviceGetEnforcedPowerLimit"});
+  find(api->pcie_generation, {"nvmlDeviceGetCurrPcieLinkGeneration"});
+  find(api->pcie_width, {"nvmlDeviceGetCurrPcieLinkWidth"});
+  if (!essential || api->init() != kSuccess) {
+    *reason = fmt::format("NVML in {} {}", library,
+                          essential ? "did not initialize" : "lacks nvmlInit / device handles");
+    dlclose(handle);
+    return nullptr;
+  }
+  return std::unique_ptr<Nvml>(new Nvml(handle, std::move(api)));
+}
+
+Nvml::Nvml(void* handle, std::unique_ptr<Api> api) : handle_(handle), api_(std::move(api)) {}
+
+Nvml::~Nvml() {
+  api_->shutdown();
+  dlclose(handle_);
+}
+
+Nvml::Sample Nvml::sample(unsigned device) const {
+  Sample sample;
+  Device handle = nullptr;
+  if (api_->handle_by_index(device, &handle) != kSuccess) return sample;
+  unsigned value = 0;
+  unsigned long long wide = 0;
+  if (api_->power_usage && api_->power_usage(handle, &value) == kSuccess)
+    sample.power_w = value / 1000.0;
+  if (api_->temperature && api_->temperature(handle, kTemperatureGpu, &value) == kSuccess)
+    sample.temperature_c = value;
+  if (api_->clock && api_->clock(handle, kClockSm, &value) == kSuccess) sample.sm_clock_mhz = value;
+  if (api_->event_reasons && api_->event_reasons(handle, &wide) == kSuccess)
+    sample.throttle_reasons = static_cast<std::int64_t>(wide);
+  if (api_->energy && api_->energy(handle, &wide) == kSuccess) sample.energy_j = wide / 1000.0;
+  return sample;
+}
+
+nlohmann::json Nvml::describe(unsigned device) const {
+  nlohmann::json d = nlohmann::json::object();
+  Device handle = nullptr;
+  if (api_->handle_by_index(device, &handle) != kSuccess) return d;
+  unsigned value = 0;
+  if (api_->power_limit && api_->power_limit(handle, &value) == kSuccess)
+    d["power_limit_w"] = value / 1000.0;
+  unsigned generation = 0, width = 0;
+  if (api_->pcie_generation && api_->pcie_width &&
+      api_->pcie_generation(handle, &generation) == kSuccess &&
+      api_->pcie_width(handle, &width) == kSuccess)
+    d["pcie_link"] = fmt::format("Gen{} x{}", generation, width);
+  const Sample now = sample(device);
+  if (now.power_w >= 0) d["power_w"] = now.power_w;
+  if (now.temperature_c >= 0) d["temperature_c"] = now.temperature_c;
+  if (now.sm_clock_mhz >= 0) d["sm_clock_mhz"] = now.sm_clock_mhz;
+  return d;
+}
+
+}  // namespace tb::cuda
