@@ -1,6 +1,8 @@
 // `trainbench summary`: the questions a buyer asks, answered from one report, each answer
 // with the measurements it comes from.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -151,6 +153,43 @@ std::vector<Answer> answer(const nlohmann::json& report) {
   if (projection.answer.empty())
     projection.answer = "not measured: no ResNet-50 or BERT training step in this report";
   answers.push_back(projection);
+
+  // 6. Where a model step's time goes: the slowest layers of the instrumented step.
+  constexpr std::size_t kLayersShown = 3;
+  Answer breakdown{
+      "Where a training step's time goes (slowest layers, forward + backward)", "", {}};
+  for (const nlohmann::json* r : passed) {
+    if (!r->contains("details") || !(*r)["details"].contains("breakdown")) continue;
+    const nlohmann::json& b = (*r)["details"]["breakdown"];
+    const double total = b["total_s"].get<double>();
+    std::map<std::string, double> by_kind;
+    std::vector<std::pair<double, std::string>> layers;
+    for (const auto& layer : b["layers"]) {
+      const double seconds = layer["forward_s"].get<double>() + layer["backward_s"].get<double>();
+      by_kind[layer.value("kind", "layer")] += seconds;
+      layers.emplace_back(seconds, layer["layer"].get<std::string>());
+    }
+    std::vector<std::pair<double, std::string>> kinds;
+    for (const auto& [kind, seconds] : by_kind) kinds.emplace_back(seconds, kind);
+    std::sort(kinds.begin(), kinds.end(), std::greater<>());
+    std::sort(layers.begin(), layers.end(), std::greater<>());
+    std::string shares, slowest;
+    for (const auto& [seconds, kind] : kinds)
+      shares +=
+          fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ", kind, 100 * seconds / total);
+    for (std::size_t i = 0; i < std::min(kLayersShown, layers.size()); ++i)
+      slowest +=
+          fmt::format("{}{} {:.0f} ms", i ? ", " : "", layers[i].second, layers[i].first * 1e3);
+    breakdown.answer += fmt::format(
+        "{}{} {} [{}]: step {:.0f} ms: {}, optimizer {:.0f} ms; slowest layers {}",
+        breakdown.answer.empty() ? "" : "; ", (*r)["backend"].get<std::string>(),
+        descriptor_kind((*r)["workload"].get<std::string>()), (*r)["dtype"].get<std::string>(),
+        total * 1e3, shares, b["optimizer_s"].get<double>() * 1e3, slowest);
+    breakdown.from.push_back(measured(*r));
+  }
+  if (breakdown.answer.empty())
+    breakdown.answer = "not measured: no model training step in this report";
+  answers.push_back(breakdown);
   return answers;
 }
 

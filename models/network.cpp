@@ -2,6 +2,26 @@
 
 namespace tb {
 
+const char* layer_kind_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::conv:
+      return "conv";
+    case LayerKind::batch_norm:
+      return "batch_norm";
+    case LayerKind::max_pool:
+      return "max_pool";
+    case LayerKind::global_avg_pool:
+      return "global_avg_pool";
+    case LayerKind::fully_connected:
+      return "fully_connected";
+    case LayerKind::add_relu:
+      return "residual_join";
+    case LayerKind::softmax_cross_entropy:
+      return "loss";
+  }
+  return "unknown";
+}
+
 std::int64_t Parameter::elements() const {
   std::int64_t count = 1;
   for (std::int64_t dim : dims) count *= dim;

@@ -24,6 +24,9 @@ enum class LayerKind {
   softmax_cross_entropy,
 };
 
+// "conv", "batch_norm", "max_pool", ...: how reports name a layer's kind.
+const char* layer_kind_name(LayerKind kind);
+
 enum class ParamInit { kaiming_normal_fan_out, ones, zeros, linear_uniform };
 
 struct Parameter {

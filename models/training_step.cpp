@@ -580,7 +580,8 @@ Status TrainingStep::run(bool update, const SgdSettings& sgd, StepBreakdown* bre
   std::unique_ptr<Timer> total;
   if (breakdown) {
     *breakdown = {};
-    for (const Layer& layer : s.network.layers()) breakdown->layers.push_back({layer.name});
+    for (const Layer& layer : s.network.layers())
+      breakdown->layers.push_back({layer.name, layer_kind_name(layer.kind)});
     timer = s.backend.make_timer();
     total = s.backend.make_timer();
     total->start();

@@ -28,7 +28,7 @@ struct NamedTensor {
 };
 
 struct LayerTime {
-  std::string name;
+  std::string name, kind;
   double forward_s = 0, backward_s = 0;
 };
 // Where one step's time goes, from an instrumented step that waits after every op.

@@ -184,6 +184,7 @@ class ResNetTrainWorkload final : public Workload {
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerTime& layer : breakdown_.layers)
       layers.push_back({{"layer", layer.name},
+                        {"kind", layer.kind},
                         {"forward_s", layer.forward_s},
                         {"backward_s", layer.backward_s}});
     d["precision"] = config_.step.dtype == DType::bf16

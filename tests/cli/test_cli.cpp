@@ -383,9 +383,39 @@ TEST_F(Cli, SummaryAnswersWithItsSources) {
   const Outcome outcome = run({"summary", data("current_regressed.json"), "--format", "json"});
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
   const nlohmann::json answers = nlohmann::json::parse(outcome.out);
-  ASSERT_EQ(answers.size(), 5u);
+  ASSERT_EQ(answers.size(), 6u);
   for (const auto& answer : answers) EXPECT_FALSE(answer["answer"].get<std::string>().empty());
   EXPECT_EQ(answers[0]["answer"], "not measured: no case ran on both a GPU and a CPU backend");
+  EXPECT_EQ(answers[5]["answer"], "not measured: no model training step in this report");
+}
+
+TEST_F(Cli, SummaryShowsWhereAStepsTimeGoes) {
+  // A passed case with a per-layer breakdown, as resnet50-train records it.
+  nlohmann::json report = nlohmann::json::parse(slurp(data("current_regressed.json")));
+  nlohmann::json step = report["results"][0];
+  step["workload"] = "resnet50-train batch=4 image=112";
+  step["status"] = "passed";
+  step["details"] = {
+      {"breakdown",
+       {{"total_s", 1.0},
+        {"optimizer_s", 0.02},
+        {"layers",
+         {{{"layer", "conv1"}, {"kind", "conv"}, {"forward_s", 0.25}, {"backward_s", 0.5}},
+          {{"layer", "bn1"}, {"kind", "batch_norm"}, {"forward_s", 0.05}, {"backward_s", 0.1}},
+          {{"layer", "layer1.0"},
+           {"kind", "residual_join"},
+           {"forward_s", 0.03},
+           {"backward_s", 0.05}}}}}}};
+  report["results"].push_back(step);
+  const std::string path = (dir_ / "model.json").string();
+  std::ofstream(path) << report.dump();
+  const Outcome outcome = run({"summary", path, "--format", "json"});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const std::string answer = nlohmann::json::parse(outcome.out)[5]["answer"];
+  EXPECT_NE(answer.find("conv 75%, batch_norm 15%, residual_join 8%"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("slowest layers conv1 750 ms, bn1 150 ms, layer1.0 80 ms"),
+            std::string::npos)
+      << answer;
 }
 
 TEST_F(Cli, AbRunsBothBuildsInterleaved) {
