@@ -72,6 +72,7 @@ std::optional<DType> data_type(const OpDesc& op) {
   return std::visit(
       [](const auto& o) -> std::optional<DType> {
         if constexpr (requires { o.dtype; }) return o.dtype;
+        if constexpr (requires { o.a_type; }) return o.a_type;  // GEMM: its input dtype
         return std::nullopt;
       },
       op);

@@ -248,7 +248,7 @@ using OpDesc = std::variant<GemmOp, ConvOp, StreamOp, PeakOp, TransferOp, BatchN
                             PoolOp, BinaryOp, FullyConnectedOp, SoftmaxOp, SoftmaxCrossEntropyOp,
                             LayerNormOp, EmbeddingOp, DropoutOp, CastOp, OptimizerOp>;
 
-// The dtype an op's data is in, for ops that have one field for it.
+// The dtype an op's data is in, for ops that have one field for it (GEMM: its inputs').
 std::optional<DType> data_type(const OpDesc& op);
 
 // Short name of the op kind ("gemm", "conv", ...), for messages.

@@ -18,23 +18,33 @@ void seeded_batch(const Network& network, std::uint64_t seed, std::vector<float>
                                                 static_cast<std::uint64_t>(network.classes)));
 }
 
+Status prepared_step(Backend& backend, const Network& network, const StepOptions& options,
+                     std::uint64_t batch_seed, std::uint64_t weight_seed,
+                     std::unique_ptr<TrainingStep>* out) {
+  TB_RETURN_IF_ERROR(TrainingStep::create(backend, network, options, out));
+  std::vector<float> images;
+  std::vector<std::int32_t> labels;
+  seeded_batch(network, batch_seed, &images, &labels);
+  TB_RETURN_IF_ERROR((*out)->set_batch(images, labels));
+  return (*out)->initialize_parameters(weight_seed);
+}
+
 Status compare_with_reference(Backend& backend, const Network& network, const StepOptions& options,
                               std::uint64_t seed, ReferenceComparison* out) {
   std::unique_ptr<TrainingStep> step, reference;
-  TB_RETURN_IF_ERROR(TrainingStep::create(backend, network, options, &step));
+  TB_RETURN_IF_ERROR(prepared_step(backend, network, options, seed, seed, &step));
+  // The reference starts from the step's own (rounded) weights, not from the seed again.
   TB_RETURN_IF_ERROR(
       TrainingStep::create(backend, network, {DType::f64, Layout::plain}, &reference));
-  std::vector<float> images;
-  std::vector<std::int32_t> labels;
-  seeded_batch(network, seed, &images, &labels);
-  TB_RETURN_IF_ERROR(step->initialize_parameters(seed));
   std::vector<NamedTensor> state;
   TB_RETURN_IF_ERROR(step->state(&state));
   TB_RETURN_IF_ERROR(reference->load_state(state));
-  for (TrainingStep* s : {step.get(), reference.get()}) {
-    TB_RETURN_IF_ERROR(s->set_batch(images, labels));
+  std::vector<float> images;
+  std::vector<std::int32_t> labels;
+  seeded_batch(network, seed, &images, &labels);
+  TB_RETURN_IF_ERROR(reference->set_batch(images, labels));
+  for (TrainingStep* s : {step.get(), reference.get()})
     TB_RETURN_IF_ERROR(s->run(/*update=*/false, {}));
-  }
   TB_RETURN_IF_ERROR(step->loss(&out->loss));
   TB_RETURN_IF_ERROR(reference->loss(&out->reference_loss));
   std::vector<NamedTensor> grads, reference_grads;
@@ -43,16 +53,9 @@ Status compare_with_reference(Backend& backend, const Network& network, const St
   out->worst_gradient_error = 0;
   out->parameters_checked = static_cast<std::int64_t>(grads.size());
   for (std::size_t p = 0; p < grads.size(); ++p) {
-    double diff = 0, norm = 0;
-    for (std::size_t i = 0; i < grads[p].values.size(); ++i) {
-      const double want = reference_grads[p].values[i];
-      diff += (grads[p].values[i] - want) * (grads[p].values[i] - want);
-      norm += want * want;
-    }
-    // NaN compares false: a NaN gradient must still count as the worst.
-    const double error = std::sqrt(diff / std::max(norm, 1e-300));
+    const double error = relative_l2_error(grads[p].values, reference_grads[p].values);
     if (!(error <= out->worst_gradient_error)) {
-      out->worst_gradient_error = std::isnan(error) ? INFINITY : error;
+      out->worst_gradient_error = error;
       out->worst_parameter = grads[p].name;
     }
   }

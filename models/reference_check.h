@@ -23,6 +23,11 @@ struct ReferenceComparison {
 void seeded_batch(const Network& network, std::uint64_t seed, std::vector<float>* images,
                   std::vector<std::int32_t>* labels);
 
+// A step on `backend` with seeded weights and a seeded batch, ready to run.
+Status prepared_step(Backend& backend, const Network& network, const StepOptions& options,
+                     std::uint64_t batch_seed, std::uint64_t weight_seed,
+                     std::unique_ptr<TrainingStep>* out);
+
 // Runs forward and backward (no update) on `backend` with `options` and in f64 / plain.
 Status compare_with_reference(Backend& backend, const Network& network, const StepOptions& options,
                               std::uint64_t seed, ReferenceComparison* out);

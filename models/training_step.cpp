@@ -134,6 +134,7 @@ struct TrainingStep::Impl {
     std::vector<int> slots;
     int layer;
     Phase phase;
+    std::vector<Buffer> buffers = {};  // the slots' memory, resolved once after allocation
   };
   struct ParamView {
     std::int64_t offset = 0;  // elements into the flat parameter buffer
@@ -223,15 +224,48 @@ struct TrainingStep::Impl {
     return Status::Ok();
   }
 
+  // The framework's state dict, in its order: each parameter, and after a batch norm's
+  // parameters its running statistics and batch counter.
+  struct StateEntry {
+    std::string name;
+    std::vector<std::int64_t> dims;
+    int parameter = -1;     // a parameter id, or
+    int running_slot = -1;  // a running-statistics slot, or neither: num_batches_tracked
+  };
+  std::vector<StateEntry> state_entries() const {
+    std::vector<StateEntry> entries;
+    for (std::size_t l = 0; l < network.layers().size(); ++l) {
+      const Layer& layer = network.layers()[l];
+      for (int p : layer.params)
+        entries.push_back({network.parameters()[p].name, network.parameters()[p].dims, p});
+      if (running[l].first < 0) continue;
+      const std::int64_t channels = network.tensors()[layer.inputs[0]].c;
+      entries.push_back({layer.name + ".running_mean", {channels}, -1, running[l].first});
+      entries.push_back({layer.name + ".running_var", {channels}, -1, running[l].second});
+      entries.push_back({layer.name + ".num_batches_tracked", {}});
+    }
+    return entries;
+  }
+  Status download_slot(int slot, std::vector<char>* out) const {
+    out->resize(slots[slot].bytes);
+    return backend.download(slots[slot].buffer, out->data(), out->size());
+  }
+  // Parameter `p` out of a flat buffer (values or gradients) in the master dtype.
+  NamedTensor parameter_tensor(const std::vector<char>& flat, int p) const {
+    const Parameter& parameter = network.parameters()[p];
+    return {parameter.name, parameter.dims,
+            from_bytes(flat.data() + params[p].offset * dtype_size(policy.master),
+                       static_cast<std::size_t>(parameter.elements()), policy.master)};
+  }
+
   Status build();
+  void resolve(Op& op) {
+    op.buffers.clear();
+    for (int slot : op.slots) op.buffers.push_back(slots[root(slot)].buffer);
+  }
   std::size_t lay_out_arena();  // assigns arena offsets; returns the arena's size
   Status allocate();
-  Status execute(Op& op) {
-    std::vector<Buffer> buffers;
-    buffers.reserve(op.slots.size());
-    for (int slot : op.slots) buffers.push_back(slots[root(slot)].buffer);
-    return backend.execute(*op.plan, buffers, workspace);
-  }
+  Status execute(Op& op) { return backend.execute(*op.plan, op.buffers, workspace); }
 };
 
 Status TrainingStep::Impl::build() {
@@ -483,6 +517,9 @@ Status TrainingStep::Impl::allocate() {
   // The optimizer's hyper-parameters live in host memory (they change per step).
   const int hyper_slot = optimizer.slots.back();
   slots[hyper_slot].buffer = hyper;
+  for (std::vector<Op>* list : {&weight_cast, &forward, &backward})
+    for (Op& op : *list) resolve(op);
+  resolve(optimizer);
   return Status::Ok();
 }
 
@@ -622,30 +659,20 @@ Status TrainingStep::loss(double* out) {
 Status TrainingStep::state(std::vector<NamedTensor>* out) {
   Impl& s = *impl_;
   out->clear();
-  std::vector<char> flat(s.slots[s.params_slot].bytes);
-  TB_RETURN_IF_ERROR(s.backend.download(s.slots[s.params_slot].buffer, flat.data(), flat.size()));
-  const std::size_t size = dtype_size(s.policy.master), channel_size = dtype_size(s.channel_dtype);
-  for (std::size_t l = 0; l < s.network.layers().size(); ++l) {
-    const Layer& layer = s.network.layers()[l];
-    for (int p : layer.params) {
-      const Parameter& parameter = s.network.parameters()[p];
-      out->push_back({parameter.name, parameter.dims,
-                      from_bytes(flat.data() + s.params[p].offset * size,
-                                 static_cast<std::size_t>(parameter.elements()), s.policy.master)});
-    }
-    if (s.running[l].first < 0) continue;
-    const std::int64_t channels = s.network.tensors()[layer.inputs[0]].c;
-    for (const auto& [slot, suffix] :
-         {std::pair{s.running[l].first, ".running_mean"}, {s.running[l].second, ".running_var"}}) {
-      std::vector<char> bytes(static_cast<std::size_t>(channels) * channel_size);
-      TB_RETURN_IF_ERROR(s.backend.download(s.slots[slot].buffer, bytes.data(), bytes.size()));
+  std::vector<char> flat;
+  TB_RETURN_IF_ERROR(s.download_slot(s.params_slot, &flat));
+  for (const Impl::StateEntry& entry : s.state_entries()) {
+    if (entry.parameter >= 0) {
+      out->push_back(s.parameter_tensor(flat, entry.parameter));
+    } else if (entry.running_slot >= 0) {
+      std::vector<char> bytes;
+      TB_RETURN_IF_ERROR(s.download_slot(entry.running_slot, &bytes));
       out->push_back(
-          {layer.name + suffix,
-           {channels},
-           from_bytes(bytes.data(), static_cast<std::size_t>(channels), s.channel_dtype)});
+          {entry.name, entry.dims,
+           from_bytes(bytes.data(), static_cast<std::size_t>(entry.dims[0]), s.channel_dtype)});
+    } else {
+      out->push_back({entry.name, entry.dims, {static_cast<double>(steps_taken_)}, true});
     }
-    out->push_back(
-        {layer.name + ".num_batches_tracked", {}, {static_cast<double>(steps_taken_)}, true});
   }
   return Status::Ok();
 }
@@ -654,50 +681,45 @@ Status TrainingStep::load_state(const std::vector<NamedTensor>& tensors) {
   Impl& s = *impl_;
   std::map<std::string, const NamedTensor*> by_name;
   for (const NamedTensor& tensor : tensors) by_name[tensor.name] = &tensor;
-  std::vector<NamedTensor> current;
-  TB_RETURN_IF_ERROR(state(&current));
-  for (const NamedTensor& known : current)
-    if (!by_name.count(known.name))
-      return Status::InvalidArgument(fmt::format("state has no tensor '{}'", known.name));
+  const std::vector<Impl::StateEntry> entries = s.state_entries();
+  std::map<std::string, const Impl::StateEntry*> known;
+  for (const Impl::StateEntry& entry : entries) {
+    if (!by_name.count(entry.name))
+      return Status::InvalidArgument(fmt::format("state has no tensor '{}'", entry.name));
+    known[entry.name] = &entry;
+  }
   for (const NamedTensor& tensor : tensors) {
-    const auto match = std::find_if(current.begin(), current.end(),
-                                    [&](const NamedTensor& t) { return t.name == tensor.name; });
-    if (match == current.end())
+    const auto match = known.find(tensor.name);
+    if (match == known.end())
       return Status::InvalidArgument(fmt::format("unknown tensor '{}'", tensor.name));
-    if (match->dims != tensor.dims || match->values.size() != tensor.values.size())
+    std::size_t count = 1;
+    for (std::int64_t dim : match->second->dims) count *= static_cast<std::size_t>(dim);
+    if (match->second->dims != tensor.dims || count != tensor.values.size())
       return Status::InvalidArgument(fmt::format("tensor '{}' has the wrong shape", tensor.name));
   }
   std::vector<double> flat(static_cast<std::size_t>(s.param_total), 0.0);
-  for (std::size_t p = 0; p < s.network.parameters().size(); ++p) {
-    const NamedTensor& tensor = *by_name.at(s.network.parameters()[p].name);
-    std::copy(tensor.values.begin(), tensor.values.end(), flat.begin() + s.params[p].offset);
-  }
-  const std::vector<char> bytes = to_bytes(flat, s.policy.master);
-  TB_RETURN_IF_ERROR(s.backend.upload(bytes.data(), s.slots[s.params_slot].buffer, bytes.size()));
-  for (std::size_t l = 0; l < s.network.layers().size(); ++l) {
-    if (s.running[l].first < 0) continue;
-    const std::string& name = s.network.layers()[l].name;
-    for (const auto& [slot, suffix] :
-         {std::pair{s.running[l].first, ".running_mean"}, {s.running[l].second, ".running_var"}}) {
-      const std::vector<char> values = to_bytes(by_name.at(name + suffix)->values, s.channel_dtype);
-      TB_RETURN_IF_ERROR(s.backend.upload(values.data(), s.slots[slot].buffer, values.size()));
+  for (const Impl::StateEntry& entry : entries) {
+    const NamedTensor& tensor = *by_name.at(entry.name);
+    if (entry.parameter >= 0) {
+      std::copy(tensor.values.begin(), tensor.values.end(),
+                flat.begin() + s.params[entry.parameter].offset);
+    } else if (entry.running_slot >= 0) {
+      const std::vector<char> values = to_bytes(tensor.values, s.channel_dtype);
+      TB_RETURN_IF_ERROR(
+          s.backend.upload(values.data(), s.slots[entry.running_slot].buffer, values.size()));
     }
   }
-  return Status::Ok();
+  const std::vector<char> bytes = to_bytes(flat, s.policy.master);
+  return s.backend.upload(bytes.data(), s.slots[s.params_slot].buffer, bytes.size());
 }
 
 Status TrainingStep::gradients(std::vector<NamedTensor>* out) {
   Impl& s = *impl_;
   out->clear();
-  std::vector<char> flat(s.slots[s.grads_slot].bytes);
-  TB_RETURN_IF_ERROR(s.backend.download(s.slots[s.grads_slot].buffer, flat.data(), flat.size()));
-  const std::size_t size = dtype_size(s.policy.master);
-  for (std::size_t p = 0; p < s.network.parameters().size(); ++p) {
-    const Parameter& parameter = s.network.parameters()[p];
-    out->push_back({parameter.name, parameter.dims,
-                    from_bytes(flat.data() + s.params[p].offset * size,
-                               static_cast<std::size_t>(parameter.elements()), s.policy.master)});
-  }
+  std::vector<char> flat;
+  TB_RETURN_IF_ERROR(s.download_slot(s.grads_slot, &flat));
+  for (std::size_t p = 0; p < s.network.parameters().size(); ++p)
+    out->push_back(s.parameter_tensor(flat, static_cast<int>(p)));
   return Status::Ok();
 }
 
@@ -719,15 +741,6 @@ Status import_values(Backend& backend, const Plan& plan, int index,
   return backend.import_operand(plan, index, bytes.data(), buffer);
 }
 
-double relative_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  const double error = std::sqrt(diff / std::max(norm, 1e-300));
-  return std::isnan(error) ? INFINITY : error;
-}
 
 }  // namespace
 
@@ -790,7 +803,7 @@ Status TrainingStep::check_ops(OpCheck* out) {
         status =
             export_values(s.backend, *op.plan, static_cast<int>(i), s.slots[slot].buffer, &got);
         if (!status.ok()) break;
-        const double error = relative_l2(got, want);
+        const double error = relative_l2_error(got, want);
         const double tolerance = op_tolerance(op.plan->operands()[i].dtype);
         ++out->outputs_compared;
         if (error / tolerance > out->worst_error / std::max(out->worst_tolerance, 1e-300) ||

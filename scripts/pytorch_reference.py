@@ -110,6 +110,36 @@ def summarize(samples):
             "ci95_low_s": low, "ci95_high_s": high}
 
 
+def time_steps(step, args):
+    """Runs `args.warmup` untimed steps, then times `args.steps` steps one by one (waiting
+    for the GPU around each); returns every loss and every step's seconds."""
+    losses, samples = [], []
+    for _ in range(args.warmup):
+        losses.append(float(step()))
+    for _ in range(args.steps):
+        if args.cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        loss = step()
+        if args.cuda:
+            torch.cuda.synchronize()
+        samples.append(time.perf_counter() - start)
+        losses.append(float(loss))
+    return losses, samples
+    return losses, samples
+
+
+def allocator():
+    return {"LD_PRELOAD": os.environ.get("LD_PRELOAD", ""),
+            "MALLOC_CONF": os.environ.get("MALLOC_CONF", "")}
+
+
+def peaks_entry(dtype, peak):
+    return {dtype: {"measured_gflops": peak, "theoretical_gflops": None,
+                    "reason": "taken from the trainbench report given" if peak
+                    else "not measured by this runner"}}
+
+
 def environment():
     keys = ("OMP_", "KMP_", "MKL_", "OPENBLAS_", "ONEDNN_", "DNNL_", "LD_PRELOAD", "MALLOC_CONF",
             "CUDA_", "NVIDIA_TF32_OVERRIDE", "TORCH_")
@@ -192,18 +222,7 @@ def resnet50_bench(args):
             optimizer.step()
             return loss
 
-        losses, samples = [], []
-        for _ in range(args.warmup):
-            losses.append(float(step()))
-        for _ in range(args.steps):
-            if args.cuda:
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            loss = step()
-            if args.cuda:
-                torch.cuda.synchronize()
-            samples.append(time.perf_counter() - start)
-            losses.append(float(loss))
+        losses, samples = time_steps(step, args)
         ok = parameters == expected and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
         stats = summarize(samples)
         gflops = flops_per_image * args.batch / stats["median_s"] / 1e9
@@ -215,16 +234,13 @@ def resnet50_bench(args):
         details = {"model": "torchvision resnet50", "parameters": parameters,
                    "torchvision_parameters": expected, "memory_format": memory_format,
                    "threads": torch.get_num_threads(), "torch_version": torch.__version__,
-                   "allocator": {"LD_PRELOAD": os.environ.get("LD_PRELOAD", ""),
-                                 "MALLOC_CONF": os.environ.get("MALLOC_CONF", "")},
+                   "allocator": allocator(),
                    "mkldnn_enabled": torch.backends.mkldnn.enabled,
                    "parallel_info": torch.__config__.parallel_info(), "losses": losses,
                    "peak_source": args.peak_from or ""}
         backends.append({"name": name, "variant_of": backend, "environment": environment(),
                          "available": True, "reason": "", "device": None,
-                         "peaks": {args.dtype: {"measured_gflops": peak, "theoretical_gflops": None,
-                                           "reason": "taken from the trainbench report given"
-                                           if peak else "not measured by this runner"}}})
+                         "peaks": peaks_entry(args.dtype, peak)})
         results.append({"workload": workload, "backend": name, "dtype": args.dtype,
                         "status": "passed" if ok else "failed",
                         "reason": "" if ok else f"parameters {parameters} vs {expected}, losses {losses}",
@@ -476,18 +492,7 @@ def bert_bench(args):
         optimizer.step()
         return loss
 
-    losses, samples = [], []
-    for _ in range(args.warmup):
-        losses.append(float(step()))
-    for _ in range(args.steps):
-        if args.cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        loss = step()
-        if args.cuda:
-            torch.cuda.synchronize()
-        samples.append(time.perf_counter() - start)
-        losses.append(float(loss))
+    losses, samples = time_steps(step, args)
     ok = parameters == expected and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
     stats = summarize(samples)
     gflops = flops / stats["median_s"] / 1e9
@@ -498,8 +503,7 @@ def bert_bench(args):
                "expected_parameters": expected, "tokens_per_s": args.batch * args.seq / stats["median_s"],
                "predictions_per_sequence": predictions, "threads": torch.get_num_threads(),
                "torch_version": torch.__version__,
-               "allocator": {"LD_PRELOAD": os.environ.get("LD_PRELOAD", ""),
-                             "MALLOC_CONF": os.environ.get("MALLOC_CONF", "")},
+               "allocator": allocator(),
                "flop_formula": bert_flops_per_sequence.__doc__, "losses": losses}
     print(f"{backend} bert-{args.model}: {args.batch / stats['median_s']:.2f} seq/s "
           f"(median step {stats['median_s'] * 1e3:.0f} ms, {gflops:.0f} GFLOP/s"
@@ -517,9 +521,7 @@ def bert_bench(args):
               "samples_s": samples, "units_per_sample": 1, "warmup_runs": args.warmup,
               "stats": stats, "metrics": metrics}
     backends = [{"name": backend, "available": True, "reason": "", "device": None,
-                 "peaks": {args.dtype: {"measured_gflops": peak, "theoretical_gflops": None,
-                                        "reason": "taken from the trainbench report given" if peak
-                                        else "not measured by this runner"}}}]
+                 "peaks": peaks_entry(args.dtype, peak)}]
     write_report(args, started, backends, [result])
     return 0 if ok else 1
 

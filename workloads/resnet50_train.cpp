@@ -63,12 +63,7 @@ class ResNetTrainWorkload final : public Workload {
   Status setup(Backend& backend, std::uint64_t seed) override {
     backend_ = &backend;
     seed_ = seed;
-    TB_RETURN_IF_ERROR(TrainingStep::create(backend, network_, config_.step, &step_));
-    std::vector<float> images;
-    std::vector<std::int32_t> labels;
-    seeded_batch(network_, seed, &images, &labels);
-    TB_RETURN_IF_ERROR(step_->set_batch(images, labels));
-    return step_->initialize_parameters(seed);
+    return prepared_step(backend, network_, config_.step, seed, seed, &step_);
   }
 
   Status run() override { return step_->run(/*update=*/true, config_.sgd); }
@@ -102,12 +97,7 @@ class ResNetTrainWorkload final : public Workload {
     const Network reduced = build_resnet(reduced_config);
     {
       std::unique_ptr<TrainingStep> step;
-      Status status = TrainingStep::create(*backend_, reduced, config_.step, &step);
-      std::vector<float> images;
-      std::vector<std::int32_t> labels;
-      seeded_batch(reduced, seed_, &images, &labels);
-      if (status.ok()) status = step->set_batch(images, labels);
-      if (status.ok()) status = step->initialize_parameters(seed_);
+      Status status = prepared_step(*backend_, reduced, config_.step, seed_, seed_, &step);
       if (status.ok()) status = step->run(/*update=*/false, config_.sgd);
       OpCheck check;
       if (status.ok()) status = step->check_ops(&check);

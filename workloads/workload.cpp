@@ -114,6 +114,16 @@ double tolerance(DType output, std::int64_t reduction) {
   return accumulator * (4 * std::sqrt(static_cast<double>(reduction)) + 8) + 2 * rounding;
 }
 
+double relative_l2_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  const double error = std::sqrt(diff / std::max(norm, 1e-300));
+  return std::isnan(error) ? INFINITY : error;
+}
+
 Validation check_finite_and_nonzero(const std::vector<float>& values) {
   Validation result;
   std::size_t nonzero = 0;

@@ -89,6 +89,9 @@ std::vector<float> random_values(std::size_t count, std::uint64_t seed, DType dt
 // `reduction` terms in fp32 (fp64 for f64) and stored as `output`.
 double tolerance(DType output, std::int64_t reduction);
 
+// ||got - want|| / ||want|| (L2 norms); infinite when got holds a NaN.
+double relative_l2_error(const std::vector<double>& got, const std::vector<double>& want);
+
 // Checks that every value is finite and that they are not all zero.
 Validation check_finite_and_nonzero(const std::vector<float>& values);
 

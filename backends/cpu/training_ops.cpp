@@ -772,6 +772,24 @@ std::vector<OperandSpec> layer_norm_operands(const LayerNormOp& op) {
           spec("diff_beta", c, column, true)};
 }
 
+std::vector<OperandSpec> optimizer_operands(const OptimizerOp& op) {
+  const std::vector<Index> dims = {op.count};
+  std::vector<OperandSpec> operands = {spec("weights", op.dtype, dims, true),
+                                       spec("grads", op.dtype, dims, false)};
+  if (op.kind == OptimizerKind::sgd_momentum) {
+    operands.push_back(spec("momentum", op.dtype, dims, true));
+  } else {
+    operands.push_back(spec("m", op.dtype, dims, true));
+    operands.push_back(spec("v", op.dtype, dims, true));
+  }
+  if (op.kind == OptimizerKind::lamb)
+    operands.push_back(spec("tensor_offsets", DType::i32, {op.tensors + 1}, false));
+  const int hyper = op.kind == OptimizerKind::sgd_momentum ? kSgdHyperCount : kAdamHyperCount;
+  operands.push_back(spec("hyper", DType::f32, {hyper}, false));
+  operands.back().memory = MemoryKind::host_pageable;  // changes every step
+  return operands;
+}
+
 std::vector<OperandSpec> pool_operands(const PoolOp& op) {
   const std::vector<Index> src = {op.mb, op.channels, op.ih, op.iw},
                            dst = {op.mb, op.channels, op.oh(), op.ow()};
@@ -950,34 +968,6 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
         out);
   }
   if (const auto* op = std::get_if<CastOp>(&desc)) return plan_cast(*op, out);
-  if (const auto* op = std::get_if<OptimizerOp>(&desc); op && op->kind == OptimizerKind::adamw) {
-    const Index count = op->count;
-    const std::vector<Index> dims = {count};
-    std::vector<OperandSpec> operands = {
-        spec("weights", op->dtype, dims, true), spec("grads", op->dtype, dims, false),
-        spec("m", op->dtype, dims, true), spec("v", op->dtype, dims, true),
-        spec("hyper", DType::f32, {kAdamHyperCount}, false)};
-    operands[4].memory = MemoryKind::host_pageable;
-    return make_plan(
-        op->dtype, std::move(operands), "AdamW",
-        [count]<typename T>(T, std::span<const Buffer> b) { adamw<T>(count, b); }, out);
-  }
-  if (const auto* op = std::get_if<OptimizerOp>(&desc); op && op->kind == OptimizerKind::lamb) {
-    const Index count = op->count, tensors = op->tensors;
-    const std::vector<Index> dims = {count};
-    std::vector<OperandSpec> operands = {spec("weights", op->dtype, dims, true),
-                                         spec("grads", op->dtype, dims, false),
-                                         spec("m", op->dtype, dims, true),
-                                         spec("v", op->dtype, dims, true),
-                                         spec("tensor_offsets", DType::i32, {tensors + 1}, false),
-                                         spec("hyper", DType::f32, {kAdamHyperCount}, false)};
-    operands[5].memory = MemoryKind::host_pageable;
-    if (count > std::numeric_limits<std::int32_t>::max())
-      return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
-    return make_plan(
-        op->dtype, std::move(operands), "LAMB",
-        [tensors]<typename T>(T, std::span<const Buffer> b) { lamb<T>(tensors, b); }, out);
-  }
   if (const auto* op = std::get_if<DropoutOp>(&desc)) {
     const DropoutOp o = *op;
     if (!(o.probability >= 0 && o.probability < 1))
@@ -994,18 +984,23 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
         [o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(o, b); }, out);
   }
   if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
-    if (op->kind != OptimizerKind::sgd_momentum)
-      return Status::Unimplemented("unknown optimizer kind");
-    const Index count = op->count;
-    const std::vector<Index> dims = {count};
-    std::vector<OperandSpec> operands = {spec("weights", op->dtype, dims, true),
-                                         spec("grads", op->dtype, dims, false),
-                                         spec("momentum", op->dtype, dims, true),
-                                         spec("hyper", DType::f32, {kSgdHyperCount}, false)};
-    operands[3].memory = MemoryKind::host_pageable;
+    const OptimizerOp o = *op;
+    if (o.kind == OptimizerKind::lamb && o.count > std::numeric_limits<std::int32_t>::max())
+      return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
+    static constexpr const char* kNames[] = {"SGD with momentum", "AdamW", "LAMB"};
     return make_plan(
-        op->dtype, std::move(operands), "SGD with momentum",
-        [count]<typename T>(T, std::span<const Buffer> b) { sgd_momentum<T>(count, b); }, out);
+        o.dtype, optimizer_operands(o), kNames[static_cast<int>(o.kind)],
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          switch (o.kind) {
+            case OptimizerKind::sgd_momentum:
+              return sgd_momentum<T>(o.count, b);
+            case OptimizerKind::adamw:
+              return adamw<T>(o.count, b);
+            case OptimizerKind::lamb:
+              return lamb<T>(o.tensors, b);
+          }
+        },
+        out);
   }
   if (const auto* op = std::get_if<GemmOp>(&desc); op && op->a_type == DType::f64) {
     if (op->b_type != DType::f64 || op->c_type != DType::f64)

@@ -23,6 +23,7 @@ Status plan_shared_training_op(const OpDesc& op, std::unique_ptr<Plan>* out);
 std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op);
 std::vector<OperandSpec> eltwise_operands(const EltwiseOp& op);
 std::vector<OperandSpec> layer_norm_operands(const LayerNormOp& op);
+std::vector<OperandSpec> optimizer_operands(const OptimizerOp& op);
 std::vector<OperandSpec> pool_operands(const PoolOp& op);
 std::vector<OperandSpec> conv_operands(const ConvOp& op);
 std::vector<OperandSpec> fully_connected_operands(const FullyConnectedOp& op);

@@ -47,8 +47,7 @@ class OneDnnBackend final : public cpu::CpuBackend {
     try {
       // oneDNN has no f64 path: f64 ops are the shared double-precision reference.
       if (data_type(op) == DType::f64) return CpuBackend::plan(op, out);
-      if (const auto* gemm = std::get_if<GemmOp>(&op))
-        return gemm->a_type == DType::f64 ? CpuBackend::plan(op, out) : plan_gemm(*gemm, out);
+      if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_gemm(*gemm, out);
       if (std::holds_alternative<ConvOp>(op) || std::holds_alternative<BatchNormOp>(op) ||
           std::holds_alternative<PoolOp>(op) || std::holds_alternative<EltwiseOp>(op) ||
           std::holds_alternative<BinaryOp>(op) || std::holds_alternative<FullyConnectedOp>(op) ||

@@ -204,8 +204,7 @@ class OpenBlasBackend final : public cpu::CpuBackend {
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
     // f64 ops are the shared double-precision reference.
     if (data_type(op) == DType::f64) return CpuBackend::plan(op, out);
-    if (const auto* gemm = std::get_if<GemmOp>(&op))
-      return gemm->a_type == DType::f64 ? CpuBackend::plan(op, out) : plan_gemm(*gemm, out);
+    if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_gemm(*gemm, out);
     if (const auto* conv = std::get_if<ConvOp>(&op)) return plan_conv(*conv, out);
     if (const auto* fc = std::get_if<FullyConnectedOp>(&op)) {
       if (fc->dtype != DType::f32)

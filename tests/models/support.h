@@ -22,16 +22,6 @@ inline std::unique_ptr<Backend> make_backend(const char* name) {
   return backend;
 }
 
-// Relative L2 distance of `got` from `want`.
-inline double relative_error(const std::vector<double>& got, const std::vector<double>& want) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-300));
-}
-
 // Runs `op` once with `inputs` for its leading non-output operands (plain layout, as doubles;
 // integers for i32 operands) and returns every operand afterwards, plain, as doubles.
 inline std::vector<std::vector<double>> run_op(Backend& backend, const OpDesc& op,

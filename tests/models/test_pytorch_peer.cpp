@@ -18,7 +18,6 @@ namespace tb {
 namespace {
 
 using testing_support::make_backend;
-using testing_support::relative_error;
 
 // The Python with PyTorch: TRAINBENCH_PYTHON, else Debian's.
 std::string python() {
@@ -93,7 +92,7 @@ class PyTorchPeer : public testing::Test {
     for (const NamedTensor& grad : grads) {
       EXPECT_TRUE(by_name.count(grad.name)) << grad.name << " missing from PyTorch's output";
       if (!by_name.count(grad.name)) continue;
-      const double error = relative_error(grad.values, by_name.at(grad.name));
+      const double error = relative_l2_error(grad.values, by_name.at(grad.name));
       if (error > worst) worst = error, worst_name = grad.name;
     }
     std::printf("%s: loss %.8f vs PyTorch %.8f, worst gradient error %.3g (%s)\n",

@@ -15,7 +15,6 @@ namespace {
 
 using testing_support::make_backend;
 using testing_support::random;
-using testing_support::relative_error;
 using testing_support::run_op;
 
 template <typename Op>
@@ -39,7 +38,7 @@ class TrainingOps : public testing::Test {
     const auto want = run_op(*library_, in_dtype(op, DType::f64, Layout::plain), inputs);
     ASSERT_EQ(got.size(), want.size());
     for (int k : outputs)
-      EXPECT_LT(relative_error(got[k], want[k]), tolerance) << op_name(op) << " operand " << k;
+      EXPECT_LT(relative_l2_error(got[k], want[k]), tolerance) << op_name(op) << " operand " << k;
   }
   std::unique_ptr<Backend> library_;
 };

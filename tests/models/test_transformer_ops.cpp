@@ -13,7 +13,6 @@ namespace {
 
 using testing_support::make_backend;
 using testing_support::random;
-using testing_support::relative_error;
 using testing_support::run_op;
 
 class TransformerOps : public testing::Test {
@@ -76,12 +75,13 @@ TEST_F(TransformerOps, LayerNormBackwardMatchesDifferencesAndOneDnnAgrees) {
   op.epsilon = backward.epsilon = 1e-5f;
   const auto want = run_op(*backend_, op, {src, gamma, beta});
   const auto got = run_op(*backend_, f32, {src, gamma, beta});
-  EXPECT_LT(relative_error(got.at(3), want.at(3)), 1e-5);
+  EXPECT_LT(relative_l2_error(got.at(3), want.at(3)), 1e-5);
   const auto want_grads =
       run_op(*backend_, backward, {src, r, gamma, beta, want.at(4), want.at(5)});
   const auto got_grads =
       run_op(*backend_, f32_backward, {src, r, gamma, beta, want.at(4), want.at(5)});
-  for (int k : {6, 7, 8}) EXPECT_LT(relative_error(got_grads.at(k), want_grads.at(k)), 1e-5) << k;
+  for (int k : {6, 7, 8})
+    EXPECT_LT(relative_l2_error(got_grads.at(k), want_grads.at(k)), 1e-5) << k;
 }
 
 TEST_F(TransformerOps, GeluBackwardMatchesDifferencesAndOneDnnAgrees) {
@@ -95,9 +95,10 @@ TEST_F(TransformerOps, GeluBackwardMatchesDifferencesAndOneDnnAgrees) {
   expect_matches_differences(op, {src}, 1, r, 0, grads.at(2), "gelu");
   EltwiseOp f32 = op, f32_backward = backward;
   f32.dtype = f32_backward.dtype = DType::f32;
-  EXPECT_LT(relative_error(run_op(*backend_, f32, {src}).at(1), run_op(*backend_, op, {src}).at(1)),
-            1e-6);
-  EXPECT_LT(relative_error(run_op(*backend_, f32_backward, {src, r}).at(2), grads.at(2)), 1e-6);
+  EXPECT_LT(
+      relative_l2_error(run_op(*backend_, f32, {src}).at(1), run_op(*backend_, op, {src}).at(1)),
+      1e-6);
+  EXPECT_LT(relative_l2_error(run_op(*backend_, f32_backward, {src, r}).at(2), grads.at(2)), 1e-6);
 }
 
 TEST_F(TransformerOps, TanhBackwardMatchesDifferencesAndOneDnnAgrees) {
@@ -112,9 +113,10 @@ TEST_F(TransformerOps, TanhBackwardMatchesDifferencesAndOneDnnAgrees) {
   expect_matches_differences(op, {src}, 1, r, 0, grads.at(2), "tanh");
   EltwiseOp f32 = op, f32_backward = backward;
   f32.dtype = f32_backward.dtype = DType::f32;
-  EXPECT_LT(relative_error(run_op(*backend_, f32, {src}).at(1), forward.at(1)), 1e-6);
-  EXPECT_LT(relative_error(run_op(*backend_, f32_backward, {forward.at(1), r}).at(2), grads.at(2)),
-            1e-6);
+  EXPECT_LT(relative_l2_error(run_op(*backend_, f32, {src}).at(1), forward.at(1)), 1e-6);
+  EXPECT_LT(
+      relative_l2_error(run_op(*backend_, f32_backward, {forward.at(1), r}).at(2), grads.at(2)),
+      1e-6);
 }
 
 TEST_F(TransformerOps, MaskedSoftmaxBackwardMatchesDifferences) {
@@ -284,7 +286,7 @@ TEST(AttentionGemm, HeadInterleavedOperandsOnEveryCpuBackend) {
                                     {context, std::vector{p, k}, c},
                                     {transposed, std::vector{p, q}, t}}) {
       op.a_type = op.b_type = op.c_type = DType::f32;
-      EXPECT_LT(relative_error(run_op(*backend, op, inputs).at(2), want), 1e-6) << name;
+      EXPECT_LT(relative_l2_error(run_op(*backend, op, inputs).at(2), want), 1e-6) << name;
     }
   }
 }
