@@ -27,8 +27,13 @@ struct PrecisionPolicy {
     return kind == LayerKind::fully_connected || kind == LayerKind::softmax_cross_entropy ? head
                                                                                           : compute;
   }
-  // Weights a layer computes with: convolutions read the compute copy, the rest the master.
-  DType weight_dtype(LayerKind kind) const { return kind == LayerKind::conv ? compute : master; }
+  // Weights a layer computes with: convolutions, linear layers and embeddings read the compute
+  // copy, the rest (normalization scale and shift, the classifier) the master.
+  DType weight_dtype(LayerKind kind) const {
+    return kind == LayerKind::conv || kind == LayerKind::linear || kind == LayerKind::embedding
+               ? compute
+               : master;
+  }
 };
 
 }  // namespace tb

@@ -8,41 +8,50 @@
 
 namespace tb {
 
-void seeded_batch(const Network& network, std::uint64_t seed, std::vector<float>* images,
-                  std::vector<std::int32_t>* labels) {
-  const TensorShape& in = network.tensors()[network.input];
-  *images = random_values(static_cast<std::size_t>(in.elements()), seed, DType::f32);
-  labels->clear();
-  for (std::int64_t i = 0; i < in.n; ++i)
-    labels->push_back(static_cast<std::int32_t>(mix64(seed + static_cast<std::uint64_t>(i)) %
-                                                static_cast<std::uint64_t>(network.classes)));
+std::vector<NamedTensor> seeded_batch(const Network& network, std::uint64_t seed) {
+  std::vector<NamedTensor> batch;
+  for (const NetworkInput& input : network.inputs()) {
+    const TensorShape& shape = network.tensors()[input.tensor];
+    const auto count = static_cast<std::size_t>(shape.elements());
+    const std::uint64_t stream = mix64(seed + batch.size());
+    std::vector<std::int64_t> dims = {shape.n, shape.c, shape.h, shape.w};
+    while (dims.size() > 1 && dims.back() == 1) dims.pop_back();  // labels: [N]
+    NamedTensor tensor{input.name, dims, {}, input.indices};
+    if (input.indices) {
+      for (std::size_t i = 0; i < count; ++i)
+        tensor.values.push_back(static_cast<double>(mix64(stream + i * kGoldenGamma) %
+                                                    static_cast<std::uint64_t>(input.bound)));
+    } else {
+      const std::vector<float> values = random_values(count, stream, DType::f32);
+      tensor.values.assign(values.begin(), values.end());
+    }
+    batch.push_back(std::move(tensor));
+  }
+  return batch;
 }
 
 Status prepared_step(Backend& backend, const Network& network, const StepOptions& options,
-                     std::uint64_t batch_seed, std::uint64_t weight_seed,
+                     const std::vector<NamedTensor>& batch, std::uint64_t weight_seed,
                      std::unique_ptr<TrainingStep>* out) {
   TB_RETURN_IF_ERROR(TrainingStep::create(backend, network, options, out));
-  std::vector<float> images;
-  std::vector<std::int32_t> labels;
-  seeded_batch(network, batch_seed, &images, &labels);
-  TB_RETURN_IF_ERROR((*out)->set_batch(images, labels));
+  TB_RETURN_IF_ERROR((*out)->set_batch(batch));
   return (*out)->initialize_parameters(weight_seed);
 }
 
 Status compare_with_reference(Backend& backend, const Network& network, const StepOptions& options,
-                              std::uint64_t seed, ReferenceComparison* out) {
+                              const std::vector<NamedTensor>& batch, std::uint64_t weight_seed,
+                              ReferenceComparison* out) {
   std::unique_ptr<TrainingStep> step, reference;
-  TB_RETURN_IF_ERROR(prepared_step(backend, network, options, seed, seed, &step));
+  TB_RETURN_IF_ERROR(prepared_step(backend, network, options, batch, weight_seed, &step));
   // The reference starts from the step's own (rounded) weights, not from the seed again.
-  TB_RETURN_IF_ERROR(
-      TrainingStep::create(backend, network, {DType::f64, Layout::plain}, &reference));
+  StepOptions reference_options = options;
+  reference_options.dtype = DType::f64, reference_options.layout = Layout::plain;
+  reference_options.winograd_allowed = false;
+  TB_RETURN_IF_ERROR(TrainingStep::create(backend, network, reference_options, &reference));
   std::vector<NamedTensor> state;
   TB_RETURN_IF_ERROR(step->state(&state));
   TB_RETURN_IF_ERROR(reference->load_state(state));
-  std::vector<float> images;
-  std::vector<std::int32_t> labels;
-  seeded_batch(network, seed, &images, &labels);
-  TB_RETURN_IF_ERROR(reference->set_batch(images, labels));
+  TB_RETURN_IF_ERROR(reference->set_batch(batch));
   for (TrainingStep* s : {step.get(), reference.get()})
     TB_RETURN_IF_ERROR(s->run(/*update=*/false, {}));
   TB_RETURN_IF_ERROR(step->loss(&out->loss));
@@ -50,16 +59,35 @@ Status compare_with_reference(Backend& backend, const Network& network, const St
   std::vector<NamedTensor> grads, reference_grads;
   TB_RETURN_IF_ERROR(step->gradients(&grads));
   TB_RETURN_IF_ERROR(reference->gradients(&reference_grads));
-  out->worst_gradient_error = 0;
+  const GradientError worst = worst_gradient_error(grads, reference_grads);
+  out->worst_gradient_error = worst.error;
+  out->worst_parameter = worst.parameter;
   out->parameters_checked = static_cast<std::int64_t>(grads.size());
-  for (std::size_t p = 0; p < grads.size(); ++p) {
-    const double error = relative_l2_error(grads[p].values, reference_grads[p].values);
-    if (!(error <= out->worst_gradient_error)) {
-      out->worst_gradient_error = error;
-      out->worst_parameter = grads[p].name;
-    }
-  }
   return Status::Ok();
+}
+
+GradientError worst_gradient_error(const std::vector<NamedTensor>& grads,
+                                   const std::vector<NamedTensor>& reference) {
+  double sum = 0, count = 0;
+  for (const NamedTensor& grad : reference) {
+    for (double v : grad.values) sum += v * v;
+    count += static_cast<double>(grad.values.size());
+  }
+  const double rms = std::sqrt(sum / std::max(count, 1.0));
+  GradientError worst;
+  for (std::size_t p = 0; p < grads.size(); ++p) {
+    const std::vector<double>&got = grads[p].values, &want = reference.at(p).values;
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      diff += (got.at(i) - want[i]) * (got.at(i) - want[i]);
+      norm += want[i] * want[i];
+    }
+    const double floor = kCancelledGradient * rms * std::sqrt(static_cast<double>(want.size()));
+    double error = std::sqrt(diff) / std::max({std::sqrt(norm), floor, 1e-300});
+    if (std::isnan(error)) error = INFINITY;
+    if (!(error <= worst.error)) worst = {error, grads[p].name};
+  }
+  return worst;
 }
 
 }  // namespace tb

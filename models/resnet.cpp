@@ -70,9 +70,11 @@ Network build_resnet(const ResNetConfig& config) {
     throw UsageError("ResNet needs batch >= 1, width >= 1 and classes >= 2");
   Network net;
   Builder build(net);
-  net.input = net.add_tensor({config.batch, 3, config.image, config.image});
-  net.classes = static_cast<int>(config.classes);
-  int x = build.batch_norm("bn1", build.conv("conv1", net.input, config.width, 7, 2, 3), true);
+  net.batch = config.batch;
+  const int images = net.add_input({"images"}, {config.batch, 3, config.image, config.image});
+  const int labels =
+      net.add_input({"labels", -1, /*indices=*/true, config.classes}, {config.batch, 1, 1, 1});
+  int x = build.batch_norm("bn1", build.conv("conv1", images, config.width, 7, 2, 3), true);
   {
     const TensorShape in = net.tensors()[x];
     Layer pool{"maxpool", LayerKind::max_pool, {x}};
@@ -102,12 +104,8 @@ Network build_resnet(const ResNetConfig& config) {
       net.add_parameter(
           {"fc.bias", {config.classes}, ParamInit::linear_uniform, features.c, config.classes})};
   x = net.add_layer(std::move(fc), {features.n, config.classes, 1, 1});
-  net.add_layer({"loss", LayerKind::softmax_cross_entropy, {x}}, {1, 1, 1, 1});
+  net.add_layer({"loss", LayerKind::softmax_cross_entropy, {x, labels}}, {1, 1, 1, 1});
   return net;
-}
-
-double training_flops_per_sample(const Network& network) {
-  return 2.0 * 3.0 * network.forward_macs_per_sample();
 }
 
 }  // namespace tb

@@ -25,7 +25,4 @@ struct ResNetConfig {
 // Throws UsageError when the image is too small for five stride-2 reductions.
 Network build_resnet(const ResNetConfig& config);
 
-// Multiply-adds (2 FLOPs each) of a training step counted as three forward passes.
-double training_flops_per_sample(const Network& network);
-
 }  // namespace tb

@@ -15,8 +15,12 @@
 
 namespace tb {
 
-struct SgdSettings {
-  float learning_rate = 0.1f, momentum = 0.9f, weight_decay = 1e-4f;
+// Hyper-parameters of the step's optimizer (StepOptions::optimizer), settable per step.
+struct OptimizerSettings {
+  float learning_rate = 0.1f;
+  float momentum = 0.9f;  // SGD
+  float weight_decay = 1e-4f;
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-6f;  // AdamW, LAMB
 };
 
 // A named tensor on the host, in double whatever the step's dtype.
@@ -43,6 +47,8 @@ struct StepOptions {
   DType dtype = DType::f32;  // f32, bf16 (mixed: models/precision.h), or f64 (the reference)
   Layout layout = Layout::native;
   bool winograd_allowed = false;  // convolutions may use Winograd where the library picks it
+  OptimizerKind optimizer = OptimizerKind::sgd_momentum;
+  std::uint64_t dropout_seed = 0;  // each dropout layer's mask stream derives from it
 };
 
 // Every op of a step checked against the same op in f64 (the shared CPU code) fed the step's
@@ -66,17 +72,18 @@ class TrainingStep {
   TrainingStep(const TrainingStep&) = delete;
   TrainingStep& operator=(const TrainingStep&) = delete;
 
-  // Images in plain NCHW, one label per image in [0, classes).
-  Status set_batch(const std::vector<float>& images, const std::vector<std::int32_t>& labels);
+  // One tensor per network input, by name: values in plain layout (NCHW, [rows, features]),
+  // indices within their input's bound.
+  Status set_batch(const std::vector<NamedTensor>& batch);
   // The framework's initialization from a seed; running statistics 0 / 1, momentum 0.
   Status initialize_parameters(std::uint64_t seed);
 
   // Forward, loss and backward; with `update`, the optimizer step too. `breakdown` (optional)
   // times every layer at the cost of a wait after each op.
-  Status run(bool update, const SgdSettings& sgd, StepBreakdown* breakdown = nullptr);
-  Status loss(double* out);
-  // After run(false, ...): every forward and backward op against f64 on this step's inputs.
-  // Tolerance by the output's dtype: f32 1e-4, bf16 2e-2.
+  Status run(bool update, const OptimizerSettings& settings, StepBreakdown* breakdown = nullptr);
+  Status loss(double* out);  // the sum of the network's loss layers, from the last run
+  // Runs forward and backward once (no update), checking every op against the same op in f64
+  // fed the inputs the step's op read. Tolerance by the output's dtype: f32 1e-4, bf16 2e-2.
   Status check_ops(OpCheck* out);
 
   // Parameters and buffers (running statistics, num_batches_tracked) as the framework's
@@ -85,7 +92,8 @@ class TrainingStep {
   Status load_state(const std::vector<NamedTensor>& tensors);  // every name must be known
   Status gradients(std::vector<NamedTensor>* out);
 
-  std::uint64_t memory_bytes() const;  // arena plus workspace: everything the step touches
+  std::uint64_t memory_bytes() const;           // arena plus workspace: everything the step touches
+  std::uint64_t optimizer_state_bytes() const;  // momentum or moments (and LAMB's offsets)
   std::int64_t steps_taken() const { return steps_taken_; }
   // What ran, one line per distinct implementation with the number of ops using it.
   std::vector<std::string> implementations() const;
@@ -98,8 +106,9 @@ class TrainingStep {
   std::int64_t steps_taken_ = 0;
 };
 
-// Bytes a step of `network` will need in `dtype`, estimated before planning (activations,
-// their gradients, per-layer saved state and parameters), to refuse a size that cannot fit.
-std::uint64_t estimate_training_bytes(const Network& network, DType dtype);
+// Bytes a step of `network` will need, estimated before planning (activations, their
+// gradients, per-layer saved state, parameters and optimizer state), to refuse a size that
+// cannot fit.
+std::uint64_t estimate_training_bytes(const Network& network, const StepOptions& options);
 
 }  // namespace tb

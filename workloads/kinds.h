@@ -30,6 +30,10 @@ std::unique_ptr<Workload> make_resnet50_train(const Descriptor& descriptor);
 std::vector<Descriptor> expand_resnet50_sweep(const Descriptor& descriptor, Backend* backend,
                                               std::uint64_t memory_available);
 
+// bert-train [model=base|large|tiny] [batch=8] [seq=128] [dtype=f32|bf16]
+//            [optimizer=adamw|lamb] [dropout=0.1] [lr=1e-4]
+std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor);
+
 // peak [dtype=f32|bf16] [iterations=N]
 std::unique_ptr<Workload> make_peak(const Descriptor& descriptor);
 

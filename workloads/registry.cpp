@@ -30,6 +30,11 @@ const std::vector<WorkloadKind>& workload_kinds() {
        "[batch=32|sweep] [image=224] [width=64] [classes=1000] [dtype=f32|bf16] "
        "[layout=native|plain] [conv=direct|auto] "
        "[lr=0.1*batch/256]"},
+      {"bert-train",
+       "BERT pre-training steps (masked-LM + next-sentence losses, backward, AdamW or LAMB) on a "
+       "fixed batch",
+       "[model=base|large|tiny] [batch=8] [seq=128] [dtype=f32|bf16] [optimizer=adamw|lamb] "
+       "[dropout=0.1] [lr=1e-4]"},
   };
   return kinds;
 }
@@ -45,6 +50,7 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
   if (kind == "peak") return make_peak(descriptor);
   if (kind == "transfer") return make_transfer(descriptor);
   if (kind == "resnet50-train") return make_resnet50_train(descriptor);
+  if (kind == "bert-train") return make_bert_train(descriptor);
   std::vector<std::string> names;
   for (const WorkloadKind& known : workload_kinds()) names.push_back(known.name);
   throw UsageError(fmt::format("unknown workload '{}' (known: {})", kind, fmt::join(names, ", ")));

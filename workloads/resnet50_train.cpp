@@ -8,6 +8,7 @@
 #include "models/resnet.h"
 #include "models/training_step.h"
 #include "workloads/kinds.h"
+#include "workloads/training_workload.h"
 
 namespace tb {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 struct ResNetTrainConfig {
   ResNetConfig model;
   StepOptions step;
-  SgdSettings sgd;
+  OptimizerSettings sgd;
   std::int64_t sweep_largest = 0;  // set by a batch=sweep expansion: the largest batch that fits
 };
 
@@ -28,13 +29,14 @@ constexpr double kSweepMemoryFraction = 0.9;
 // about one in four puts some pre-ReLU value or max-pool pair within fp32 rounding of its
 // kink, which routes one element's gradient differently and moves upstream gradients by up to
 // 3% (measured over 12 seeds). Wiring errors are of order one, so 5% catches them; each op's
-// arithmetic is held to 1e-5 against the reference by the tests.
+// arithmetic is held to 1e-5 against the reference by the tests. bf16 rounding amplified
+// through 40 batch norms moves gradients by order one, so bf16 relies on the op check.
 constexpr double kReducedGradientTolerance = 5e-2;
 
-class ResNetTrainWorkload final : public Workload {
+class ResNetTrainWorkload final : public TrainingWorkload {
  public:
-  explicit ResNetTrainWorkload(ResNetTrainConfig config)
-      : config_(std::move(config)), network_(build_resnet(config_.model)) {}
+  explicit ResNetTrainWorkload(const ResNetTrainConfig& config)
+      : TrainingWorkload(build_resnet(config.model), config.step, config.sgd), config_(config) {}
 
   Descriptor descriptor() const override {
     Descriptor d("resnet50-train");
@@ -49,159 +51,42 @@ class ResNetTrainWorkload final : public Workload {
     if (config_.sweep_largest > 0) d.set("sweep_largest", std::to_string(config_.sweep_largest));
     return d;
   }
-  DType dtype() const override { return config_.step.dtype; }
-  WorkCounts counts() const override {
-    WorkCounts counts;
-    counts.items = static_cast<double>(config_.model.batch);
-    counts.flops = training_flops_per_sample(network_) * counts.items;
-    return counts;
-  }
-  std::uint64_t device_bytes() const override {
-    return estimate_training_bytes(network_, config_.step.dtype);
-  }
 
-  Status setup(Backend& backend, std::uint64_t seed) override {
-    backend_ = &backend;
-    seed_ = seed;
-    return prepared_step(backend, network_, config_.step, seed, seed, &step_);
+ private:
+  ReducedCase reduced_case(std::uint64_t seed) const override {
+    ResNetConfig reduced = config_.model;
+    reduced.batch = 4, reduced.image = 64, reduced.width = 16;
+    reduced.classes = 10, reduced.blocks = {2, 2, 2, 2};
+    Network network = build_resnet(reduced);
+    std::vector<NamedTensor> batch = seeded_batch(network, seed);
+    return {std::move(network), std::move(batch),
+            "reduced ResNet (64x64, batch 4, width 16, 2 blocks per stage)",
+            kReducedGradientTolerance};
   }
-
-  Status run() override { return step_->run(/*update=*/true, config_.sgd); }
-
-  // Untimed: (1) on a reduced network, every op of one step against the same op in f64 fed
-  // the step's own inputs (tight: no amplification through the network); (2) for fp32, the
-  // reduced network's every parameter gradient against a whole f64 step (catches wiring
-  // errors; bf16 rounding amplified through 40 batch norms moves gradients by order one, so
-  // bf16 relies on (1)); (3) on the measured network, three steps on the fixed batch give a
-  // finite loss near ln(classes) that falls, and finite, non-zero gradients; (4) one
-  // instrumented step for the per-layer breakdown.
-  Validation validate() override {
-    Validation result;
-    const bool whole_step_check = config_.step.dtype != DType::bf16;
-    result.method = fmt::format(
-        "reduced ResNet (64x64, batch 4, width 16, 2 blocks per stage): every op of a step "
-        "against f64 on its own inputs (relative L2; f32 1e-4, bf16 2e-2){}; measured network: "
-        "loss finite, near ln(classes) and falling over 3 steps on the fixed batch, gradients "
-        "finite and non-zero",
-        whole_step_check ? fmt::format(", every parameter gradient against a whole f64 step "
-                                       "({:g})",
-                                       kReducedGradientTolerance)
-                         : "");
-    auto fail = [&](const std::string& message) {
-      result.message = message;
-      return result;
-    };
-    ResNetConfig reduced_config = config_.model;
-    reduced_config.batch = 4, reduced_config.image = 64, reduced_config.width = 16;
-    reduced_config.classes = 10, reduced_config.blocks = {2, 2, 2, 2};
-    const Network reduced = build_resnet(reduced_config);
-    {
-      std::unique_ptr<TrainingStep> step;
-      Status status = prepared_step(*backend_, reduced, config_.step, seed_, seed_, &step);
-      if (status.ok()) status = step->run(/*update=*/false, config_.sgd);
-      OpCheck check;
-      if (status.ok()) status = step->check_ops(&check);
-      if (!status.ok()) return fail("op check: " + status.message());
-      result.error = check.worst_error;
-      result.tolerance = check.worst_tolerance;
-      result.checked = check.outputs_compared;
-      if (!check.passed)
-        return fail(fmt::format("{} off the f64 reference by {:.3g} (relative L2, allowed {:g})",
-                                check.worst_output, check.worst_error, check.worst_tolerance));
-    }
-    Status status = Status::Ok();
-    if (whole_step_check) {
-      ReferenceComparison comparison;
-      status = compare_with_reference(*backend_, reduced, config_.step, seed_, &comparison);
-      if (!status.ok()) return fail("reference check: " + status.message());
-      if (!(comparison.worst_gradient_error <= kReducedGradientTolerance))
-        return fail(fmt::format("gradient of {} off the f64 reference by {:.3g} (relative L2)",
-                                comparison.worst_parameter, comparison.worst_gradient_error));
-    }
-
-    std::vector<double> losses;
-    for (int i = 0; i < 3; ++i) {
-      if (status = step_->run(true, config_.sgd); !status.ok()) return fail(status.message());
-      double loss = 0;
-      if (status = step_->loss(&loss); !status.ok()) return fail(status.message());
-      losses.push_back(loss);
-    }
-    const double chance = std::log(static_cast<double>(config_.model.classes));
-    if (!std::isfinite(losses[0]) || losses[0] < 0.5 * chance || losses[0] > 3 * chance)
-      return fail(fmt::format("initial loss {} is not near ln({}) = {:.3f}", losses[0],
-                              config_.model.classes, chance));
-    if (!(losses.back() < losses.front()))
-      return fail(fmt::format("loss did not fall on a fixed batch: {}", fmt::join(losses, ", ")));
-    std::vector<NamedTensor> grads;
-    if (status = step_->gradients(&grads); !status.ok()) return fail(status.message());
-    for (const NamedTensor& grad : grads) {
-      const Validation finite =
-          check_finite_and_nonzero(std::vector<float>(grad.values.begin(), grad.values.end()));
-      if (!finite.passed) return fail(fmt::format("gradient of {}: {}", grad.name, finite.message));
-    }
-    losses_ = losses;
-    if (status = step_->run(true, config_.sgd, &breakdown_); !status.ok())
-      return fail(status.message());
-    result.passed = true;
-    return result;
+  std::vector<NamedTensor> batch(std::uint64_t seed) const override {
+    return seeded_batch(network(), seed);
   }
-
-  std::string implementation() const override {
-    return step_ ? fmt::format("{}", fmt::join(step_->implementations(), "; ")) : "";
+  double chance_loss() const override {
+    return std::log(static_cast<double>(config_.model.classes));
   }
-  std::string math_mode() const override {
-    return config_.step.dtype == DType::bf16 ? "bf16 inputs, fp32 accumulation" : "strict";
+  std::string chance_description() const override { return "near ln(classes)"; }
+  std::string precision_description() const override {
+    return config_.step.dtype == DType::bf16
+               ? "bf16 mixed: bf16 activations and convolutions, fp32 master weights, gradients, "
+                 "optimizer, batch-norm statistics, classifier and loss"
+               : std::string(dtype_name(config_.step.dtype));
   }
-
-  nlohmann::json details() const override {
-    nlohmann::json d;
+  void add_details(nlohmann::json& d) const override {
     d["model"] = "resnet50 (torchvision v1.5)";
-    d["parameters"] = network_.parameter_count();
-    d["forward_macs_per_sample"] = network_.forward_macs_per_sample();
-    d["flops_per_sample"] = training_flops_per_sample(network_);
-    d["flop_convention"] = "training step = 3 x forward, 2 FLOPs per multiply-accumulate";
-    d["memory_bytes"] = step_ ? step_->memory_bytes() : 0;
-    d["optimizer"] = {{"kind", "sgd_momentum"},
-                      {"learning_rate", config_.sgd.learning_rate},
-                      {"momentum", config_.sgd.momentum},
-                      {"weight_decay", config_.sgd.weight_decay}};
-    d["validation_losses"] = losses_;
     if (config_.sweep_largest > 0)
       d["sweep"] = {{"largest_batch", config_.sweep_largest},
                     {"method", fmt::format("largest batch whose planned buffers (arena and "
                                            "workspace) fit in {:g} of the memory available",
                                            kSweepMemoryFraction)}};
-    nlohmann::json layers = nlohmann::json::array();
-    for (const LayerTime& layer : breakdown_.layers)
-      layers.push_back({{"layer", layer.name},
-                        {"kind", layer.kind},
-                        {"forward_s", layer.forward_s},
-                        {"backward_s", layer.backward_s}});
-    d["precision"] = config_.step.dtype == DType::bf16
-                         ? "bf16 mixed: bf16 activations and convolutions, fp32 master weights, "
-                           "gradients, optimizer, batch-norm statistics, classifier and loss"
-                         : std::string(dtype_name(config_.step.dtype));
-    d["breakdown"] = {{"method", "one instrumented step, waiting after every op"},
-                      {"total_s", breakdown_.total_s},
-                      {"optimizer_s", breakdown_.optimizer_s},
-                      {"weight_cast_s", breakdown_.weight_cast_s},
-                      {"layers", layers}};
-    return d;
   }
 
- private:
   ResNetTrainConfig config_;
-  Network network_;
-  Backend* backend_ = nullptr;
-  std::uint64_t seed_ = 0;
-  std::unique_ptr<TrainingStep> step_;
-  StepBreakdown breakdown_;
-  std::vector<double> losses_;
 };
-
-}  // namespace
-
-namespace {
 
 ResNetTrainConfig parse_config(const Descriptor& descriptor, bool batch_may_sweep) {
   DescriptorReader reader(descriptor);

@@ -55,20 +55,15 @@ class PyTorchPeer : public testing::Test {
     const Network net = build_resnet(config);
     std::unique_ptr<TrainingStep> step;
     EXPECT_TRUE(TrainingStep::create(*backend_, net, {dtype, layout}, &step).ok());
-    std::vector<float> images;
-    std::vector<std::int32_t> labels;
-    seeded_batch(net, 5, &images, &labels);
+    const std::vector<NamedTensor> batch_tensors = seeded_batch(net, 5);
     EXPECT_TRUE(step->initialize_parameters(9).ok());
-    EXPECT_TRUE(step->set_batch(images, labels).ok());
+    EXPECT_TRUE(step->set_batch(batch_tensors).ok());
     std::vector<NamedTensor> state;
     EXPECT_TRUE(step->state(&state).ok());
     const std::string state_path = dir_ / "state.safetensors",
                       batch_path = dir_ / "batch.safetensors", out_path = dir_ / "out.safetensors";
     EXPECT_TRUE(save_safetensors(state_path, state, dtype).ok());
-    const NamedTensor image_tensor{
-        "images", {batch, 3, image, image}, {images.begin(), images.end()}};
-    const NamedTensor label_tensor{"labels", {batch}, {labels.begin(), labels.end()}, true};
-    EXPECT_TRUE(save_safetensors(batch_path, {image_tensor, label_tensor}, DType::f32).ok());
+    EXPECT_TRUE(save_safetensors(batch_path, batch_tensors, DType::f32).ok());
     const std::string command =
         python() +
         " " TRAINBENCH_SOURCE_DIR "/scripts/pytorch_reference.py resnet50-step --state " +

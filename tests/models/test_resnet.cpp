@@ -73,8 +73,8 @@ void expect_gradients_match_reference(Backend& backend, const Network& net, doub
   best.worst_gradient_error = INFINITY;
   for (int seed = 0; seed < seeds; ++seed) {
     ReferenceComparison result;
-    const Status status =
-        compare_with_reference(backend, net, {DType::f32, Layout::native}, 11 + seed, &result);
+    const Status status = compare_with_reference(backend, net, {DType::f32, Layout::native},
+                                                 seeded_batch(net, 11 + seed), 11 + seed, &result);
     ASSERT_TRUE(status.ok()) << status.message();
     EXPECT_EQ(result.parameters_checked, static_cast<std::int64_t>(net.parameters().size()));
     if (result.worst_gradient_error < best.worst_gradient_error) best = result;
@@ -111,10 +111,10 @@ TEST_P(TrainingStepTest, EveryOpMatchesTheReferenceOnItsOwnInputs) {
   const Network net = build_resnet(reduced({2, 2, 2, 2}));
   for (DType dtype : {DType::f32, DType::bf16}) {
     std::unique_ptr<TrainingStep> step;
-    const Status made = prepared_step(*backend, net, {dtype, Layout::native}, 13, 17, &step);
+    const Status made =
+        prepared_step(*backend, net, {dtype, Layout::native}, seeded_batch(net, 13), 17, &step);
     if (made.code() == StatusCode::unimplemented) continue;  // bf16 on cpu-openblas
     ASSERT_TRUE(made.ok()) << made.message();
-    ASSERT_TRUE(step->run(false, {}).ok());
     OpCheck check;
     const Status checked = step->check_ops(&check);
     ASSERT_TRUE(checked.ok()) << checked.message();
@@ -132,7 +132,9 @@ TEST(MixedPrecision, Bf16LossFallsOnAFixedBatch) {
   if (!backend) GTEST_SKIP() << "cpu-onednn is not in this build";
   const Network net = build_resnet(reduced());
   std::unique_ptr<TrainingStep> step;
-  ASSERT_TRUE(prepared_step(*backend, net, {DType::bf16, Layout::native}, 3, 5, &step).ok());
+  ASSERT_TRUE(
+      prepared_step(*backend, net, {DType::bf16, Layout::native}, seeded_batch(net, 3), 5, &step)
+          .ok());
   std::vector<double> losses;
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE(step->run(true, {0.01f, 0.9f, 1e-4f}).ok());
@@ -159,7 +161,9 @@ TEST(ReferenceStep, GradientsMatchFiniteDifferences) {
   if (!backend) GTEST_SKIP() << "no CPU backend in this build";
   const Network net = build_resnet(reduced({2, 1, 1, 1}));
   std::unique_ptr<TrainingStep> step;
-  ASSERT_TRUE(prepared_step(*backend, net, {DType::f64, Layout::plain}, 21, 23, &step).ok());
+  ASSERT_TRUE(
+      prepared_step(*backend, net, {DType::f64, Layout::plain}, seeded_batch(net, 21), 23, &step)
+          .ok());
   std::vector<NamedTensor> state, grads;
   ASSERT_TRUE(step->state(&state).ok());
   ASSERT_TRUE(step->run(false, {}).ok());
@@ -198,10 +202,13 @@ TEST_P(TrainingStepTest, LossFallsOnAFixedBatch) {
   if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
   const Network net = build_resnet(reduced());
   std::unique_ptr<TrainingStep> step;
-  ASSERT_TRUE(prepared_step(*backend, net, {DType::f32, Layout::native}, 3, 5, &step).ok());
+  ASSERT_TRUE(
+      prepared_step(*backend, net, {DType::f32, Layout::native}, seeded_batch(net, 3), 5, &step)
+          .ok());
   std::vector<double> losses;
   for (int i = 0; i < 6; ++i) {
-    const Status ran = step->run(true, {0.05f, 0.9f, 1e-4f});
+    // 0.02: at 0.05 some seeds overshoot on 4 images with batch norm.
+    const Status ran = step->run(true, {0.02f, 0.9f, 1e-4f});
     ASSERT_TRUE(ran.ok()) << ran.message();
     double loss = 0;
     ASSERT_TRUE(step->loss(&loss).ok());
@@ -237,7 +244,9 @@ TEST(BackendAgreement, StepsAgreeWithOnednnFp32) {
   auto step_on = [&](Backend& backend, DType dtype, std::uint64_t seed) {
     Result result;
     std::unique_ptr<TrainingStep> step;
-    EXPECT_TRUE(prepared_step(backend, net, {dtype, Layout::native}, seed, seed, &step).ok());
+    EXPECT_TRUE(
+        prepared_step(backend, net, {dtype, Layout::native}, seeded_batch(net, seed), seed, &step)
+            .ok());
     EXPECT_TRUE(step->run(false, {}).ok());
     EXPECT_TRUE(step->loss(&result.loss).ok());
     EXPECT_TRUE(step->gradients(&result.grads).ok());

@@ -1,0 +1,108 @@
+// bert-train: whole BERT pre-training steps (forward, masked-LM and next-sentence losses,
+// backward, AdamW or LAMB update) back to back on one backend, on a fixed seeded batch.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "models/bert.h"
+#include "workloads/kinds.h"
+#include "workloads/training_workload.h"
+
+namespace tb {
+namespace {
+
+struct BertTrainConfig {
+  std::string model = "base";
+  BertConfig bert;
+  StepOptions step;
+  OptimizerSettings settings;
+};
+
+// Whole-step gradient check on the tiny configuration (2 layers, hidden 128; batch 2 of 32
+// tokens, padded, dropout on): no ReLU or max-pool kinks and well-conditioned layer norms, so
+// fp32 and f64 gradients agree closely; wiring errors are of order one.
+constexpr double kTinyGradientTolerance = 1e-3;
+
+class BertTrainWorkload final : public TrainingWorkload {
+ public:
+  explicit BertTrainWorkload(const BertTrainConfig& config)
+      : TrainingWorkload(build_bert(config.bert), config.step, config.settings), config_(config) {}
+
+  Descriptor descriptor() const override {
+    Descriptor d("bert-train");
+    d.set("model", config_.model)
+        .set("batch", std::to_string(config_.bert.batch))
+        .set("seq", std::to_string(config_.bert.sequence))
+        .set("dtype", std::string(dtype_name(config_.step.dtype)))
+        .set("optimizer", optimizer_name(config_.step.optimizer))
+        .set("dropout", fmt::format("{:g}", config_.bert.dropout))
+        .set("lr", fmt::format("{:g}", config_.settings.learning_rate));
+    return d;
+  }
+
+ private:
+  ReducedCase reduced_case(std::uint64_t seed) const override {
+    BertConfig tiny = bert_config("tiny", 2, 32);
+    tiny.dropout = config_.bert.dropout;
+    Network network = build_bert(tiny);
+    return {std::move(network), bert_batch(tiny, seed, /*padded=*/true),
+            "tiny BERT (2 layers, hidden 128, batch 2 of 32 tokens, padded)",
+            kTinyGradientTolerance};
+  }
+  std::vector<NamedTensor> batch(std::uint64_t seed) const override {
+    return bert_batch(config_.bert, seed);
+  }
+  double chance_loss() const override {
+    return std::log(static_cast<double>(config_.bert.vocab)) + std::log(2.0);
+  }
+  std::string chance_description() const override { return "near ln(vocabulary) + ln(2)"; }
+  std::string precision_description() const override {
+    return config_.step.dtype == DType::bf16
+               ? "bf16 mixed: bf16 activations, linear layers and embeddings, fp32 master "
+                 "weights, gradients, optimizer state, layer-norm scale and shift, and loss"
+               : std::string(dtype_name(config_.step.dtype));
+  }
+  void add_details(nlohmann::json& d) const override {
+    const BertConfig& c = config_.bert;
+    d["model"] = fmt::format("BertForPreTraining ({}, HuggingFace names)", config_.model);
+    d["config"] = {{"layers", c.layers},
+                   {"hidden", c.hidden},
+                   {"heads", c.heads},
+                   {"intermediate", c.intermediate},
+                   {"vocabulary", c.vocab},
+                   {"sequence", c.sequence},
+                   {"predictions_per_sequence", c.predictions},
+                   {"dropout", c.dropout}};
+    d["tokens_per_step"] = c.batch * c.sequence;
+    d["flop_formula"] =
+        "per sequence, 3 x forward x 2 FLOPs per multiply-add of every GEMM: per layer "
+        "4 S H^2 (Q, K, V, output) + 2 S H F (feed-forward) + 2 S^2 H (attention scores and "
+        "context); pooler H^2; masked-LM head P H^2 + P H V on the P gathered positions; "
+        "next-sentence 2 H";
+  }
+
+  BertTrainConfig config_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor) {
+  DescriptorReader reader(descriptor);
+  BertTrainConfig config;
+  config.model = reader.choice("model", "base", {"base", "large", "tiny"});
+  const std::int64_t batch = reader.integer("batch", 8);
+  const std::int64_t sequence = reader.integer("seq", 128, 2);
+  config.bert = bert_config(config.model, batch, sequence);
+  config.bert.dropout = static_cast<float>(reader.number("dropout", 0.1));
+  config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16"}));
+  const std::string optimizer = reader.choice("optimizer", "adamw", {"adamw", "lamb"});
+  config.step.optimizer = optimizer == "adamw" ? OptimizerKind::adamw : OptimizerKind::lamb;
+  // The PyTorch peer's settings: lr 1e-4, betas (0.9, 0.999), epsilon 1e-6, weight decay 0.01.
+  config.settings.learning_rate = static_cast<float>(reader.number("lr", 1e-4));
+  config.settings.weight_decay = 0.01f;
+  config.settings.beta1 = 0.9f, config.settings.beta2 = 0.999f, config.settings.epsilon = 1e-6f;
+  reader.reject_unknown_keys();
+  return std::make_unique<BertTrainWorkload>(config);
+}
+
+}  // namespace tb

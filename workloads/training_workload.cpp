@@ -1,0 +1,157 @@
+#include "workloads/training_workload.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "models/reference_check.h"
+
+namespace tb {
+
+std::string optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::sgd_momentum:
+      return "sgd_momentum";
+    case OptimizerKind::adamw:
+      return "adamw";
+    case OptimizerKind::lamb:
+      return "lamb";
+  }
+  return "unknown";
+}
+
+WorkCounts TrainingWorkload::counts() const {
+  WorkCounts counts;
+  counts.items = static_cast<double>(network_.batch);
+  counts.flops = training_flops_per_sample(network_) * counts.items;
+  return counts;
+}
+
+std::uint64_t TrainingWorkload::device_bytes() const {
+  return estimate_training_bytes(network_, step_options_);
+}
+
+Status TrainingWorkload::setup(Backend& backend, std::uint64_t seed) {
+  backend_ = &backend;
+  seed_ = seed;
+  return prepared_step(backend, network_, step_options_, batch(seed), seed, &step_);
+}
+
+Validation TrainingWorkload::validate() {
+  Validation result;
+  const bool whole_step_check = step_options_.dtype != DType::bf16;
+  const ReducedCase reduced = reduced_case(seed_);
+  result.method = fmt::format(
+      "{}: every op of a step against f64 on its own inputs (relative L2; f32 1e-4, bf16 "
+      "2e-2){}; measured network: loss finite, {} and falling over 3 steps on the fixed batch, "
+      "gradients finite and non-zero",
+      reduced.description,
+      whole_step_check ? fmt::format(", every parameter gradient against a whole f64 step ({:g})",
+                                     reduced.gradient_tolerance)
+                       : "",
+      chance_description());
+  auto fail = [&](const std::string& message) {
+    result.message = message;
+    return result;
+  };
+  {
+    std::unique_ptr<TrainingStep> step;
+    Status status =
+        prepared_step(*backend_, reduced.network, step_options_, reduced.batch, seed_, &step);
+    OpCheck check;
+    if (status.ok()) status = step->check_ops(&check);
+    if (!status.ok()) return fail("op check: " + status.message());
+    result.error = check.worst_error;
+    result.tolerance = check.worst_tolerance;
+    result.checked = check.outputs_compared;
+    if (!check.passed)
+      return fail(fmt::format("{} off the f64 reference by {:.3g} (relative L2, allowed {:g})",
+                              check.worst_output, check.worst_error, check.worst_tolerance));
+  }
+  Status status = Status::Ok();
+  if (whole_step_check) {
+    ReferenceComparison comparison;
+    status = compare_with_reference(*backend_, reduced.network, step_options_, reduced.batch, seed_,
+                                    &comparison);
+    if (!status.ok()) return fail("reference check: " + status.message());
+    if (!(comparison.worst_gradient_error <= reduced.gradient_tolerance))
+      return fail(fmt::format("gradient of {} off the f64 reference by {:.3g} (relative L2)",
+                              comparison.worst_parameter, comparison.worst_gradient_error));
+  }
+
+  std::vector<double> losses;
+  for (int i = 0; i < 3; ++i) {
+    if (status = step_->run(true, settings_); !status.ok()) return fail(status.message());
+    double loss = 0;
+    if (status = step_->loss(&loss); !status.ok()) return fail(status.message());
+    losses.push_back(loss);
+  }
+  const double chance = chance_loss();
+  if (!std::isfinite(losses[0]) || losses[0] < 0.5 * chance || losses[0] > 3 * chance)
+    return fail(
+        fmt::format("initial loss {} is not {} = {:.3f}", losses[0], chance_description(), chance));
+  if (!(losses.back() < losses.front()))
+    return fail(fmt::format("loss did not fall on a fixed batch: {}", fmt::join(losses, ", ")));
+  std::vector<NamedTensor> grads;
+  if (status = step_->gradients(&grads); !status.ok()) return fail(status.message());
+  for (const NamedTensor& grad : grads) {
+    const Validation finite =
+        check_finite_and_nonzero(std::vector<float>(grad.values.begin(), grad.values.end()));
+    if (!finite.passed) return fail(fmt::format("gradient of {}: {}", grad.name, finite.message));
+  }
+  losses_ = losses;
+  if (status = step_->run(true, settings_, &breakdown_); !status.ok())
+    return fail(status.message());
+  result.passed = true;
+  return result;
+}
+
+std::string TrainingWorkload::implementation() const {
+  return step_ ? fmt::format("{}", fmt::join(step_->implementations(), "; ")) : "";
+}
+
+std::string TrainingWorkload::math_mode() const {
+  return step_options_.dtype == DType::bf16 ? "bf16 inputs, fp32 accumulation" : "strict";
+}
+
+nlohmann::json TrainingWorkload::details() const {
+  nlohmann::json d;
+  d["parameters"] = network_.parameter_count();
+  d["forward_macs_per_sample"] = network_.forward_macs_per_sample();
+  d["flops_per_sample"] = training_flops_per_sample(network_);
+  d["flop_convention"] = "training step = 3 x forward, 2 FLOPs per multiply-accumulate";
+  d["memory_bytes"] = step_ ? step_->memory_bytes() : 0;
+  nlohmann::json optimizer = {{"kind", optimizer_name(step_options_.optimizer)},
+                              {"learning_rate", settings_.learning_rate},
+                              {"weight_decay", settings_.weight_decay}};
+  if (step_options_.optimizer == OptimizerKind::sgd_momentum) {
+    optimizer["momentum"] = settings_.momentum;
+  } else {
+    optimizer["beta1"] = settings_.beta1;
+    optimizer["beta2"] = settings_.beta2;
+    optimizer["epsilon"] = settings_.epsilon;
+  }
+  if (step_) {
+    optimizer["state_bytes"] = step_->optimizer_state_bytes();
+    optimizer["state_bytes_per_parameter"] = static_cast<double>(step_->optimizer_state_bytes()) /
+                                             static_cast<double>(network_.parameter_count());
+  }
+  d["optimizer"] = optimizer;
+  d["validation_losses"] = losses_;
+  d["precision"] = precision_description();
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerTime& layer : breakdown_.layers)
+    layers.push_back({{"layer", layer.name},
+                      {"kind", layer.kind},
+                      {"forward_s", layer.forward_s},
+                      {"backward_s", layer.backward_s}});
+  d["breakdown"] = {{"method", "one instrumented step, waiting after every op"},
+                    {"total_s", breakdown_.total_s},
+                    {"optimizer_s", breakdown_.optimizer_s},
+                    {"weight_cast_s", breakdown_.weight_cast_s},
+                    {"layers", layers}};
+  add_details(d);
+  return d;
+}
+
+}  // namespace tb

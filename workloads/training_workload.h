@@ -1,0 +1,74 @@
+// What every model-training workload (resnet50-train, bert-train) shares: a TrainingStep run
+// back to back on a fixed seeded batch, validated before it is timed, reported with its
+// memory, optimizer and per-layer breakdown. A model supplies its networks, batches and the
+// facts only it knows.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/network.h"
+#include "models/training_step.h"
+#include "workloads/workload.h"
+
+namespace tb {
+
+class TrainingWorkload : public Workload {
+ public:
+  DType dtype() const override { return step_options_.dtype; }
+  WorkCounts counts() const override;
+  std::uint64_t device_bytes() const override;
+  Status setup(Backend& backend, std::uint64_t seed) override;
+  Status run() override { return step_->run(/*update=*/true, settings_); }
+  // Untimed: (1) on the reduced network, every op of one step against the same op in f64
+  // fed the step's own inputs (tight: no amplification through the network); (2) for fp32,
+  // the reduced network's every parameter gradient against a whole f64 step (catches wiring
+  // errors); (3) on the measured network, three steps on the fixed batch give a finite loss
+  // near chance that falls, and finite, non-zero gradients; (4) one instrumented step for the
+  // per-layer breakdown.
+  Validation validate() override;
+  std::string implementation() const override;
+  std::string math_mode() const override;
+  nlohmann::json details() const override;
+
+ protected:
+  TrainingWorkload(Network network, StepOptions step_options, OptimizerSettings settings)
+      : network_(std::move(network)), step_options_(step_options), settings_(settings) {}
+
+  struct ReducedCase {
+    Network network;
+    std::vector<NamedTensor> batch;
+    std::string description;    // "reduced ResNet (64x64, batch 4, ...)"
+    double gradient_tolerance;  // relative L2, worst parameter, whole step against f64
+  };
+  virtual ReducedCase reduced_case(std::uint64_t seed) const = 0;
+  virtual std::vector<NamedTensor> batch(std::uint64_t seed) const = 0;
+  // The loss of random weights (ln of the class count, summed over the loss layers), and how
+  // far the first loss may be from it.
+  virtual double chance_loss() const = 0;
+  virtual std::string chance_description() const = 0;
+  virtual std::string precision_description() const = 0;
+  // The model's own entries (name, FLOP convention, sweep, ...).
+  virtual void add_details(nlohmann::json& details) const = 0;
+
+  const Network& network() const { return network_; }
+  const StepOptions& step_options() const { return step_options_; }
+  const OptimizerSettings& settings() const { return settings_; }
+  const TrainingStep* step() const { return step_.get(); }
+
+ private:
+  Network network_;
+  StepOptions step_options_;
+  OptimizerSettings settings_;
+  Backend* backend_ = nullptr;
+  std::uint64_t seed_ = 0;
+  std::unique_ptr<TrainingStep> step_;
+  StepBreakdown breakdown_;
+  std::vector<double> losses_;
+};
+
+// "sgd_momentum", "adamw", "lamb"
+std::string optimizer_name(OptimizerKind kind);
+
+}  // namespace tb
