@@ -26,6 +26,11 @@
     (safetensors files); writes the loss and every parameter gradient to OUT, for trainbench's
     test to compare.
 
+  pytorch_reference.py bert-step --state STATE --batch BATCH [--model tiny] -o OUT
+    The same for BERT (no dropout), from trainbench's state (HuggingFace names, the tied
+    decoder weight saved once) and batch (its input names: flat masked-LM rows, additive
+    attention mask).
+
 PyTorch's speed on CPU depends on the allocator (jemalloc without decay is 3-5x faster on
 some machines than glibc's malloc); the report records LD_PRELOAD and MALLOC_CONF.
 """
@@ -267,6 +272,9 @@ def resnet50_bench(args):
 BERT_CONFIGS = {  # layers, hidden, heads, intermediate
     "base": (12, 768, 12, 3072), "large": (24, 1024, 16, 4096), "tiny": (2, 128, 2, 512)}
 BERT_PARAMETERS = {"base": 110_106_428, "large": 336_226_108}
+# trainbench's bert-train defaults: LAMB scales each tensor's step to lr |w|, so it needs a
+# larger rate than AdamW for a comparable step.
+BERT_LEARNING_RATES = {"adamw": 1e-4, "lamb": 2e-3}
 VOCAB, POSITIONS, TOKEN_TYPES = 30522, 512, 2
 
 
@@ -367,8 +375,9 @@ def make_bert(model, dropout):
             super().__init__()
             self.embeddings, self.encoder, self.pooler = Embeddings(), Encoder(), Pooler()
 
-        def forward(self, ids, types, mask):
-            mask_bias = (1.0 - mask[:, None, None, :].to(torch.float32)) * -10000.0
+        def forward(self, ids, types, mask_bias):
+            """mask_bias: [batch, seq], 0 to attend, -10000 to drop (BERT's additive mask)."""
+            mask_bias = mask_bias[:, None, None, :]
             x = self.embeddings(ids, types)
             for layer in self.encoder.layer:
                 x = layer(x, mask_bias)
@@ -381,9 +390,10 @@ def make_bert(model, dropout):
             self.LayerNorm = nn.LayerNorm(hidden, eps=1e-12)
 
         def forward(self, x):
-            # float(): layer norm in fp32 under bf16 autocast, as autocast's CUDA policy does
-            # (PyTorch 1.13's CPU autocast would hand it bf16 data with fp32 weights).
-            return self.LayerNorm(nn.functional.gelu(self.dense(x)).float())
+            # Layer norm in fp32 under bf16 autocast, as autocast's CUDA policy does (PyTorch
+            # 1.13's CPU autocast would hand it bf16 data with fp32 weights).
+            h = nn.functional.gelu(self.dense(x))
+            return self.LayerNorm(h.float() if h.dtype == torch.bfloat16 else h)
 
     class Predictions(nn.Module):
         def __init__(self, embeddings):
@@ -408,8 +418,8 @@ def make_bert(model, dropout):
             self.bert = Bert()
             self.cls = Heads(self.bert.embeddings)
 
-        def forward(self, ids, types, mask, positions):
-            sequence, pooled = self.bert(ids, types, mask)
+        def forward(self, ids, types, mask_bias, positions):
+            sequence, pooled = self.bert(ids, types, mask_bias)
             # The language-model head reads the masked positions only.
             gathered = sequence.gather(1, positions[:, :, None].expand(-1, -1, hidden))
             return self.cls.predictions(gathered), self.cls.seq_relationship(pooled)
@@ -459,8 +469,9 @@ def bert_bench(args):
     backend = "pytorch-cuda" if args.cuda else "pytorch-cpu"
     layers, hidden, heads, intermediate = BERT_CONFIGS[args.model]
     predictions = 20 if args.seq <= 128 else 76
+    lr = args.lr if args.lr is not None else BERT_LEARNING_RATES[args.optimizer]
     workload = (f"bert-train model={args.model} batch={args.batch} seq={args.seq} "
-                f"dtype={args.dtype} optimizer={args.optimizer} dropout={args.dropout:g}")
+                f"dtype={args.dtype} optimizer={args.optimizer} dropout={args.dropout:g} lr={lr:g}")
     flops = bert_flops_per_sequence(layers, hidden, intermediate, args.seq, predictions) * args.batch
     peak = peak_from(args.peak_from, args.dtype)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -468,13 +479,13 @@ def bert_bench(args):
     model = make_bert(args.model, args.dropout).to(device)
     parameters = sum(p.numel() for p in model.parameters())  # the tied decoder counts once
     expected = BERT_PARAMETERS.get(args.model, parameters)
-    optimizer = (torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-6,
+    optimizer = (torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-6,
                                    weight_decay=0.01) if args.optimizer == "adamw"
-                 else Lamb(model.parameters(), lr=1e-4))
+                 else Lamb(model.parameters(), lr=lr))
     generator = torch.Generator().manual_seed(args.seed)
     ids = torch.randint(0, VOCAB, (args.batch, args.seq), generator=generator).to(device)
     types = (torch.arange(args.seq)[None, :] >= args.seq // 2).long().expand(args.batch, -1).to(device)
-    mask = torch.ones(args.batch, args.seq, dtype=torch.long, device=device)
+    mask = torch.zeros(args.batch, args.seq, device=device)  # additive: every position attends
     positions = torch.stack([torch.randperm(args.seq, generator=generator)[:predictions]
                              for _ in range(args.batch)]).to(device)
     mlm_labels = torch.randint(0, VOCAB, (args.batch, predictions), generator=generator).to(device)
@@ -542,6 +553,16 @@ def write_report(args, started, backends, results):
     os.replace(tmp, args.output)
 
 
+def write_loss_and_gradients(path, loss, model):
+    """Backward from `loss`; writes it and every parameter's gradient, by name."""
+    loss.backward()
+    out = {"loss": loss.detach().reshape(1)}
+    for name, parameter in model.named_parameters():
+        out[name] = parameter.grad
+    write_safetensors(path, out)
+    return 0
+
+
 def resnet50_step(args):
     torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float64 if args.double else torch.float32)
@@ -555,12 +576,39 @@ def resnet50_step(args):
     images = batch["images"].to(dtype)
     labels = batch["labels"].to(torch.int64)
     loss = torch.nn.functional.cross_entropy(model(images), labels)
-    loss.backward()
-    out = {"loss": loss.detach().reshape(1)}
-    for name, parameter in model.named_parameters():
-        out[name] = parameter.grad
-    write_safetensors(args.output, out)
-    return 0
+    return write_loss_and_gradients(args.output, loss, model)
+
+
+def bert_step(args):
+    """One forward and backward (no update, no dropout) of BertForPreTraining from trainbench's
+    saved state and batch; writes the loss and every parameter gradient."""
+    torch.set_num_threads(args.threads)
+    dtype = torch.float64 if args.double else torch.float32
+    torch.set_default_dtype(dtype)
+    model = make_bert(args.model, 0.0)
+    state = read_safetensors(args.state)
+    converted = {k: v.to(dtype) for k, v in state.items()}
+    missing, unexpected = model.load_state_dict(converted, strict=False)
+    # The decoder's weight is the word embeddings' (tied): trainbench saves it once.
+    if missing != ["cls.predictions.decoder.weight"] or unexpected:
+        raise SystemExit(f"state does not match BertForPreTraining: missing {missing}, "
+                         f"unexpected {unexpected}")
+    batch = {k: v for k, v in read_safetensors(args.batch).items()}
+    b, s = batch["attention_mask"].shape
+    ids = batch["input_ids"].to(torch.int64).reshape(b, s)
+    types = batch["token_type_ids"].to(torch.int64).reshape(b, s)
+    if not torch.equal(batch["position_ids"].to(torch.int64).reshape(b, s),
+                       torch.arange(s).expand(b, -1)):
+        raise SystemExit("position_ids must be 0 .. seq-1 in every sequence")
+    if not torch.equal(batch["first_token_rows"].to(torch.int64), torch.arange(b) * s):
+        raise SystemExit("first_token_rows must be each sequence's first row")
+    rows = batch["masked_lm_rows"].to(torch.int64).reshape(b, -1)
+    positions = rows - (torch.arange(b) * s)[:, None]
+    mlm, nsp = model(ids, types, batch["attention_mask"].to(dtype), positions)
+    loss = (torch.nn.functional.cross_entropy(mlm.reshape(-1, VOCAB),
+                                              batch["masked_lm_labels"].to(torch.int64))
+            + torch.nn.functional.cross_entropy(nsp, batch["next_sentence_labels"].to(torch.int64)))
+    return write_loss_and_gradients(args.output, loss, model)
 
 
 def main():
@@ -588,6 +636,7 @@ def main():
     bert.add_argument("--seq", type=int, default=128)
     bert.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
     bert.add_argument("--dropout", type=float, default=0.1)
+    bert.add_argument("--lr", type=float, help="default: 1e-4 for AdamW, 2e-3 for LAMB")
     bert.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     bert.add_argument("--threads", type=int, default=os.cpu_count())
     bert.add_argument("--steps", type=int, default=5)
@@ -604,8 +653,16 @@ def main():
     step.add_argument("--threads", type=int, default=os.cpu_count())
     step.add_argument("--double", action="store_true")
     step.add_argument("-o", "--output", required=True)
+    bert_one = sub.add_parser("bert-step")
+    bert_one.add_argument("--state", required=True)
+    bert_one.add_argument("--batch", required=True)
+    bert_one.add_argument("--model", choices=sorted(BERT_CONFIGS), default="tiny")
+    bert_one.add_argument("--threads", type=int, default=os.cpu_count())
+    bert_one.add_argument("--double", action="store_true")
+    bert_one.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
-    commands = {"resnet50": resnet50_bench, "bert": bert_bench, "resnet50-step": resnet50_step}
+    commands = {"resnet50": resnet50_bench, "bert": bert_bench, "resnet50-step": resnet50_step,
+                "bert-step": bert_step}
     return commands[args.command](args)
 
 

@@ -20,8 +20,9 @@ struct BertTrainConfig {
 
 // Whole-step gradient check on the tiny configuration (2 layers, hidden 128; batch 2 of 32
 // tokens, padded, dropout on): no ReLU or max-pool kinks and well-conditioned layer norms, so
-// fp32 and f64 gradients agree closely; wiring errors are of order one.
-constexpr double kTinyGradientTolerance = 1e-3;
+// fp32 and f64 gradients agree to about 6e-7 (measured on both CPU backends); wiring errors
+// are of order one.
+constexpr double kTinyGradientTolerance = 1e-4;
 
 class BertTrainWorkload final : public TrainingWorkload {
  public:
@@ -97,8 +98,10 @@ std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor) {
   config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16"}));
   const std::string optimizer = reader.choice("optimizer", "adamw", {"adamw", "lamb"});
   config.step.optimizer = optimizer == "adamw" ? OptimizerKind::adamw : OptimizerKind::lamb;
-  // The PyTorch peer's settings: lr 1e-4, betas (0.9, 0.999), epsilon 1e-6, weight decay 0.01.
-  config.settings.learning_rate = static_cast<float>(reader.number("lr", 1e-4));
+  // The PyTorch peer's settings: betas (0.9, 0.999), epsilon 1e-6, weight decay 0.01; lr 1e-4
+  // for AdamW, 2e-3 for LAMB (its step is lr |w| per tensor, so it needs the larger rate).
+  const double default_lr = config.step.optimizer == OptimizerKind::lamb ? 2e-3 : 1e-4;
+  config.settings.learning_rate = static_cast<float>(reader.number("lr", default_lr));
   config.settings.weight_decay = 0.01f;
   config.settings.beta1 = 0.9f, config.settings.beta2 = 0.999f, config.settings.epsilon = 1e-6f;
   reader.reject_unknown_keys();

@@ -4,6 +4,7 @@
 // reorders.
 #include <fmt/format.h>
 
+#include "backends/cpu/fully_connected_gemm.h"
 #include "backends/cpu/training_ops.h"
 #include "backends/onednn/onednn_plan.h"
 
@@ -290,8 +291,36 @@ Status plan_add(const dnnl::engine& engine, dnnl::stream& stream, const BinaryOp
                {flat_spec("dst", op.dtype, op.count, true), DNNL_ARG_DST, data, data}});
 }
 
+bool dnnl_row_major_sgemm(char trans_a, char trans_b, std::int64_t m, std::int64_t n,
+                          std::int64_t k, float alpha, const float* a, std::int64_t lda,
+                          const float* b, std::int64_t ldb, float beta, float* c,
+                          std::int64_t ldc) {
+  return dnnl_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == dnnl_success;
+}
+
+// fp32: oneDNN's BLAS-style sgemm on the plain operands. Measured on BERT-base's layers
+// (1024 rows, 768 <-> 3072): 0.29-0.34 TFLOP/s in every direction, where the inner-product
+// primitive's backward ran at 0.15 and matmul with a plain 3072-column B at 0.16.
+class SgemmFullyConnectedPlan final : public cpu::CpuPlan {
+ public:
+  explicit SgemmFullyConnectedPlan(const FullyConnectedOp& op) : op_(op) {
+    operands_ = cpu::fully_connected_operands(op);
+    implementation_ = "dnnl_sgemm";
+  }
+  Status run(std::span<const Buffer> operands, Buffer) override {
+    return cpu::fully_connected_with_gemm(op_, operands, &dnnl_row_major_sgemm);
+  }
+
+ private:
+  FullyConnectedOp op_;
+};
+
 Status plan_fully_connected(const dnnl::engine& engine, dnnl::stream& stream,
                             const FullyConnectedOp& op, std::unique_ptr<Plan>* out) {
+  if (op.dtype == DType::f32) {
+    *out = std::make_unique<SgemmFullyConnectedPlan>(op);
+    return Status::Ok();
+  }
   const memory::data_type dt = to_dnnl(op.dtype), grad_dt = memory::data_type::f32;
   const memory::desc src({op.mb, op.in}, dt, tag::nc), dst({op.mb, op.out}, dt, tag::nc),
       weights({op.out, op.in}, dt, tag::oi), bias({op.out}, dt, tag::x),

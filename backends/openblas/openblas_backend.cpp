@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/fully_connected_gemm.h"
 #include "backends/cpu/im2col.h"
 #include "backends/cpu/training_ops.h"
 #include "backends/operands.h"
@@ -142,6 +143,16 @@ class ConvPlan final : public cpu::CpuPlan {
 };
 
 // Fully connected layer as sgemm: y = x W^T + b, dx = dy W, dW = dy^T x, db = column sums of dy.
+bool row_major_sgemm(char trans_a, char trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                     float alpha, const float* a, std::int64_t lda, const float* b,
+                     std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  auto trans = [](char t) { return t == 'T' ? CblasTrans : CblasNoTrans; };
+  cblas_sgemm(CblasRowMajor, trans(trans_a), trans(trans_b), static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda),
+              b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+  return true;
+}
+
 class FullyConnectedPlan final : public cpu::CpuPlan {
  public:
   explicit FullyConnectedPlan(const FullyConnectedOp& op) : op_(op) {
@@ -150,30 +161,7 @@ class FullyConnectedPlan final : public cpu::CpuPlan {
   }
 
   Status run(std::span<const Buffer> operands, Buffer) override {
-    auto f = [&](int i) { return static_cast<float*>(operands[i].data); };
-    const blasint mb = static_cast<blasint>(op_.mb), in = static_cast<blasint>(op_.in),
-                  out = static_cast<blasint>(op_.out);
-    switch (op_.direction) {
-      case ConvDirection::forward:
-        for (blasint n = 0; n < mb; ++n) std::memcpy(f(3) + n * out, f(2), out * sizeof(float));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, out, in, 1.0f, f(0), in, f(1), in,
-                    1.0f, f(3), out);
-        break;
-      case ConvDirection::backward_data:
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, in, out, 1.0f, f(0), out, f(1),
-                    in, 0.0f, f(2), in);
-        break;
-      case ConvDirection::backward_weights:
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, mb, 1.0f, f(1), out, f(0), in,
-                    0.0f, f(2), in);
-        for (blasint o = 0; o < out; ++o) {
-          double sum = 0;
-          for (blasint n = 0; n < mb; ++n) sum += f(1)[n * out + o];
-          f(3)[o] = static_cast<float>(sum);
-        }
-        break;
-    }
-    return Status::Ok();
+    return cpu::fully_connected_with_gemm(op_, operands, &row_major_sgemm);
   }
 
  private:

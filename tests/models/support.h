@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "backends/registry.h"
+#include "models/reference_check.h"
+#include "models/training_step.h"
 #include "workloads/workload.h"
 
 namespace tb::testing_support {
@@ -75,5 +77,64 @@ inline std::vector<double> random(std::size_t count, std::uint64_t seed) {
   const std::vector<float> values = random_values(count, seed, DType::f32);
   return {values.begin(), values.end()};
 }
+
+// Every op of a step of `net` on `backend` against the same op in f64 fed the step's own
+// inputs, in fp32 and in bf16 (mixed precision) where the backend has it; at least
+// `min_outputs` outputs compared per dtype.
+inline void expect_ops_match_reference(Backend& backend, const Network& net,
+                                       const StepOptions& base,
+                                       const std::vector<NamedTensor>& batch, int min_outputs) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    StepOptions options = base;
+    options.dtype = dtype;
+    std::unique_ptr<TrainingStep> step;
+    const Status made = prepared_step(backend, net, options, batch, 17, &step);
+    if (made.code() == StatusCode::unimplemented) continue;  // bf16 on cpu-openblas
+    ASSERT_TRUE(made.ok()) << made.message();
+    OpCheck check;
+    const Status checked = step->check_ops(&check);
+    ASSERT_TRUE(checked.ok()) << checked.message();
+    EXPECT_TRUE(check.passed) << check.worst_output << ": " << check.worst_error;
+    EXPECT_GT(check.outputs_compared, min_outputs);
+    std::printf("%s: %lld ops, worst %.3g (allowed %g) at %s\n",
+                std::string(dtype_name(dtype)).c_str(), static_cast<long long>(check.ops_checked),
+                check.worst_error, check.worst_tolerance, check.worst_output.c_str());
+  }
+}
+
+// A double-precision step's gradients next to central differences of its own loss.
+class FiniteDifferences {
+ public:
+  FiniteDifferences(Backend& backend, const Network& net, const std::vector<NamedTensor>& batch,
+                    std::uint64_t weight_seed) {
+    const Status made =
+        prepared_step(backend, net, {DType::f64, Layout::plain}, batch, weight_seed, &step_);
+    EXPECT_TRUE(made.ok()) << made.message();
+    if (!made.ok()) return;
+    EXPECT_TRUE(step_->state(&state_).ok());
+    EXPECT_TRUE(step_->run(false, {}).ok());
+    EXPECT_TRUE(step_->gradients(&gradients_).ok());
+  }
+  const std::vector<NamedTensor>& gradients() const { return gradients_; }
+  // (loss(w + h) - loss(w - h)) / 2h for entry `index` of parameter `name`.
+  double derivative(const std::string& name, std::size_t index, double h) {
+    return (loss_with(name, index, h) - loss_with(name, index, -h)) / (2 * h);
+  }
+
+ private:
+  double loss_with(const std::string& name, std::size_t index, double delta) {
+    std::vector<NamedTensor> moved = state_;
+    for (NamedTensor& t : moved)
+      if (t.name == name) t.values[index] += delta;
+    EXPECT_TRUE(step_->load_state(moved).ok());
+    EXPECT_TRUE(step_->run(false, {}).ok());
+    double loss = 0;
+    EXPECT_TRUE(step_->loss(&loss).ok());
+    return loss;
+  }
+
+  std::unique_ptr<TrainingStep> step_;
+  std::vector<NamedTensor> state_, gradients_;
+};
 
 }  // namespace tb::testing_support

@@ -109,21 +109,8 @@ TEST_P(TrainingStepTest, EveryOpMatchesTheReferenceOnItsOwnInputs) {
   auto backend = make_backend(GetParam());
   if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
   const Network net = build_resnet(reduced({2, 2, 2, 2}));
-  for (DType dtype : {DType::f32, DType::bf16}) {
-    std::unique_ptr<TrainingStep> step;
-    const Status made =
-        prepared_step(*backend, net, {dtype, Layout::native}, seeded_batch(net, 13), 17, &step);
-    if (made.code() == StatusCode::unimplemented) continue;  // bf16 on cpu-openblas
-    ASSERT_TRUE(made.ok()) << made.message();
-    OpCheck check;
-    const Status checked = step->check_ops(&check);
-    ASSERT_TRUE(checked.ok()) << checked.message();
-    EXPECT_TRUE(check.passed) << check.worst_output << ": " << check.worst_error;
-    EXPECT_GT(check.outputs_compared, 250);
-    std::printf("%s: %lld ops, worst %.3g (allowed %g) at %s\n",
-                std::string(dtype_name(dtype)).c_str(), static_cast<long long>(check.ops_checked),
-                check.worst_error, check.worst_tolerance, check.worst_output.c_str());
-  }
+  testing_support::expect_ops_match_reference(*backend, net, {DType::f32, Layout::native},
+                                              seeded_batch(net, 13), 250);
 }
 
 // Mixed precision trains: the loss falls on a fixed batch in bf16 as in fp32.
@@ -160,36 +147,18 @@ TEST(ReferenceStep, GradientsMatchFiniteDifferences) {
   auto backend = make_backend("cpu-onednn");
   if (!backend) GTEST_SKIP() << "no CPU backend in this build";
   const Network net = build_resnet(reduced({2, 1, 1, 1}));
-  std::unique_ptr<TrainingStep> step;
-  ASSERT_TRUE(
-      prepared_step(*backend, net, {DType::f64, Layout::plain}, seeded_batch(net, 21), 23, &step)
-          .ok());
-  std::vector<NamedTensor> state, grads;
-  ASSERT_TRUE(step->state(&state).ok());
-  ASSERT_TRUE(step->run(false, {}).ok());
-  ASSERT_TRUE(step->gradients(&grads).ok());
-  auto loss_with = [&](const std::string& name, std::size_t index, double delta) {
-    std::vector<NamedTensor> moved = state;
-    for (NamedTensor& t : moved)
-      if (t.name == name) t.values[index] += delta;
-    EXPECT_TRUE(step->load_state(moved).ok());
-    EXPECT_TRUE(step->run(false, {}).ok());
-    double loss = 0;
-    EXPECT_TRUE(step->loss(&loss).ok());
-    return loss;
-  };
+  testing_support::FiniteDifferences probe(*backend, net, seeded_batch(net, 21), 23);
   // Small steps: the loss has kinks (ReLU, max-pool); at 1e-5 some differences straddle one.
   const double h = 1e-6;
   int checked = 0;
-  for (const NamedTensor& grad : grads) {
+  for (const NamedTensor& grad : probe.gradients()) {
     if (grad.name.find("conv2") == std::string::npos && grad.name.find("bn") == std::string::npos &&
         grad.name.find("downsample") == std::string::npos && grad.name.rfind("fc", 0) != 0 &&
         grad.name != "conv1.weight")
       continue;
     if (grad.name.find("layer3") != std::string::npos) continue;  // keep the test short
     const std::size_t index = mix64(checked) % grad.values.size();
-    const double numeric =
-        (loss_with(grad.name, index, h) - loss_with(grad.name, index, -h)) / (2 * h);
+    const double numeric = probe.derivative(grad.name, index, h);
     EXPECT_NEAR(grad.values[index], numeric, 1e-6 + 1e-4 * std::fabs(numeric))
         << grad.name << "[" << index << "]";
     ++checked;

@@ -1,0 +1,54 @@
+#include "backends/cpu/fully_connected_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tb::cpu {
+namespace {
+
+// diff_bias[o] = sum over rows of diff_dst[row, o]: each thread sums a block of columns row by
+// row, so every read is contiguous.
+void column_sums(const float* diff_dst, std::int64_t rows, std::int64_t cols, float* sums) {
+  constexpr std::int64_t kBlock = 256;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t first = 0; first < cols; first += kBlock) {
+    const std::int64_t width = std::min(kBlock, cols - first);
+    double partial[kBlock] = {};
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* row = diff_dst + r * cols + first;
+      for (std::int64_t c = 0; c < width; ++c) partial[c] += row[c];
+    }
+    for (std::int64_t c = 0; c < width; ++c) sums[first + c] = static_cast<float>(partial[c]);
+  }
+}
+
+}  // namespace
+
+Status fully_connected_with_gemm(const FullyConnectedOp& op, std::span<const Buffer> operands,
+                                 RowMajorSgemm sgemm) {
+  auto f = [&](int i) { return static_cast<float*>(operands[i].data); };
+  const std::int64_t mb = op.mb, in = op.in, out = op.out;
+  switch (op.direction) {
+    case ConvDirection::forward: {  // dst = src W^T + bias
+      float* dst = f(3);
+#pragma omp parallel for schedule(static)
+      for (std::int64_t n = 0; n < mb; ++n)
+        std::memcpy(dst + n * out, f(2), static_cast<std::size_t>(out) * sizeof(float));
+      if (!sgemm('N', 'T', mb, out, in, 1.0f, f(0), in, f(1), in, 1.0f, dst, out))
+        return Status::Failed("fully connected forward: the sgemm call was refused");
+      return Status::Ok();
+    }
+    case ConvDirection::backward_data:  // diff_src = diff_dst W
+      if (!sgemm('N', 'N', mb, in, out, 1.0f, f(0), out, f(1), in, 0.0f, f(2), in))
+        return Status::Failed("fully connected backward-data: the sgemm call was refused");
+      return Status::Ok();
+    case ConvDirection::backward_weights:  // diff_W = diff_dst^T src
+      if (!sgemm('T', 'N', out, in, mb, 1.0f, f(1), out, f(0), in, 0.0f, f(2), in))
+        return Status::Failed("fully connected backward-weights: the sgemm call was refused");
+      column_sums(f(1), mb, out, f(3));
+      return Status::Ok();
+  }
+  return Status::InvalidArgument("unknown fully connected direction");
+}
+
+}  // namespace tb::cpu

@@ -1,0 +1,25 @@
+// A fully connected layer lowered onto a row-major fp32 GEMM, for backends whose library
+// offers a BLAS-style sgemm (OpenBLAS's cblas_sgemm, oneDNN's dnnl_sgemm): one GEMM per
+// direction, the bias added by the GEMM itself (beta = 1 on rows pre-filled with it) and its
+// gradient a column sum.
+#pragma once
+
+#include <span>
+
+#include "backends/backend.h"
+#include "backends/status.h"
+
+namespace tb::cpu {
+
+// Row-major C = alpha op(A) op(B) + beta C, as dnnl_sgemm takes it ('N' or 'T'); false when
+// the library refused the call.
+using RowMajorSgemm = bool (*)(char trans_a, char trans_b, std::int64_t m, std::int64_t n,
+                               std::int64_t k, float alpha, const float* a, std::int64_t lda,
+                               const float* b, std::int64_t ldb, float beta, float* c,
+                               std::int64_t ldc);
+
+// Operands as fully_connected_operands(op) lists them.
+Status fully_connected_with_gemm(const FullyConnectedOp& op, std::span<const Buffer> operands,
+                                 RowMajorSgemm sgemm);
+
+}  // namespace tb::cpu

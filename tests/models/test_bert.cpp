@@ -1,0 +1,223 @@
+// BERT pre-training: the model as HuggingFace builds it, its step against the double-precision
+// reference (itself checked against central differences), on every CPU backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "backends/seeded.h"
+#include "models/bert.h"
+#include "models/reference_check.h"
+#include "models/training_step.h"
+#include "tests/models/support.h"
+#include "workloads/kinds.h"
+#include "workloads/training_workload.h"
+
+namespace tb {
+namespace {
+
+using testing_support::make_backend;
+
+// Small enough for a finite-difference check in f64, with every layer kind and padding.
+BertConfig micro() {
+  BertConfig c;
+  c.layers = 1, c.hidden = 16, c.heads = 2, c.intermediate = 32;
+  c.vocab = 40, c.positions = 16, c.batch = 2, c.sequence = 8, c.predictions = 3;
+  return c;
+}
+
+TEST(Bert, ParameterCountsNamesAndWorkMatchHuggingFace) {
+  const Network base = build_bert(bert_config("base", 8, 128));
+  EXPECT_EQ(base.parameter_count(), 110'106'428);
+  EXPECT_EQ(build_bert(bert_config("large", 1, 512)).parameter_count(), 336'226'108);
+  std::map<std::string, std::vector<std::int64_t>> dims;
+  for (const Parameter& p : base.parameters()) dims[p.name] = p.dims;
+  EXPECT_EQ(dims.at("bert.embeddings.word_embeddings.weight"),
+            (std::vector<std::int64_t>{30522, 768}));
+  EXPECT_EQ(dims.at("bert.encoder.layer.11.attention.self.key.bias"),
+            (std::vector<std::int64_t>{768}));
+  EXPECT_EQ(dims.at("bert.encoder.layer.0.intermediate.dense.weight"),
+            (std::vector<std::int64_t>{3072, 768}));
+  EXPECT_EQ(dims.at("cls.predictions.transform.LayerNorm.weight"),
+            (std::vector<std::int64_t>{768}));
+  EXPECT_EQ(dims.at("cls.predictions.bias"), (std::vector<std::int64_t>{30522}));
+  EXPECT_EQ(dims.at("cls.seq_relationship.weight"), (std::vector<std::int64_t>{2, 768}));
+  EXPECT_EQ(dims.count("cls.predictions.decoder.weight"), 0u);  // tied: counted once
+  // 69.9 GFLOP per sequence at length 128 with 20 predictions (the documented formula).
+  const double s = 128, h = 768, f = 3072, p = 20, v = 30522;
+  const double formula = 6 * (12 * (4 * s * h * h + 2 * s * h * f + 2 * s * s * h) + h * h +
+                              p * h * h + p * h * v + 2 * h);
+  EXPECT_NEAR(training_flops_per_sample(base), formula, 1e-6 * formula);
+  EXPECT_NEAR(formula, 69.9e9, 0.05e9);
+  EXPECT_EQ(bert_config("base", 1, 512).predictions, 76);
+  EXPECT_THROW(bert_config("huge", 1, 128), UsageError);
+  EXPECT_THROW(bert_config("base", 1, 513), UsageError);
+  BertConfig bad = micro();
+  bad.heads = 3;
+  EXPECT_THROW(build_bert(bad), UsageError);
+}
+
+TEST(Bert, BatchHasDistinctMaskedPositionsInsideEachLength) {
+  const BertConfig c = bert_config("tiny", 4, 64);
+  const std::vector<NamedTensor> batch = bert_batch(c, 7, /*padded=*/true);
+  std::map<std::string, const NamedTensor*> by_name;
+  for (const NamedTensor& t : batch) by_name[t.name] = &t;
+  const std::vector<double>& mask = by_name.at("attention_mask")->values;
+  const std::vector<double>& rows = by_name.at("masked_lm_rows")->values;
+  bool some_padding = false;
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    std::set<double> seen;
+    for (std::int64_t k = 0; k < c.predictions; ++k) {
+      const double row = rows[b * c.predictions + k];
+      EXPECT_TRUE(seen.insert(row).second) << "position repeated";
+      EXPECT_GE(row, b * c.sequence);
+      EXPECT_LT(row, (b + 1) * c.sequence);
+      EXPECT_EQ(mask[static_cast<std::size_t>(row)], 0.0) << "masked position in the padding";
+    }
+    some_padding |= mask[(b + 1) * c.sequence - 1] != 0.0;
+  }
+  EXPECT_TRUE(some_padding);
+  EXPECT_EQ(by_name.at("token_type_ids")->values[c.sequence - 1], 1.0);
+  EXPECT_EQ(by_name.at("token_type_ids")->values[0], 0.0);
+}
+
+// The reference itself: gradients against central differences of its own loss, for an entry
+// of every parameter (dropout on: its mask depends on the step number, not on the values).
+TEST(BertReference, GradientsMatchFiniteDifferences) {
+  auto backend = make_backend("cpu-onednn");
+  if (!backend) backend = make_backend("cpu-openblas");
+  if (!backend) GTEST_SKIP() << "no CPU backend in this build";
+  const BertConfig c = micro();
+  testing_support::FiniteDifferences probe(*backend, build_bert(c), bert_batch(c, 3, true), 5);
+  int checked = 0;
+  for (const NamedTensor& grad : probe.gradients()) {
+    const std::size_t index = mix64(checked++) % grad.values.size();
+    const double numeric = probe.derivative(grad.name, index, 1e-5);
+    EXPECT_NEAR(grad.values[index], numeric, 1e-7 + 1e-5 * std::fabs(numeric))
+        << grad.name << "[" << index << "]";
+  }
+  EXPECT_EQ(checked, 30);  // every parameter of one layer, the embeddings and the heads
+}
+
+class BertStepTest : public testing::TestWithParam<const char*> {};
+
+// fp32 against the f64 reference on the tiny configuration, padded, dropout on.
+TEST_P(BertStepTest, GradientsMatchTheDoublePrecisionReference) {
+  auto backend = make_backend(GetParam());
+  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
+  const BertConfig c = bert_config("tiny", 2, 32);
+  ReferenceComparison result;
+  const Status status = compare_with_reference(*backend, build_bert(c), {DType::f32},
+                                               bert_batch(c, 11, true), 13, &result);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_NEAR(result.loss, result.reference_loss, 1e-5 * result.reference_loss);
+  EXPECT_LT(result.worst_gradient_error, 1e-4) << result.worst_parameter;
+  std::printf("worst relative gradient error %.3g (%s) over %lld parameters\n",
+              result.worst_gradient_error, result.worst_parameter.c_str(),
+              static_cast<long long>(result.parameters_checked));
+}
+
+TEST_P(BertStepTest, EveryOpMatchesTheReferenceOnItsOwnInputs) {
+  auto backend = make_backend(GetParam());
+  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
+  const BertConfig c = bert_config("tiny", 2, 32);
+  testing_support::expect_ops_match_reference(*backend, build_bert(c), {}, bert_batch(c, 17, true),
+                                              150);
+}
+
+// Both optimizers train: the loss falls on a fixed batch.
+TEST_P(BertStepTest, LossFallsWithAdamWAndLamb) {
+  auto backend = make_backend(GetParam());
+  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
+  BertConfig c = bert_config("tiny", 4, 32);
+  c.dropout = 0;
+  const Network net = build_bert(c);
+  for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::lamb}) {
+    StepOptions options;
+    options.optimizer = kind;
+    std::unique_ptr<TrainingStep> step;
+    ASSERT_TRUE(prepared_step(*backend, net, options, bert_batch(c, 23), 29, &step).ok());
+    OptimizerSettings settings;
+    settings.learning_rate = kind == OptimizerKind::adamw ? 1e-3f : 2e-2f;
+    settings.weight_decay = 0.01f;
+    std::vector<double> losses;
+    for (int i = 0; i < 8; ++i) {
+      ASSERT_TRUE(step->run(true, settings).ok());
+      double loss = 0;
+      ASSERT_TRUE(step->loss(&loss).ok());
+      losses.push_back(loss);
+    }
+    EXPECT_NEAR(losses.front(), std::log(30522.0) + std::log(2.0), 0.5);
+    EXPECT_LT(losses.back(), losses.front() - 1.0)
+        << optimizer_name(kind) << ": " << losses.front() << " -> " << losses.back();
+    // Two fp32 moments per parameter (and LAMB's per-tensor offsets).
+    const double per_parameter = static_cast<double>(step->optimizer_state_bytes()) /
+                                 static_cast<double>(net.parameter_count());
+    EXPECT_NEAR(per_parameter, 8.0, 0.01);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuBackends, BertStepTest, testing::Values("cpu-onednn", "cpu-openblas"));
+
+// One step from the same weights and batch on cpu-openblas agrees with cpu-onednn.
+TEST(BertBackendAgreement, OpenblasAgreesWithOnednn) {
+  auto onednn = make_backend("cpu-onednn");
+  auto openblas = make_backend("cpu-openblas");
+  if (!onednn || !openblas) GTEST_SKIP() << "needs both CPU backends";
+  const BertConfig c = bert_config("tiny", 2, 32);
+  const Network net = build_bert(c);
+  const std::vector<NamedTensor> batch = bert_batch(c, 31, true);
+  std::vector<NamedTensor> grads[2];
+  double losses[2] = {};
+  Backend* backends[2] = {onednn.get(), openblas.get()};
+  for (int k = 0; k < 2; ++k) {
+    std::unique_ptr<TrainingStep> step;
+    ASSERT_TRUE(prepared_step(*backends[k], net, {}, batch, 37, &step).ok());
+    ASSERT_TRUE(step->run(false, {}).ok());
+    ASSERT_TRUE(step->loss(&losses[k]).ok());
+    ASSERT_TRUE(step->gradients(&grads[k]).ok());
+  }
+  EXPECT_NEAR(losses[1], losses[0], 1e-5 * losses[0]);
+  const GradientError worst = worst_gradient_error(grads[1], grads[0]);
+  EXPECT_LT(worst.error, 1e-4) << worst.parameter;
+}
+
+// A malformed batch is refused with a reason, before any step runs.
+TEST(BertBatch, MalformedBatchesAreRefused) {
+  auto backend = make_backend("cpu-onednn");
+  if (!backend) backend = make_backend("cpu-openblas");
+  if (!backend) GTEST_SKIP() << "no CPU backend in this build";
+  const BertConfig c = micro();
+  std::unique_ptr<TrainingStep> step;
+  ASSERT_TRUE(TrainingStep::create(*backend, build_bert(c), {}, &step).ok());
+  std::vector<NamedTensor> batch = bert_batch(c, 1);
+  ASSERT_TRUE(step->set_batch(batch).ok());
+  std::vector<NamedTensor> bad = batch;
+  bad[0].values[3] = static_cast<double>(c.vocab);  // token id out of the vocabulary
+  Status status = step->set_batch(bad);
+  EXPECT_EQ(status.code(), StatusCode::invalid_argument);
+  EXPECT_NE(status.message().find("input_ids"), std::string::npos) << status.message();
+  bad = batch;
+  bad.pop_back();
+  status = step->set_batch(bad);
+  EXPECT_NE(status.message().find("next_sentence_labels"), std::string::npos) << status.message();
+  bad = batch;
+  bad[3].values.pop_back();
+  EXPECT_FALSE(step->set_batch(bad).ok());
+}
+
+TEST(BertTrainDescriptor, BadDescriptorsAreUsageErrors) {
+  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train model=huge")), UsageError);
+  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train seq=1024")), UsageError);
+  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train dropout=1.5")), UsageError);
+  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train optimizer=sgd")), UsageError);
+  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train colour=red")), UsageError);
+  const auto workload = make_bert_train(Descriptor::parse("bert-train model=tiny optimizer=lamb"));
+  EXPECT_EQ(workload->descriptor().to_string(),
+            "bert-train model=tiny batch=8 seq=128 dtype=f32 optimizer=lamb dropout=0.1 lr=0.002");
+  EXPECT_EQ(workload->counts().items, 8);
+}
+
+}  // namespace
+}  // namespace tb
