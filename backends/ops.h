@@ -198,11 +198,13 @@ struct LayerNormOp {
 // Gathers rows of a table by index: token embeddings, and the masked positions BERT's
 // language-model head reads. forward: table[vocab, dim], ids[tokens] (i32) -> dst[tokens, dim];
 // backward: diff_dst, ids -> diff_table, scatter-added (zeroed first unless `accumulate`:
-// tied weights add a second gradient).
+// tied weights add a second gradient). A weight table's gradient is f32 for bf16 data (fp32
+// master gradients); gathered activations (`weight_table` false) keep the data's dtype.
 struct EmbeddingOp {
   Pass pass = Pass::forward;
   std::int64_t tokens = 0, vocab = 0, dim = 0;
   bool accumulate = false;
+  bool weight_table = true;
   DType dtype = DType::f32;
 };
 // Inverted dropout without a stored mask: element i of execution `step` is dropped when a

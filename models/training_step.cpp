@@ -601,7 +601,7 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
     case LayerKind::gather_rows: {
       EmbeddingOp op;
       op.tokens = tensors[layer.inputs.at(1)].elements(), op.vocab = x.n, op.dim = x.c;
-      op.dtype = dtype;
+      op.dtype = dtype, op.weight_table = false;
       const int ids = value[layer.inputs[1]];
       TB_RETURN_IF_ERROR(fwd(op, {in_value, ids, value[out]}));
       op.pass = Pass::backward;

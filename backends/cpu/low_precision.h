@@ -27,6 +27,19 @@ inline float round_to_bf16(float value) {
   return bf16_to_float(float_to_bf16(value));
 }
 
+// A bf16 value as the shared CPU kernels store it: arithmetic goes through float, so a kernel
+// written for float or double instantiates for bf16 data unchanged.
+struct Bf16 {
+  std::uint16_t bits = 0;
+  Bf16() = default;
+  Bf16(float value) : bits(float_to_bf16(value)) {}  // NOLINT: converts like a float
+  Bf16(double value) : Bf16(static_cast<float>(value)) {}
+  Bf16(int value) : Bf16(static_cast<float>(value)) {}
+  operator float() const { return bf16_to_float(bits); }  // NOLINT
+  Bf16& operator+=(float value) { return *this = Bf16(float(*this) + value); }
+};
+static_assert(sizeof(Bf16) == 2);
+
 // TF32: fp32's exponent with a 10-bit mantissa, stored in 32 bits.
 inline float round_to_tf32(float value) {
   std::uint32_t bits;

@@ -310,17 +310,18 @@ void embedding_forward(const EmbeddingOp& op, std::span<const Buffer> b) {
     std::copy(table + ids[t] * op.dim, table + (ids[t] + 1) * op.dim, dst + t * op.dim);
 }
 
-template <typename T>
+// G: the table gradient's type (fp32 for a bf16 weight table: fp32 master gradients).
+template <typename T, typename G>
 void embedding_backward(const EmbeddingOp& op, std::span<const Buffer> b) {
   const T* diff_dst = as<T>(b[0]);
   const std::int32_t* ids = as<std::int32_t>(b[1]);
-  T* diff_table = as<T>(b[2]);
-  if (!op.accumulate) std::fill(diff_table, diff_table + op.vocab * op.dim, T(0));
+  G* diff_table = as<G>(b[2]);
+  if (!op.accumulate) std::fill(diff_table, diff_table + op.vocab * op.dim, G(0));
     // Parallel over embedding columns: a row repeats across tokens, a column never collides.
 #pragma omp parallel for schedule(static)
   for (Index d = 0; d < op.dim; ++d)
     for (Index t = 0; t < op.tokens; ++t)
-      diff_table[ids[t] * op.dim + d] += diff_dst[t * op.dim + d];
+      diff_table[ids[t] * op.dim + d] += static_cast<float>(diff_dst[t * op.dim + d]);
 }
 
 // --- pooling ---
@@ -682,24 +683,36 @@ Status plan_cast(const CastOp& op, std::unique_ptr<Plan>* out) {
   return Status::Ok();
 }
 
+// A weight table's gradient stays fp32 for bf16 data (fp32 master gradients); gathered
+// activations keep their dtype.
+DType embedding_table_grad_dtype(const EmbeddingOp& op) {
+  return op.dtype == DType::bf16 && op.weight_table ? DType::f32 : op.dtype;
+}
+
 bool is_float_or_double(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f64;
 }
 
-// Instantiates `Body<T>` for the op's dtype (f32 or f64).
-template <typename Kernel>
+// Instantiates `Body<T>` for the op's dtype: f32 or f64, and bf16 (stored as Bf16, computed in
+// float) for the ops no library here offers in bf16.
+enum class Bf16Data { refused, accepted };
+template <Bf16Data bf16 = Bf16Data::refused, typename Kernel>
 Status make_plan(DType dtype, std::vector<OperandSpec> operands, std::string_view what,
                  Kernel&& kernel, std::unique_ptr<Plan>* out) {
-  if (!is_float_or_double(dtype))
-    return Status::Unimplemented(
-        fmt::format("the shared CPU {} runs in f32 and f64, not {}", what, dtype_name(dtype)));
+  const bool bf16_ok = bf16 == Bf16Data::accepted && dtype == DType::bf16;
+  if (!is_float_or_double(dtype) && !bf16_ok)
+    return Status::Unimplemented(fmt::format("the shared CPU {} runs in f32 and f64{}, not {}",
+                                             what, bf16 == Bf16Data::accepted ? " and bf16" : "",
+                                             dtype_name(dtype)));
   const std::string implementation =
       fmt::format("shared CPU {} ({}, plain layout)", what, dtype_name(dtype));
   KernelPlan::Kernel body;
   if (dtype == DType::f64)
     body = [kernel](std::span<const Buffer> b) { kernel(double{}, b); };
-  else
+  else if (dtype == DType::f32)
     body = [kernel](std::span<const Buffer> b) { kernel(float{}, b); };
+  else if constexpr (bf16 == Bf16Data::accepted)
+    body = [kernel](std::span<const Buffer> b) { kernel(Bf16{}, b); };
   *out = std::make_unique<KernelPlan>(std::move(operands), implementation, std::move(body));
   return Status::Ok();
 }
@@ -899,7 +912,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
       operands = {spec("dst", o.dtype, dims, false), spec("diff_dst", o.dtype, dims, false),
                   spec("diff_src", o.dtype, dims, true)};
     }
-    return make_plan(
+    return make_plan<Bf16Data::accepted>(
         o.dtype, std::move(operands), o.masked ? "scaled masked softmax" : "scaled softmax",
         [o]<typename T>(T, std::span<const Buffer> b) {
           o.pass == Pass::forward ? softmax_forward<T>(o, b) : softmax_backward<T>(o, b);
@@ -914,13 +927,18 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
             ? std::vector<OperandSpec>{spec("table", o.dtype, table, false),
                                        spec("ids", DType::i32, ids, false),
                                        spec("dst", o.dtype, rows, true)}
-            : std::vector<OperandSpec>{spec("diff_dst", o.dtype, rows, false),
-                                       spec("ids", DType::i32, ids, false),
-                                       spec("diff_table", o.dtype, table, true)};
-    return make_plan(
+            : std::vector<OperandSpec>{
+                  spec("diff_dst", o.dtype, rows, false), spec("ids", DType::i32, ids, false),
+                  spec("diff_table", embedding_table_grad_dtype(o), table, true)};
+    return make_plan<Bf16Data::accepted>(
         o.dtype, std::move(operands), o.pass == Pass::forward ? "row gather" : "row scatter-add",
         [o]<typename T>(T, std::span<const Buffer> b) {
-          o.pass == Pass::forward ? embedding_forward<T>(o, b) : embedding_backward<T>(o, b);
+          if (o.pass == Pass::forward)
+            embedding_forward<T>(o, b);
+          else if (std::is_same_v<T, Bf16> && o.weight_table)
+            embedding_backward<T, float>(o, b);
+          else
+            embedding_backward<T, T>(o, b);
         },
         out);
   }
@@ -979,7 +997,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
         spec(o.pass == Pass::forward ? "dst" : "diff_src", o.dtype, dims, true)};
     operands[1].memory = MemoryKind::host_pageable;
     // Forward and backward are the same map: keep and scale, or zero.
-    return make_plan(
+    return make_plan<Bf16Data::accepted>(
         o.dtype, std::move(operands), "dropout (counter-based mask, not stored)",
         [o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(o, b); }, out);
   }
