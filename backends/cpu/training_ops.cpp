@@ -321,7 +321,7 @@ void embedding_backward(const EmbeddingOp& op, std::span<const Buffer> b) {
 #pragma omp parallel for schedule(static)
   for (Index d = 0; d < op.dim; ++d)
     for (Index t = 0; t < op.tokens; ++t)
-      diff_table[ids[t] * op.dim + d] += static_cast<float>(diff_dst[t * op.dim + d]);
+      diff_table[ids[t] * op.dim + d] += static_cast<G>(diff_dst[t * op.dim + d]);
 }
 
 // --- pooling ---
