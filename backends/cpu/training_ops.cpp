@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
+#include "backends/cpu/vector_kernels.h"
 #include "backends/operands.h"
 #include "backends/seeded.h"
 
@@ -270,6 +271,12 @@ void softmax_forward(const SoftmaxOp& op, std::span<const Buffer> b) {
   const T* src = as<T>(b[0]);
   const float* mask = op.masked ? as<float>(b[1]) : nullptr;
   T* dst = as<T>(b[op.masked ? 2 : 1]);
+  if constexpr (std::is_same_v<T, float>) {
+    return softmax_rows_f32(src, mask, dst, op.rows, op.cols, op.scale, op.rows_per_mask);
+  } else if constexpr (std::is_same_v<T, Bf16>) {
+    return softmax_rows_bf16(&src->bits, mask, &dst->bits, op.rows, op.cols, op.scale,
+                             op.rows_per_mask);
+  }
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < op.rows; ++r) {
     const float* bias = mask ? mask + (r / op.rows_per_mask) * op.cols : nullptr;
@@ -571,6 +578,11 @@ void adamw(Index count, std::span<const Buffer> b) {
   const double lr = hyper[0], beta1 = hyper[1], beta2 = hyper[2], epsilon = hyper[3],
                weight_decay = hyper[4], step = hyper[5];
   const double correction1 = 1 - std::pow(beta1, step), correction2 = 1 - std::pow(beta2, step);
+  if constexpr (std::is_same_v<T, float>) {
+    return adamw_f32(count, weights, grads, m, v,
+                     {hyper[0], hyper[1], hyper[2], hyper[3], hyper[4],
+                      static_cast<float>(correction1), static_cast<float>(correction2)});
+  }
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) {
     const double g = grads[i];
@@ -616,23 +628,23 @@ void lamb(Index tensors, std::span<const Buffer> b) {
   }
 }
 
-// Dropout's keep decision for element i of execution `step`: a counter-based hash, so the
-// backward pass regenerates the forward pass's mask instead of storing it.
-inline bool dropout_keeps(std::uint64_t seed, std::int32_t step, Index i, double probability) {
-  const std::uint64_t z = mix64(seed ^ mix64(static_cast<std::uint64_t>(step) * kGoldenGamma +
-                                             static_cast<std::uint64_t>(i)));
-  return static_cast<double>(z >> 11) * 0x1.0p-53 >= probability;
-}
-
 template <typename T>
 void dropout(const DropoutOp& op, std::span<const Buffer> b) {
   const T* in = as<T>(b[0]);
   const std::int32_t step = *as<std::int32_t>(b[1]);
   T* out = as<T>(b[2]);
+  const std::uint64_t threshold = dropout_threshold(op.probability);
   const double scale = 1.0 / (1.0 - op.probability);
+  if constexpr (std::is_same_v<T, float>) {
+    dropout_f32(in, out, op.count, op.seed, step, threshold, static_cast<float>(scale));
+  } else if constexpr (std::is_same_v<T, Bf16>) {
+    dropout_bf16(&in->bits, &out->bits, op.count, op.seed, step, threshold,
+                 static_cast<float>(scale));
+  } else {
 #pragma omp parallel for schedule(static)
-  for (Index i = 0; i < op.count; ++i)
-    out[i] = dropout_keeps(op.seed, step, i, op.probability) ? static_cast<T>(in[i] * scale) : T(0);
+    for (Index i = 0; i < op.count; ++i)
+      out[i] = dropout_hash(op.seed, step, i) >= threshold ? static_cast<T>(in[i] * scale) : T(0);
+  }
 }
 
 template <typename T>

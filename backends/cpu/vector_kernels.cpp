@@ -1,0 +1,122 @@
+#include "backends/cpu/vector_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/low_precision.h"
+
+// One copy per instruction set, chosen at load time.
+#define TB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+namespace tb::cpu {
+namespace {
+
+// e^x in float to about 2 ulp: 2^n e^r with |r| <= ln2 / 2 and a degree-6 polynomial; 0
+// below e^-87.3 (the smallest normal float), where a masked logit lands. No libm call, so
+// it vectorizes.
+inline float fast_exp(float x) {
+  constexpr float kLog2e = 1.44269504f, kLn2High = 0.693145751953125f,
+                  kLn2Low = 1.428606765330187e-06f;
+  const float clamped = std::min(std::max(x, -87.0f), 88.0f);
+  const float n = std::nearbyint(clamped * kLog2e);
+  const float r = (clamped - n * kLn2High) - n * kLn2Low;
+  float p = 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return x < -87.0f ? 0.0f : p * scale;
+}
+
+// One row: dst = softmax(scale * src + bias), in float.
+inline void softmax_row(const float* src, const float* bias, float* dst, std::int64_t cols,
+                        float scale) {
+  float top = -INFINITY;
+#pragma omp simd reduction(max : top)
+  for (std::int64_t c = 0; c < cols; ++c)
+    top = std::max(top, scale * src[c] + (bias ? bias[c] : 0.0f));
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const float e = fast_exp(scale * src[c] + (bias ? bias[c] : 0.0f) - top);
+    dst[c] = e;
+    sum += e;
+  }
+  const float inverse = 1.0f / sum;
+#pragma omp simd
+  for (std::int64_t c = 0; c < cols; ++c) dst[c] *= inverse;
+}
+
+}  // namespace
+
+std::uint64_t dropout_threshold(double probability) {
+  return static_cast<std::uint64_t>(std::ceil(probability * 0x1.0p53));
+}
+
+TB_VECTOR_CLONES void dropout_f32(const float* in, float* out, std::int64_t count,
+                                  std::uint64_t seed, std::int32_t step, std::uint64_t threshold,
+                                  float scale) {
+#pragma omp parallel for simd schedule(static)
+  for (std::int64_t i = 0; i < count; ++i)
+    out[i] = in[i] * (dropout_hash(seed, step, i) >= threshold ? scale : 0.0f);
+}
+
+TB_VECTOR_CLONES void dropout_bf16(const std::uint16_t* in, std::uint16_t* out, std::int64_t count,
+                                   std::uint64_t seed, std::int32_t step, std::uint64_t threshold,
+                                   float scale) {
+#pragma omp parallel for simd schedule(static)
+  for (std::int64_t i = 0; i < count; ++i)
+    out[i] = float_to_bf16(bf16_to_float(in[i]) *
+                           (dropout_hash(seed, step, i) >= threshold ? scale : 0.0f));
+}
+
+TB_VECTOR_CLONES void softmax_rows_f32(const float* src, const float* mask, float* dst,
+                                       std::int64_t rows, std::int64_t cols, float scale,
+                                       std::int64_t rows_per_mask) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r)
+    softmax_row(src + r * cols, mask ? mask + (r / rows_per_mask) * cols : nullptr, dst + r * cols,
+                cols, scale);
+}
+
+TB_VECTOR_CLONES void softmax_rows_bf16(const std::uint16_t* src, const float* mask,
+                                        std::uint16_t* dst, std::int64_t rows, std::int64_t cols,
+                                        float scale, std::int64_t rows_per_mask) {
+#pragma omp parallel
+  {
+    std::vector<float> in(static_cast<std::size_t>(cols)), out(in.size());
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) in[c] = bf16_to_float(src[r * cols + c]);
+      softmax_row(in.data(), mask ? mask + (r / rows_per_mask) * cols : nullptr, out.data(), cols,
+                  scale);
+      for (std::int64_t c = 0; c < cols; ++c) dst[r * cols + c] = float_to_bf16(out[c]);
+    }
+  }
+}
+
+TB_VECTOR_CLONES void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m,
+                                float* v, const AdamCoefficients& k) {
+  const float decay = 1.0f - k.learning_rate * k.weight_decay;
+  const float step_size = k.learning_rate / k.correction1;
+  const float inverse_root_c2 = 1.0f / std::sqrt(k.correction2);
+  const float beta1 = k.beta1, beta2 = k.beta2, epsilon = k.epsilon;
+#pragma omp parallel for simd schedule(static)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float g = grads[i];
+    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    weights[i] = weights[i] * decay - step_size * mi / (std::sqrt(vi) * inverse_root_c2 + epsilon);
+  }
+}
+
+}  // namespace tb::cpu

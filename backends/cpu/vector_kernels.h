@@ -1,0 +1,43 @@
+// The shared CPU training ops' hot loops on fp32 and bf16 data, written so the compiler
+// vectorizes them, and compiled for AVX-512, AVX2 and baseline x86-64 with the best picked at
+// load time (the build targets baseline x86-64). The f64 reference keeps its plain loops in
+// training_ops.cpp; these compute the same functions in float.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/seeded.h"
+
+namespace tb::cpu {
+
+// Dropout's keep decision for element i of execution `step`: a counter-based hash, so the
+// backward pass regenerates the forward pass's mask instead of storing it. An element is kept
+// when its hash reaches dropout_threshold(probability) = ceil(probability * 2^53).
+inline std::uint64_t dropout_hash(std::uint64_t seed, std::int32_t step, std::int64_t i) {
+  return mix64(seed ^ mix64(static_cast<std::uint64_t>(step) * kGoldenGamma +
+                            static_cast<std::uint64_t>(i))) >>
+         11;
+}
+std::uint64_t dropout_threshold(double probability);
+
+// out = in * keep * scale; in and out may alias.
+void dropout_f32(const float* in, float* out, std::int64_t count, std::uint64_t seed,
+                 std::int32_t step, std::uint64_t threshold, float scale);
+void dropout_bf16(const std::uint16_t* in, std::uint16_t* out, std::int64_t count,
+                  std::uint64_t seed, std::int32_t step, std::uint64_t threshold, float scale);
+
+// Row softmax of scale * src + mask (mask: one row per rows_per_mask rows, may be null).
+void softmax_rows_f32(const float* src, const float* mask, float* dst, std::int64_t rows,
+                      std::int64_t cols, float scale, std::int64_t rows_per_mask);
+void softmax_rows_bf16(const std::uint16_t* src, const float* mask, std::uint16_t* dst,
+                       std::int64_t rows, std::int64_t cols, float scale,
+                       std::int64_t rows_per_mask);
+
+// PyTorch's AdamW over fp32 arrays, with bias corrections c1 = 1 - beta1^t, c2 = 1 - beta2^t.
+struct AdamCoefficients {
+  float learning_rate, beta1, beta2, epsilon, weight_decay, correction1, correction2;
+};
+void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m, float* v,
+               const AdamCoefficients& k);
+
+}  // namespace tb::cpu
