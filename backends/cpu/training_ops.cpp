@@ -675,17 +675,11 @@ Status plan_cast(const CastOp& op, std::unique_ptr<Plan>* out) {
   KernelPlan::Kernel body;
   if (to_bf16)
     body = [count](std::span<const Buffer> b) {
-      const float* src = as<float>(b[0]);
-      std::uint16_t* dst = as<std::uint16_t>(b[1]);
-#pragma omp parallel for simd schedule(static)
-      for (Index i = 0; i < count; ++i) dst[i] = float_to_bf16(src[i]);
+      cast_f32_to_bf16(as<float>(b[0]), as<std::uint16_t>(b[1]), count);
     };
   else
     body = [count](std::span<const Buffer> b) {
-      const std::uint16_t* src = as<std::uint16_t>(b[0]);
-      float* dst = as<float>(b[1]);
-#pragma omp parallel for simd schedule(static)
-      for (Index i = 0; i < count; ++i) dst[i] = bf16_to_float(src[i]);
+      cast_bf16_to_f32(as<std::uint16_t>(b[0]), as<float>(b[1]), count);
     };
   *out = std::make_unique<KernelPlan>(
       std::vector<OperandSpec>{spec("src", op.from, {count}, false),

@@ -102,6 +102,16 @@ TB_VECTOR_CLONES void softmax_rows_bf16(const std::uint16_t* src, const float* m
   }
 }
 
+TB_VECTOR_CLONES void cast_f32_to_bf16(const float* src, std::uint16_t* dst, std::int64_t count) {
+#pragma omp parallel for simd schedule(static)
+  for (std::int64_t i = 0; i < count; ++i) dst[i] = float_to_bf16(src[i]);
+}
+
+TB_VECTOR_CLONES void cast_bf16_to_f32(const std::uint16_t* src, float* dst, std::int64_t count) {
+#pragma omp parallel for simd schedule(static)
+  for (std::int64_t i = 0; i < count; ++i) dst[i] = bf16_to_float(src[i]);
+}
+
 TB_VECTOR_CLONES void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m,
                                 float* v, const AdamCoefficients& k) {
   const float decay = 1.0f - k.learning_rate * k.weight_decay;

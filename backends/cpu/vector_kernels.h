@@ -33,6 +33,10 @@ void softmax_rows_bf16(const std::uint16_t* src, const float* mask, std::uint16_
                        std::int64_t rows, std::int64_t cols, float scale,
                        std::int64_t rows_per_mask);
 
+// Round to nearest even, as float_to_bf16 / bf16_to_float.
+void cast_f32_to_bf16(const float* src, std::uint16_t* dst, std::int64_t count);
+void cast_bf16_to_f32(const std::uint16_t* src, float* dst, std::int64_t count);
+
 // PyTorch's AdamW over fp32 arrays, with bias corrections c1 = 1 - beta1^t, c2 = 1 - beta2^t.
 struct AdamCoefficients {
   float learning_rate, beta1, beta2, epsilon, weight_decay, correction1, correction2;
