@@ -66,6 +66,7 @@ CaseMetrics compute_metrics(const WorkCounts& counts, double seconds, DType dtyp
     metrics.gbps = counts.bytes / seconds / 1e9;
   }
   if (counts.items > 0) metrics.samples_per_s = counts.items / seconds;
+  if (counts.tokens > 0) metrics.tokens_per_s = counts.tokens / seconds;
   return metrics;
 }
 

@@ -61,6 +61,7 @@ nlohmann::json to_json(const CaseResult& r) {
     put("tflops", r.metrics->tflops);
     put("gbps", r.metrics->gbps);
     put("samples_per_s", r.metrics->samples_per_s);
+    put("tokens_per_s", r.metrics->tokens_per_s);
     put("percent_of_peak", r.metrics->percent_of_peak);
     put("percent_of_theoretical_peak", r.metrics->percent_of_theoretical_peak);
     j["metrics"] = m;

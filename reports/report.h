@@ -22,7 +22,7 @@ std::string_view case_status_name(CaseStatus status);
 
 // Metrics from the median sample; each is present only where it applies.
 struct CaseMetrics {
-  std::optional<double> flops, bytes, tflops, gbps, samples_per_s, percent_of_peak,
+  std::optional<double> flops, bytes, tflops, gbps, samples_per_s, tokens_per_s, percent_of_peak,
       percent_of_theoretical_peak;
 };
 

@@ -507,7 +507,8 @@ def bert_bench(args):
     ok = parameters == expected and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
     stats = summarize(samples)
     gflops = flops / stats["median_s"] / 1e9
-    metrics = {"flops": flops, "tflops": gflops / 1e3, "samples_per_s": args.batch / stats["median_s"]}
+    metrics = {"flops": flops, "tflops": gflops / 1e3, "samples_per_s": args.batch / stats["median_s"],
+               "tokens_per_s": args.batch * args.seq / stats["median_s"]}
     if peak:
         metrics["percent_of_peak"] = 100 * gflops / peak
     details = {"model": f"BertForPreTraining ({args.model}, HuggingFace names)", "parameters": parameters,

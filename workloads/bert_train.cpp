@@ -29,6 +29,12 @@ class BertTrainWorkload final : public TrainingWorkload {
   explicit BertTrainWorkload(const BertTrainConfig& config)
       : TrainingWorkload(build_bert(config.bert), config.step, config.settings), config_(config) {}
 
+  WorkCounts counts() const override {
+    WorkCounts counts = TrainingWorkload::counts();
+    counts.tokens = static_cast<double>(config_.bert.batch * config_.bert.sequence);
+    return counts;
+  }
+
   Descriptor descriptor() const override {
     Descriptor d("bert-train");
     d.set("model", config_.model)

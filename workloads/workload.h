@@ -18,7 +18,8 @@ namespace tb {
 struct WorkCounts {
   double flops = 0;  // floating-point operations (a multiply-add counts 2)
   double bytes = 0;  // minimum bytes moved to and from memory
-  double items = 0;  // samples (images, sequences) processed, for samples/s
+  double items = 0;   // samples (images, sequences) processed, for samples/s
+  double tokens = 0;  // tokens processed (sequence models), for tokens/s
 };
 
 struct Validation {

@@ -605,6 +605,11 @@ void lamb(Index tensors, std::span<const Buffer> b) {
   const double lr = hyper[0], beta1 = hyper[1], beta2 = hyper[2], epsilon = hyper[3],
                weight_decay = hyper[4], step = hyper[5];
   const double correction1 = 1 - std::pow(beta1, step), correction2 = 1 - std::pow(beta2, step);
+  if constexpr (std::is_same_v<T, float>) {
+    return lamb_f32(tensors, offsets, weights, grads, m, v,
+                    {hyper[0], hyper[1], hyper[2], hyper[3], hyper[4],
+                     static_cast<float>(correction1), static_cast<float>(correction2)});
+  }
 #pragma omp parallel for schedule(dynamic)
   for (Index t = 0; t < tensors; ++t) {
     const Index begin = offsets[t], end = offsets[t + 1];

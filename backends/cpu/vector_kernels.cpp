@@ -129,4 +129,37 @@ TB_VECTOR_CLONES void adamw_f32(std::int64_t count, float* weights, const float*
   }
 }
 
+TB_VECTOR_CLONES void lamb_f32(std::int64_t tensors, const std::int32_t* offsets, float* weights,
+                               const float* grads, float* m, float* v, const AdamCoefficients& k) {
+  const float inverse_c1 = 1.0f / k.correction1, inverse_root_c2 = 1.0f / std::sqrt(k.correction2);
+  const float beta1 = k.beta1, beta2 = k.beta2, epsilon = k.epsilon, decay = k.weight_decay;
+  // The tensors' sizes range from 2 to 23 M values: parallel inside each tensor.
+  for (std::int64_t t = 0; t < tensors; ++t) {
+    const std::int64_t begin = offsets[t], end = offsets[t + 1];
+    double weight_norm = 0, update_norm = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : weight_norm, update_norm)
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float g = grads[i];
+      const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+      const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      const float u =
+          mi * inverse_c1 / (std::sqrt(vi) * inverse_root_c2 + epsilon) + decay * weights[i];
+      weight_norm += weights[i] * weights[i];
+      update_norm += u * u;
+    }
+    const float step =
+        k.learning_rate * static_cast<float>(weight_norm > 0 && update_norm > 0
+                                                 ? std::sqrt(weight_norm / update_norm)
+                                                 : 1.0);
+#pragma omp parallel for simd schedule(static)
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float u =
+          m[i] * inverse_c1 / (std::sqrt(v[i]) * inverse_root_c2 + epsilon) + decay * weights[i];
+      weights[i] -= step * u;
+    }
+  }
+}
+
 }  // namespace tb::cpu

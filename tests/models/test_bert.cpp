@@ -217,6 +217,7 @@ TEST(BertTrainDescriptor, BadDescriptorsAreUsageErrors) {
   EXPECT_EQ(workload->descriptor().to_string(),
             "bert-train model=tiny batch=8 seq=128 dtype=f32 optimizer=lamb dropout=0.1 lr=0.002");
   EXPECT_EQ(workload->counts().items, 8);
+  EXPECT_EQ(workload->counts().tokens, 8 * 128);
 }
 
 }  // namespace
