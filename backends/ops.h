@@ -109,8 +109,11 @@ enum class Pass { forward, backward };
 //           with fuse_relu, dst = relu(bn(src)) and relu_mask records where it was positive.
 // backward: src, diff_dst, gamma, beta, mean, variance[, relu_mask] -> diff_src, diff_gamma,
 //           diff_beta.
+// inference (evaluation, forward only): src, gamma, beta, running_mean, running_var -> dst,
+//           normalized with the running statistics, nothing updated (fuse_relu: no mask).
 struct BatchNormOp {
   Pass pass = Pass::forward;
+  bool inference = false;
   std::int64_t mb = 1, channels = 1, h = 1, w = 1;
   float epsilon = 1e-5f, momentum = 0.1f;
   bool fuse_relu = false;

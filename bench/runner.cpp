@@ -110,6 +110,7 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
     if (!status.ok()) {
       result.status = status_for(status);
       result.reason = status.message();
+      result.details = workload.details();  // what a failed run learned (a curve) is kept
       return result;
     }
     result.samples_s = measurement.samples_s;

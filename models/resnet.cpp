@@ -42,12 +42,20 @@ class Builder {
     return net_.add_layer(std::move(layer), in);
   }
 
-  int bottleneck(const std::string& name, int input, std::int64_t planes, std::int64_t stride) {
+  int block(ResNetBlock kind, const std::string& name, int input, std::int64_t planes,
+            std::int64_t stride) {
     const TensorShape in = net_.tensors()[input];
-    const std::int64_t out_channels = planes * 4;
-    int x = batch_norm(name + ".bn1", conv(name + ".conv1", input, planes, 1, 1, 0), true);
-    x = batch_norm(name + ".bn2", conv(name + ".conv2", x, planes, 3, stride, 1), true);
-    x = batch_norm(name + ".bn3", conv(name + ".conv3", x, out_channels, 1, 1, 0), false);
+    std::int64_t out_channels = planes;
+    int x = input;
+    if (kind == ResNetBlock::bottleneck) {
+      out_channels = planes * 4;
+      x = batch_norm(name + ".bn1", conv(name + ".conv1", input, planes, 1, 1, 0), true);
+      x = batch_norm(name + ".bn2", conv(name + ".conv2", x, planes, 3, stride, 1), true);
+      x = batch_norm(name + ".bn3", conv(name + ".conv3", x, out_channels, 1, 1, 0), false);
+    } else {
+      x = batch_norm(name + ".bn1", conv(name + ".conv1", input, planes, 3, stride, 1), true);
+      x = batch_norm(name + ".bn2", conv(name + ".conv2", x, planes, 3, 1, 1), false);
+    }
     int shortcut = input;
     if (stride != 1 || in.c != out_channels)
       shortcut = batch_norm(name + ".downsample.1",
@@ -60,35 +68,13 @@ class Builder {
   Network& net_;
 };
 
-}  // namespace
-
-Network build_resnet(const ResNetConfig& config) {
-  // Five stride-2 reductions (stem conv, max-pool, three stages) must leave at least 1x1.
-  if (config.image < 32)
-    throw UsageError(fmt::format("ResNet image size {} is below the minimum of 32", config.image));
-  if (config.batch < 1 || config.width < 1 || config.classes < 2)
-    throw UsageError("ResNet needs batch >= 1, width >= 1 and classes >= 2");
-  Network net;
-  Builder build(net);
-  net.batch = config.batch;
-  const int images = net.add_input({"images"}, {config.batch, 3, config.image, config.image});
-  const int labels =
-      net.add_input({"labels", -1, /*indices=*/true, config.classes}, {config.batch, 1, 1, 1});
-  int x = build.batch_norm("bn1", build.conv("conv1", images, config.width, 7, 2, 3), true);
-  {
-    const TensorShape in = net.tensors()[x];
-    Layer pool{"maxpool", LayerKind::max_pool, {x}};
-    pool.kernel = 3;
-    pool.stride = 2;
-    pool.pad = 1;
-    const std::int64_t out = conv_out(in.h, 3, 2, 1);
-    x = net.add_layer(std::move(pool), {in.n, in.c, out, out});
-  }
+// The stages, global average pool, classifier and loss after the stem's output `x`.
+void finish_resnet(Network& net, Builder& build, const ResNetConfig& config, int x, int labels) {
   for (std::size_t stage = 0; stage < config.blocks.size(); ++stage) {
     const std::int64_t planes = config.width << stage;
     for (int block = 0; block < config.blocks[stage]; ++block)
-      x = build.bottleneck(fmt::format("layer{}.{}", stage + 1, block), x, planes,
-                           block == 0 && stage > 0 ? 2 : 1);
+      x = build.block(config.block, fmt::format("layer{}.{}", stage + 1, block), x, planes,
+                      block == 0 && stage > 0 ? 2 : 1);
   }
   const TensorShape features = net.tensors()[x];
   x = net.add_layer({"avgpool", LayerKind::global_avg_pool, {x}}, {features.n, features.c, 1, 1});
@@ -105,6 +91,52 @@ Network build_resnet(const ResNetConfig& config) {
           {"fc.bias", {config.classes}, ParamInit::linear_uniform, features.c, config.classes})};
   x = net.add_layer(std::move(fc), {features.n, config.classes, 1, 1});
   net.add_layer({"loss", LayerKind::softmax_cross_entropy, {x, labels}}, {1, 1, 1, 1});
+}
+
+}  // namespace
+
+ResNetConfig resnet8_fashion_mnist(std::int64_t batch) {
+  ResNetConfig config;
+  config.batch = batch, config.image = 28, config.width = 32, config.classes = 10;
+  config.blocks = {1, 1, 1}, config.block = ResNetBlock::basic;
+  config.in_channels = 1, config.small_stem = true;
+  return config;
+}
+
+Network build_resnet(const ResNetConfig& config) {
+  if (config.batch < 1 || config.width < 1 || config.classes < 2 || config.in_channels < 1 ||
+      config.blocks.empty())
+    throw UsageError("ResNet needs batch, width, input channels >= 1, classes >= 2 and a stage");
+  // Every stride-2 reduction (ImageNet's stem: its convolution and max-pool; each stage after
+  // the first) must leave at least 1x1.
+  const int reductions = static_cast<int>(config.blocks.size()) - 1 + (config.small_stem ? 0 : 2);
+  if (config.image < (std::int64_t{1} << reductions))
+    throw UsageError(fmt::format("ResNet image size {} is below the minimum of {}", config.image,
+                                 std::int64_t{1} << reductions));
+  Network net;
+  Builder build(net);
+  net.batch = config.batch;
+  const int images =
+      net.add_input({"images"}, {config.batch, config.in_channels, config.image, config.image});
+  const int labels =
+      net.add_input({"labels", -1, /*indices=*/true, config.classes}, {config.batch, 1, 1, 1});
+  if (config.small_stem) {
+    finish_resnet(net, build, config,
+                  build.batch_norm("bn1", build.conv("conv1", images, config.width, 3, 1, 1), true),
+                  labels);
+    return net;
+  }
+  int x = build.batch_norm("bn1", build.conv("conv1", images, config.width, 7, 2, 3), true);
+  {
+    const TensorShape in = net.tensors()[x];
+    Layer pool{"maxpool", LayerKind::max_pool, {x}};
+    pool.kernel = 3;
+    pool.stride = 2;
+    pool.pad = 1;
+    const std::int64_t out = conv_out(in.h, 3, 2, 1);
+    x = net.add_layer(std::move(pool), {in.n, in.c, out, out});
+  }
+  finish_resnet(net, build, config, x, labels);
   return net;
 }
 

@@ -77,6 +77,22 @@ std::vector<double> from_bytes(const char* bytes, std::size_t count, DType dtype
   return values;
 }
 
+// An operand in its plain layout, as doubles.
+Status export_values(Backend& backend, const Plan& plan, int index, Buffer buffer,
+                     std::vector<double>* out) {
+  const OperandSpec& spec = plan.operands()[index];
+  std::vector<char> bytes(spec.elements() * dtype_size(spec.dtype));
+  TB_RETURN_IF_ERROR(backend.export_operand(plan, index, buffer, bytes.data()));
+  *out = from_bytes(bytes.data(), spec.elements(), spec.dtype);
+  return Status::Ok();
+}
+
+Status import_values(Backend& backend, const Plan& plan, int index,
+                     const std::vector<double>& values, Buffer buffer) {
+  const std::vector<char> bytes = to_bytes(values, plan.operands()[index].dtype);
+  return backend.import_operand(plan, index, bytes.data(), buffer);
+}
+
 // The same op in f64 on plain layouts: what the shared CPU code computes as the reference.
 // Casts and the optimizer have no reference here (the cast is exact one way, the optimizer
 // is checked by its own tests).
@@ -445,7 +461,7 @@ Status TrainingStep::Impl::build() {
     input_bindings.push_back(binding);
   }
   if (loss_slots.empty()) return Status::Failed("the network has no loss layer");
-  return add_optimizer();
+  return options.evaluation ? Status::Ok() : add_optimizer();
 }
 
 Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor_dtype,
@@ -498,6 +514,7 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
     return add_op(forward, op, std::move(operands), l, Phase::forward);
   };
   auto bwd = [&](const OpDesc& op, std::vector<int> operands) {
+    if (options.evaluation) return Status::Ok();
     return add_op(backward, op, std::move(operands), l, Phase::backward);
   };
   switch (layer.kind) {
@@ -521,8 +538,14 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
       op.mb = x.n, op.channels = x.c, op.h = x.h, op.w = x.w;
       op.fuse_relu = layer.relu, op.dtype = dtype, op.layout = options.layout;
       const std::size_t channel_bytes = static_cast<std::size_t>(x.c) * dtype_size(channel_dtype);
-      const int mean = new_slot(), variance = new_slot(), mask = layer.relu ? new_slot() : -1;
       running[l] = {new_slot(channel_bytes), new_slot(channel_bytes)};
+      if (options.evaluation) {
+        op.inference = true;
+        TB_RETURN_IF_ERROR(fwd(
+            op, {in_value, weight(0), weight(1), running[l].first, running[l].second, value[out]}));
+        break;
+      }
+      const int mean = new_slot(), variance = new_slot(), mask = layer.relu ? new_slot() : -1;
       std::vector<int> forward_slots = {in_value, weight(0), weight(1),        value[out],
                                         mean,     variance,  running[l].first, running[l].second};
       if (mask >= 0) forward_slots.push_back(mask);
@@ -630,6 +653,10 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
       break;
     }
     case LayerKind::dropout: {
+      if (options.evaluation) {  // the identity: its output is its input
+        slots[value[out]].alias = in_value;
+        break;
+      }
       DropoutOp op;
       op.count = y.elements(), op.probability = layer.probability, op.dtype = dtype;
       op.seed = mix64(options.dropout_seed + static_cast<std::uint64_t>(l) * kGoldenGamma);
@@ -732,7 +759,8 @@ Status TrainingStep::Impl::allocate() {
   if (workspace_bytes > 0) TB_RETURN_IF_ERROR(backend.allocate(workspace_bytes, &workspace));
   // What the host writes before each step (optimizer settings, the dropout step) lives in
   // host memory.
-  TB_RETURN_IF_ERROR(backend.allocate_host(lay_out(true), /*pinned=*/false, &host_block));
+  if (const std::size_t host_bytes = lay_out(true); host_bytes > 0)
+    TB_RETURN_IF_ERROR(backend.allocate_host(host_bytes, /*pinned=*/false, &host_block));
   for (Slot& slot : slots) {
     const Buffer& block = slot.host ? host_block : arena;
     if (slot.alias < 0 && slot.base < 0)
@@ -884,6 +912,8 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
   for (Impl::Op& op : s.weight_cast) TB_RETURN_IF_ERROR(run_op(op));
   for (Impl::Op& op : s.forward) TB_RETURN_IF_ERROR(run_op(op));
   for (Impl::Op& op : s.backward) TB_RETURN_IF_ERROR(run_op(op));
+  if (update && s.options.evaluation)
+    return Status::InvalidArgument("an evaluation step has no optimizer to update with");
   if (update) {
     std::vector<float> hyper = {settings.learning_rate, settings.momentum, settings.weight_decay};
     if (s.options.optimizer != OptimizerKind::sgd_momentum)
@@ -908,6 +938,21 @@ Status TrainingStep::loss(double* out) {
     *out += from_bytes(bytes.data(), 1, s.policy.head)[0];
   }
   return Status::Ok();
+}
+
+Status TrainingStep::layer_output(const std::string& name, std::vector<double>* out) {
+  Impl& s = *impl_;
+  const std::vector<Layer>& layers = s.network.layers();
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].name != name) continue;
+    const int slot = s.root(s.value[layers[l].output]);
+    for (const Impl::Op& op : s.forward)
+      for (std::size_t i = 0; i < op.slots.size(); ++i)
+        if (op.layer == static_cast<int>(l) && s.root(op.slots[i]) == slot &&
+            op.plan->operands()[i].is_output)
+          return export_values(s.backend, *op.plan, static_cast<int>(i), s.slots[slot].buffer, out);
+  }
+  return Status::InvalidArgument(fmt::format("no layer '{}' writes an output", name));
 }
 
 Status TrainingStep::state(std::vector<NamedTensor>* out) {
@@ -976,26 +1021,6 @@ Status TrainingStep::gradients(std::vector<NamedTensor>* out) {
     out->push_back(s.parameter_tensor(flat, static_cast<int>(p)));
   return Status::Ok();
 }
-
-namespace {
-
-// An operand in its plain layout, as doubles.
-Status export_values(Backend& backend, const Plan& plan, int index, Buffer buffer,
-                     std::vector<double>* out) {
-  const OperandSpec& spec = plan.operands()[index];
-  std::vector<char> bytes(spec.elements() * dtype_size(spec.dtype));
-  TB_RETURN_IF_ERROR(backend.export_operand(plan, index, buffer, bytes.data()));
-  *out = from_bytes(bytes.data(), spec.elements(), spec.dtype);
-  return Status::Ok();
-}
-
-Status import_values(Backend& backend, const Plan& plan, int index,
-                     const std::vector<double>& values, Buffer buffer) {
-  const std::vector<char> bytes = to_bytes(values, plan.operands()[index].dtype);
-  return backend.import_operand(plan, index, bytes.data(), buffer);
-}
-
-}  // namespace
 
 Status TrainingStep::check_ops(OpCheck* out) {
   Impl& s = *impl_;
@@ -1134,7 +1159,7 @@ std::vector<std::string> TrainingStep::implementations() const {
   std::map<std::string, int> counts;
   for (const std::vector<Impl::Op>* list : {&impl_->weight_cast, &impl_->forward, &impl_->backward})
     for (const Impl::Op& op : *list) ++counts[op.plan->implementation()];
-  ++counts[impl_->optimizer.plan->implementation()];
+  if (impl_->optimizer.plan) ++counts[impl_->optimizer.plan->implementation()];
   std::vector<std::string> lines;
   for (const auto& [name, count] : counts) lines.push_back(fmt::format("{} x{}", name, count));
   return lines;

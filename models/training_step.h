@@ -49,6 +49,9 @@ struct StepOptions {
   bool winograd_allowed = false;  // convolutions may use Winograd where the library picks it
   OptimizerKind optimizer = OptimizerKind::sgd_momentum;
   std::uint64_t dropout_seed = 0;  // each dropout layer's mask stream derives from it
+  // Forward only, as a model is evaluated: batch norm normalizes with the running statistics,
+  // dropout passes its input through, no backward and no optimizer.
+  bool evaluation = false;
 };
 
 // Every op of a step checked against the same op in f64 (the shared CPU code) fed the step's
@@ -82,6 +85,8 @@ class TrainingStep {
   // times every layer at the cost of a wait after each op.
   Status run(bool update, const OptimizerSettings& settings, StepBreakdown* breakdown = nullptr);
   Status loss(double* out);  // the sum of the network's loss layers, from the last run
+  // What layer `name` computed in the last run, plain, as doubles (an evaluation's logits).
+  Status layer_output(const std::string& name, std::vector<double>* out);
   // Runs forward and backward once (no update), checking every op against the same op in f64
   // fed the inputs the step's op read. Tolerance by the output's dtype: f32 1e-4, bf16 2e-2.
   Status check_ops(OpCheck* out);

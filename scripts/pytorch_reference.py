@@ -31,6 +31,13 @@
     decoder weight saved once) and batch (its input names: flat masked-LM rows, additive
     attention mask).
 
+  pytorch_reference.py fashion-mnist [--target 0.9] [--batch 128] [--epochs 3] [--lr 0.1]
+      [--runs 1] [--dtype f32|bf16] -o report.json
+    Time-to-train of trainbench's ResNet-8 on Fashion-MNIST with the same recipe (SGD
+    momentum, weight decay 5e-4, OneCycleLR over the epoch budget, evaluation on the whole
+    test set every half epoch, the clock started when the files are read), channels-last;
+    writes the `ttt-fashion-mnist` line.
+
 PyTorch's speed on CPU depends on the allocator (jemalloc without decay is 3-5x faster on
 some machines than glibc's malloc); the report records LD_PRELOAD and MALLOC_CONF.
 """
@@ -538,6 +545,138 @@ def bert_bench(args):
     return 0 if ok else 1
 
 
+# --- Time-to-train: Fashion-MNIST ---
+
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+FASHION_MEAN, FASHION_STD = 0.2860, 0.3530
+
+
+def read_idx(path, dims):
+    """An unsigned-byte IDX file (gzip-compressed), checked as trainbench checks it."""
+    import gzip
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != bytes([0, 0, 8, dims]):
+        raise SystemExit(f"{path}: not an unsigned-byte IDX file of {dims} dimensions")
+    shape = struct.unpack(">" + "I" * dims, data[4:4 + 4 * dims])
+    values = torch.frombuffer(bytearray(data[4 + 4 * dims:]), dtype=torch.uint8)
+    if values.numel() != math.prod(shape):
+        raise SystemExit(f"{path}: {values.numel()} values, the header declares {shape}")
+    return values.reshape(shape)
+
+
+def load_fashion_mnist():
+    def split(prefix):
+        images = read_idx(f"{FASHION_MNIST}/{prefix}-images-idx3-ubyte.gz", 3)
+        labels = read_idx(f"{FASHION_MNIST}/{prefix}-labels-idx1-ubyte.gz", 1).long()
+        return ((images.float() / 255 - FASHION_MEAN) / FASHION_STD)[:, None], labels
+    return split("train"), split("t10k")
+
+
+def make_resnet8():
+    """trainbench's ResNet-8: torchvision's BasicBlock and names, a 3x3 stride-1 stem of 32
+    channels without max-pool, one block per stage at 32/64/128 channels, 10 classes."""
+    nn = torch.nn
+    block = torchvision.models.resnet.BasicBlock
+    model = torchvision.models.resnet.ResNet(block, [1, 1, 1, 1], num_classes=10, width_per_group=64)
+    model.inplanes = 32
+    model.conv1 = nn.Conv2d(1, 32, 3, 1, 1, bias=False)
+    model.bn1 = nn.BatchNorm2d(32)
+    model.maxpool = nn.Identity()
+    model.layer1 = model._make_layer(block, 32, 1)
+    model.layer2 = model._make_layer(block, 64, 1, stride=2)
+    model.layer3 = model._make_layer(block, 128, 1, stride=2)
+    model.layer4 = nn.Identity()
+    model.fc = nn.Linear(128, 10)
+    for m in model.modules():  # torchvision's initialization for the replaced layers
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+    return model
+
+
+def fashion_mnist_bench(args):
+    """Time-to-train with trainbench's recipe; the clock starts when the data files are read."""
+    torch.set_num_threads(args.threads)
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    workload = (f"ttt-fashion-mnist target={args.target:g} batch={args.batch} dtype={args.dtype} "
+                f"epochs={args.epochs} lr={args.lr:g} runs={args.runs}")
+    runs = []
+    for r in range(args.runs):
+        torch.manual_seed(args.seed + r)
+        model = make_resnet8().to(memory_format=torch.channels_last)
+        parameters = sum(p.numel() for p in model.parameters())
+        if parameters != 308_074:
+            raise SystemExit(f"ResNet-8 has {parameters} parameters, trainbench's 308,074")
+        steps_per_epoch = 60000 // args.batch
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+        schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=args.lr,
+                                                       total_steps=steps_per_epoch * args.epochs)
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16")
+        start = time.perf_counter()
+        (train_x, train_y), (test_x, test_y) = load_fashion_mnist()
+        train_x = train_x.contiguous(memory_format=torch.channels_last)
+        test_x = test_x.contiguous(memory_format=torch.channels_last)
+        run = {"seed": args.seed + r, "converged": False, "curve": [], "steps": 0, "samples": 0}
+        generator = torch.Generator().manual_seed(args.seed + r)
+        for epoch in range(args.epochs):
+            order = torch.randperm(60000, generator=generator)
+            for s in range(steps_per_epoch):
+                model.train()
+                rows = order[s * args.batch:(s + 1) * args.batch]
+                with autocast:
+                    loss = torch.nn.functional.cross_entropy(model(train_x[rows]).float(), train_y[rows])
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                run["steps"] += 1
+                run["samples"] += args.batch
+                if (s + 1) % (steps_per_epoch // 2):
+                    continue
+                model.eval()
+                correct = 0
+                with torch.no_grad(), autocast:
+                    for first in range(0, 10000, 1000):
+                        logits = model(test_x[first:first + 1000])
+                        correct += int((logits.argmax(1) == test_y[first:first + 1000]).sum())
+                accuracy = correct / 10000
+                elapsed = time.perf_counter() - start
+                run["curve"].append({"time_s": elapsed, "samples": run["samples"],
+                                     "epoch": run["steps"] / steps_per_epoch, "quality": accuracy})
+                print(f"run {r}: epoch {run['steps'] / steps_per_epoch:.1f}, {elapsed:.1f} s, "
+                      f"accuracy {accuracy:.4f}", file=sys.stderr)
+                if accuracy >= args.target:
+                    run["converged"], run["time_to_train_s"] = True, elapsed
+                    break
+            if run["converged"]:
+                break
+        runs.append(run)
+    times = sorted(run["time_to_train_s"] for run in runs if run["converged"])
+    ok = bool(times)
+    kept = times[1:-1] if len(times) >= 3 else times
+    details = {"model": "ResNet-8 (torchvision BasicBlock, 3x3 stem 32 ch, 32/64/128 ch)",
+               "parameters": 308_074, "target_accuracy": args.target, "runs": runs,
+               "runs_converged": len(times), "runs_attempted": args.runs,
+               "time_to_train_s": sum(kept) / len(kept) if kept else None,
+               "memory_format": "channels_last", "threads": torch.get_num_threads(),
+               "torch_version": torch.__version__, "allocator": allocator()}
+    result = {"workload": workload, "backend": "pytorch-cpu", "dtype": args.dtype,
+              "status": "passed" if ok else "failed",
+              "reason": "" if ok else f"no run reached {args.target:g} within {args.epochs} epochs",
+              "implementation": f"PyTorch {torch.__version__} eager, channels_last"
+              + (", bf16 autocast" if args.dtype == "bf16" else ""),
+              "math_mode": "strict" if args.dtype == "f32" else "bf16 inputs, fp32 accumulation",
+              "details": details,
+              "validation": {"passed": ok, "method": "accuracy on the full test set", "error": 0.0,
+                             "tolerance": 0.0, "checked": 10000, "message": ""},
+              "samples_s": times, "units_per_sample": 1, "warmup_runs": 0,
+              "stats": summarize(times) if times else None, "metrics": {}}
+    args.warmup, args.steps = 0, args.runs
+    write_report(args, started, [{"name": "pytorch-cpu", "available": True, "reason": "",
+                                  "device": None, "peaks": {}}], [result])
+    return 0 if ok else 1
+
+
 def write_report(args, started, backends, results):
     report = {"schema_version": 1,
               "tool": {"name": "pytorch_reference", "version": "0.1.0", "git_commit": "", "build_type": ""},
@@ -654,6 +793,16 @@ def main():
     step.add_argument("--threads", type=int, default=os.cpu_count())
     step.add_argument("--double", action="store_true")
     step.add_argument("-o", "--output", required=True)
+    ttt = sub.add_parser("fashion-mnist")
+    ttt.add_argument("--target", type=float, default=0.90)
+    ttt.add_argument("--batch", type=int, default=128)
+    ttt.add_argument("--epochs", type=int, default=3)
+    ttt.add_argument("--lr", type=float, default=0.1)
+    ttt.add_argument("--runs", type=int, default=1)
+    ttt.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    ttt.add_argument("--threads", type=int, default=os.cpu_count())
+    ttt.add_argument("--seed", type=int, default=42)
+    ttt.add_argument("-o", "--output", required=True)
     bert_one = sub.add_parser("bert-step")
     bert_one.add_argument("--state", required=True)
     bert_one.add_argument("--batch", required=True)
@@ -663,7 +812,7 @@ def main():
     bert_one.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
     commands = {"resnet50": resnet50_bench, "bert": bert_bench, "resnet50-step": resnet50_step,
-                "bert-step": bert_step}
+                "bert-step": bert_step, "fashion-mnist": fashion_mnist_bench}
     return commands[args.command](args)
 
 

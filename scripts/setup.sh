@@ -12,6 +12,8 @@ packages=(
   libbenchmark-dev     # Google Benchmark's JSON reporter (--format gbench)
   libsqlite3-dev       # trainbench history
   libgtest-dev         # tests
+  zlib1g-dev           # gzip-compressed dataset files
+  dataset-fashion-mnist  # time-to-train on real data (ttt-fashion-mnist)
 )
 # --test: also what the tests need beyond the build: a headless browser for the HTML report,
 # and PyTorch (Debian's CPU build) for the tests that compare a training step with it.

@@ -34,6 +34,10 @@ std::vector<Descriptor> expand_resnet50_sweep(const Descriptor& descriptor, Back
 //            [optimizer=adamw|lamb] [dropout=0.1] [lr=1e-4]
 std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor);
 
+// ttt-fashion-mnist [target=0.9] [batch=128] [dtype=f32|bf16] [epochs=3] [lr=0.1] [runs=1]
+//                   [subset=N]
+std::unique_ptr<Workload> make_ttt_fashion_mnist(const Descriptor& descriptor);
+
 // peak [dtype=f32|bf16] [iterations=N]
 std::unique_ptr<Workload> make_peak(const Descriptor& descriptor);
 

@@ -35,6 +35,10 @@ const std::vector<WorkloadKind>& workload_kinds() {
        "fixed batch",
        "[model=base|large|tiny] [batch=8] [seq=128] [dtype=f32|bf16] [optimizer=adamw|lamb] "
        "[dropout=0.1] [lr=1e-4]"},
+      {"ttt-fashion-mnist",
+       "time-to-train: ResNet-8 on Fashion-MNIST (Debian's dataset-fashion-mnist) to a test "
+       "accuracy, MLPerf's clock; --runs via runs=N (MLPerf aggregate)",
+       "[target=0.9] [batch=128] [dtype=f32|bf16] [epochs=3] [lr=0.1] [runs=1] [subset=N]"},
   };
   return kinds;
 }
@@ -51,6 +55,7 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
   if (kind == "transfer") return make_transfer(descriptor);
   if (kind == "resnet50-train") return make_resnet50_train(descriptor);
   if (kind == "bert-train") return make_bert_train(descriptor);
+  if (kind == "ttt-fashion-mnist") return make_ttt_fashion_mnist(descriptor);
   std::vector<std::string> names;
   for (const WorkloadKind& known : workload_kinds()) names.push_back(known.name);
   throw UsageError(fmt::format("unknown workload '{}' (known: {})", kind, fmt::join(names, ", ")));

@@ -16,8 +16,8 @@ namespace tb {
 
 // Work done by one timed unit. Each formula is written once, in the workload that owns it.
 struct WorkCounts {
-  double flops = 0;  // floating-point operations (a multiply-add counts 2)
-  double bytes = 0;  // minimum bytes moved to and from memory
+  double flops = 0;   // floating-point operations (a multiply-add counts 2)
+  double bytes = 0;   // minimum bytes moved to and from memory
   double items = 0;   // samples (images, sequences) processed, for samples/s
   double tokens = 0;  // tokens processed (sequence models), for tokens/s
 };
@@ -53,6 +53,11 @@ class Workload {
   // the inputs with reset() before every sample and times one unit per sample.
   virtual bool output_feeds_back() const { return false; }
   virtual Status reset() { return Status::Ok(); }
+  // True for a workload that times itself (time-to-train: long runs, each with its own clock
+  // around the region that counts): the harness calls run() once, without warm-up, and
+  // reports own_samples() (one per run that produced a time).
+  virtual bool times_itself() const { return false; }
+  virtual std::vector<double> own_samples() const { return {}; }
 
   virtual std::string implementation() const = 0;
   virtual std::string math_mode() const = 0;

@@ -93,6 +93,25 @@ void batch_norm_forward(const BatchNormOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
+void batch_norm_inference(const BatchNormOp& op, std::span<const Buffer> b) {
+  const T* src = as<T>(b[0]);
+  const T *gamma = as<T>(b[1]), *beta = as<T>(b[2]);
+  const T *running_mean = as<T>(b[3]), *running_var = as<T>(b[4]);
+  T* dst = as<T>(b[5]);
+  const Index plane = op.h * op.w;
+#pragma omp parallel for schedule(static) collapse(2)
+  for (Index n = 0; n < op.mb; ++n)
+    for (Index c = 0; c < op.channels; ++c) {
+      const double scale = gamma[c] / std::sqrt(static_cast<double>(running_var[c]) + op.epsilon);
+      const Index offset = (n * op.channels + c) * plane;
+      for (Index i = 0; i < plane; ++i) {
+        const T y = static_cast<T>((src[offset + i] - running_mean[c]) * scale + beta[c]);
+        dst[offset + i] = op.fuse_relu && !(y > 0) ? T(0) : y;
+      }
+    }
+}
+
+template <typename T>
 void batch_norm_backward(const BatchNormOp& op, std::span<const Buffer> b) {
   const T *src = as<T>(b[0]), *diff_dst = as<T>(b[1]), *gamma = as<T>(b[2]);
   const T *mean = as<T>(b[4]), *variance = as<T>(b[5]);
@@ -750,6 +769,13 @@ std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op) {
   // Statistics, scale and shift stay fp32 for low-precision data (fp64 for the reference).
   const DType t = op.dtype, c = t == DType::f64 ? t : DType::f32;
   std::vector<OperandSpec> operands;
+  if (op.inference)
+    return {spec("src", t, data, false),
+            spec("gamma", c, channel, false),
+            spec("beta", c, channel, false),
+            spec("running_mean", c, channel, false),
+            spec("running_var", c, channel, false),
+            spec("dst", t, data, true)};
   if (op.pass == Pass::forward) {
     operands = {spec("src", t, data, false),
                 spec("gamma", c, channel, false),
@@ -874,7 +900,10 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     return make_plan(
         o.dtype, batch_norm_operands(o), "batch norm",
         [o]<typename T>(T, std::span<const Buffer> b) {
-          o.pass == Pass::forward ? batch_norm_forward<T>(o, b) : batch_norm_backward<T>(o, b);
+          if (o.inference)
+            batch_norm_inference<T>(o, b);
+          else
+            o.pass == Pass::forward ? batch_norm_forward<T>(o, b) : batch_norm_backward<T>(o, b);
         },
         out);
   }

@@ -129,6 +129,20 @@ Status plan_batch_norm(const dnnl::engine& engine, dnnl::stream& stream, const B
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   if (op.fuse_relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
   const dnnl::primitive_attr attr = base_attr();
+  if (op.inference) {
+    dnnl::batch_normalization_forward::primitive_desc inference(
+        dnnl::batch_normalization_forward::desc(
+            dnnl::prop_kind::forward_inference, data, op.epsilon,
+            flags | dnnl::normalization_flags::use_global_stats),
+        attr, engine);
+    return make(out, engine, stream, dnnl::batch_normalization_forward(inference), inference,
+                bind_operands(cpu::batch_norm_operands(op), {{DNNL_ARG_SRC, plain, data},
+                                                             {DNNL_ARG_SCALE, channel, channel},
+                                                             {DNNL_ARG_SHIFT, channel, channel},
+                                                             {DNNL_ARG_MEAN, channel, channel},
+                                                             {DNNL_ARG_VARIANCE, channel, channel},
+                                                             {DNNL_ARG_DST, plain, data}}));
+  }
   dnnl::batch_normalization_forward::primitive_desc forward(
       dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, op.epsilon,
                                               flags),
