@@ -418,6 +418,32 @@ TEST_F(Cli, SummaryShowsWhereAStepsTimeGoes) {
       << answer;
 }
 
+// Only full-size models project to MLPerf's full-scale time-to-train, labelled a projection
+// with its assumptions.
+TEST_F(Cli, SummaryProjectsFullScaleTimeToTrainWithItsAssumptions) {
+  nlohmann::json report = nlohmann::json::parse(slurp(data("current_regressed.json")));
+  nlohmann::json large = report["results"][0];
+  large["workload"] =
+      "bert-train model=large batch=1 seq=512 dtype=f32 optimizer=adamw dropout=0.1 lr=0.0001";
+  large["status"] = "passed";
+  large["metrics"]["samples_per_s"] = 10.0;
+  nlohmann::json base = large;
+  base["workload"] = "bert-train model=base batch=8 seq=128";
+  report["results"].push_back(large);
+  report["results"].push_back(base);
+  const std::string path = (dir_ / "bert.json").string();
+  std::ofstream(path) << report.dump();
+  const Outcome outcome = run({"summary", path, "--format", "json"});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json projection = nlohmann::json::parse(outcome.out)[4];
+  const std::string answer = projection["answer"];
+  EXPECT_NE(projection["question"].get<std::string>().find("not a measurement"), std::string::npos);
+  // (2.55 M + 170,000 / 3 evaluation samples) / 10 per second = 72.4 h.
+  EXPECT_NE(answer.find("72.4 h"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("Assumptions for BERT-large"), std::string::npos) << answer;
+  EXPECT_EQ(projection["from"].size(), 1u);  // BERT-base does not project
+}
+
 TEST_F(Cli, AbRunsBothBuildsInterleaved) {
   const Outcome outcome =
       run({"ab", "--baseline-bin", TRAINBENCH_BINARY, "--current-bin", TRAINBENCH_BINARY,
