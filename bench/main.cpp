@@ -156,6 +156,11 @@ int main_impl(int argc, char** argv) {
       "--flush-caches", options.harness.flush_caches,
       "evict the caches before every sample (each sample then times one unit from cold caches)");
   run->add_option("--seed", options.seed, "seed of the random inputs");
+  int training_runs = 0;
+  run->add_option("--runs", training_runs,
+                  "time-to-train workloads (ttt-*): runs with seeds seed, seed + 1, ... "
+                  "reported as MLPerf's aggregate (a case's own runs= wins)")
+      ->check(CLI::PositiveNumber);
   run->add_option("-o,--out", out, "report file (default trainbench-report-<UTC time>.json)");
   std::vector<std::string> child_environments;
   run->add_option(
@@ -304,6 +309,10 @@ int main_impl(int argc, char** argv) {
   for (const std::string& line : workloads)
     for (Descriptor& descriptor : expand_shapes(Descriptor::parse(line)))
       options.cases.push_back(std::move(descriptor));
+  if (training_runs > 0)
+    for (Descriptor& descriptor : options.cases)
+      if (descriptor.kind().starts_with("ttt-") && !descriptor.has("runs"))
+        descriptor.set("runs", std::to_string(training_runs));
   if (backends.empty())
     for (const BackendEntry& entry : backend_registry())
       if (entry.probe().usable) backends.push_back(entry.name);

@@ -202,6 +202,25 @@ TEST_F(Cli, BadInputExitsTwoBeforeRunning) {
                      "'B' is neither");
 }
 
+// --runs repeats a time-to-train case; runs that miss the target are reported as such, with
+// their curves, not as times.
+TEST_F(Cli, TimeToTrainRunsAreRepeatedAndUnconvergedRunsKept) {
+  const Outcome outcome =
+      run({"run", "-b", "cpu-onednn", "-w", "ttt-fashion-mnist target=0.99 subset=256 epochs=1",
+           "--runs", "2", "-o", report_path()},
+          false);
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.err;
+  const nlohmann::json result = read_report(report_path())["results"][0];
+  EXPECT_EQ(result["workload"],
+            "ttt-fashion-mnist target=0.99 batch=128 dtype=f32 epochs=1 lr=0.1 runs=2 subset=256");
+  EXPECT_EQ(result["status"], "failed");
+  EXPECT_NE(result["reason"].get<std::string>().find("no run reached 99%"), std::string::npos);
+  EXPECT_EQ(result["details"]["runs_attempted"], 2);
+  EXPECT_EQ(result["details"]["runs_converged"], 0);
+  EXPECT_EQ(result["details"]["runs"][1]["curve"].size(), 2u);  // every half epoch
+  EXPECT_FALSE(result["details"].contains("time_to_train_s"));
+}
+
 TEST_F(Cli, UnwritableOutputExitsTwo) {
   const Outcome outcome =
       run({"run", "-w", "gemm m=8", "-o", (dir_ / "missing/dir/r.json").string()});
