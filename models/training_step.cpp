@@ -1083,13 +1083,14 @@ Status TrainingStep::check_ops(OpCheck* out) {
       struct Output {
         std::size_t index;
         std::vector<double> got, want, magnitude;
+        double error = 0, tolerance = 0;  // relative L2; by the step's output dtype
       };
       std::vector<Output> outputs;
       for (std::size_t i = 0; i < buffers.size() && status.ok(); ++i) {
         const OperandSpec& spec = plan->operands()[i];
         if (!spec.is_output || in_place_operand(spec.name)) continue;
         const int slot = s.root(op.slots[i]);
-        Output output{i, {}, {}, {}};
+        Output output{i, {}, {}, {}, 0, op_tolerance(op.plan->operands()[i].dtype)};
         status = export_values(s.backend, *plan, static_cast<int>(i), buffers[i], &output.want);
         if (!status.ok()) break;
         if (opaque_operand(spec.name)) {
@@ -1098,14 +1099,14 @@ Status TrainingStep::check_ops(OpCheck* out) {
         }
         status = export_values(s.backend, *op.plan, static_cast<int>(i), s.slots[slot].buffer,
                                &output.got);
+        output.error = relative_l2_error(output.got, output.want);
         outputs.push_back(std::move(output));
       }
       // A product whose output cancels (a bias gradient whose exact value is 0: attention's
       // key bias) has no meaningful relative error: it is held to the forward error bound of
       // a sum instead, relative to the same product of the inputs' absolute values.
-      const bool any_off = std::any_of(outputs.begin(), outputs.end(), [&](const Output& o) {
-        return !(relative_l2_error(o.got, o.want) <= op_tolerance(plan->operands()[o.index].dtype));
-      });
+      const bool any_off = std::any_of(outputs.begin(), outputs.end(),
+                                       [](const Output& o) { return !(o.error <= o.tolerance); });
       if (status.ok() && any_off && is_product(op.desc)) {
         for (auto& [index, values] : inputs) {
           for (double& v : values) v = std::fabs(v);
@@ -1122,11 +1123,11 @@ Status TrainingStep::check_ops(OpCheck* out) {
       for (const Output& output : outputs) {
         if (!status.ok()) break;
         const OperandSpec& spec = plan->operands()[output.index];
-        double error = relative_l2_error(output.got, output.want);
+        double error = output.error;
         const double want_norm = l2_norm(output.want), magnitude = l2_norm(output.magnitude);
         if (!output.magnitude.empty() && want_norm < kCancellation * magnitude)
           error = error * want_norm / magnitude;
-        const double tolerance = op_tolerance(op.plan->operands()[output.index].dtype);
+        const double tolerance = output.tolerance;
         ++out->outputs_compared;
         if (error / tolerance > out->worst_error / std::max(out->worst_tolerance, 1e-300) ||
             out->outputs_compared == 1) {

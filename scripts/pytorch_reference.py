@@ -141,6 +141,14 @@ def time_steps(step, args):
     return losses, samples
 
 
+def timed_and_checked(step, args, parameters, expected):
+    """Times the steps; they pass when the parameter count is the model's and the loss is
+    finite and falls on the fixed batch."""
+    losses, samples = time_steps(step, args)
+    ok = parameters == expected and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+    return losses, samples, summarize(samples), ok
+
+
 def allocator():
     return {"LD_PRELOAD": os.environ.get("LD_PRELOAD", ""),
             "MALLOC_CONF": os.environ.get("MALLOC_CONF", "")}
@@ -234,9 +242,7 @@ def resnet50_bench(args):
             optimizer.step()
             return loss
 
-        losses, samples = time_steps(step, args)
-        ok = parameters == expected and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
-        stats = summarize(samples)
+        losses, samples, stats, ok = timed_and_checked(step, args, parameters, expected)
         gflops = flops_per_image * args.batch / stats["median_s"] / 1e9
         metrics = {"flops": flops_per_image * args.batch, "tflops": gflops / 1e3,
                    "samples_per_s": args.batch / stats["median_s"]}
@@ -510,9 +516,7 @@ def bert_bench(args):
         optimizer.step()
         return loss
 
-    losses, samples = time_steps(step, args)
-    ok = parameters == expected and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
-    stats = summarize(samples)
+    losses, samples, stats, ok = timed_and_checked(step, args, parameters, expected)
     gflops = flops / stats["median_s"] / 1e9
     metrics = {"flops": flops, "tflops": gflops / 1e3, "samples_per_s": args.batch / stats["median_s"],
                "tokens_per_s": args.batch * args.seq / stats["median_s"]}

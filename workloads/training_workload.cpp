@@ -20,6 +20,27 @@ std::string optimizer_name(OptimizerKind kind) {
   return "unknown";
 }
 
+bool fold_op_check(const OpCheck& check, Validation* result) {
+  result->checked += check.outputs_compared;
+  if (check.worst_error / check.worst_tolerance >=
+      result->error / std::max(result->tolerance, 1e-300)) {
+    result->error = check.worst_error;
+    result->tolerance = check.worst_tolerance;
+  }
+  if (!check.passed)
+    result->message = fmt::format("{} off the f64 reference by {:.3g} (relative L2, allowed {:g})",
+                                  check.worst_output, check.worst_error, check.worst_tolerance);
+  return check.passed;
+}
+
+std::string step_implementation(const TrainingStep* step) {
+  return step ? fmt::format("{}", fmt::join(step->implementations(), "; ")) : "";
+}
+
+std::string training_math_mode(DType dtype) {
+  return dtype == DType::bf16 ? "bf16 inputs, fp32 accumulation" : "strict";
+}
+
 WorkCounts TrainingWorkload::counts() const {
   WorkCounts counts;
   counts.items = static_cast<double>(network_.batch);
@@ -61,12 +82,7 @@ Validation TrainingWorkload::validate() {
     OpCheck check;
     if (status.ok()) status = step->check_ops(&check);
     if (!status.ok()) return fail("op check: " + status.message());
-    result.error = check.worst_error;
-    result.tolerance = check.worst_tolerance;
-    result.checked = check.outputs_compared;
-    if (!check.passed)
-      return fail(fmt::format("{} off the f64 reference by {:.3g} (relative L2, allowed {:g})",
-                              check.worst_output, check.worst_error, check.worst_tolerance));
+    if (!fold_op_check(check, &result)) return result;
   }
   Status status = Status::Ok();
   if (whole_step_check) {
@@ -107,11 +123,11 @@ Validation TrainingWorkload::validate() {
 }
 
 std::string TrainingWorkload::implementation() const {
-  return step_ ? fmt::format("{}", fmt::join(step_->implementations(), "; ")) : "";
+  return step_implementation(step_.get());
 }
 
 std::string TrainingWorkload::math_mode() const {
-  return step_options_.dtype == DType::bf16 ? "bf16 inputs, fp32 accumulation" : "strict";
+  return training_math_mode(step_options_.dtype);
 }
 
 nlohmann::json TrainingWorkload::details() const {

@@ -71,4 +71,13 @@ class TrainingWorkload : public Workload {
 // "sgd_momentum", "adamw", "lamb"
 std::string optimizer_name(OptimizerKind kind);
 
+// Folds one step's op check into `result`: outputs counted, the worst error relative to its
+// tolerance kept, and on failure a message naming the output. Returns check.passed.
+bool fold_op_check(const OpCheck& check, Validation* result);
+
+// What a step ran (one line per implementation), and the math mode of a step's dtype: what
+// every training workload reports.
+std::string step_implementation(const TrainingStep* step);
+std::string training_math_mode(DType dtype);
+
 }  // namespace tb

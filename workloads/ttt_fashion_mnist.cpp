@@ -15,6 +15,7 @@
 #include "models/training_step.h"
 #include "workloads/kinds.h"
 #include "workloads/time_to_train.h"
+#include "workloads/training_workload.h"
 
 namespace tb {
 namespace {
@@ -126,17 +127,7 @@ class TttFashionMnist final : public Workload {
         result.message = status.message();
         return result;
       }
-      result.checked += check.outputs_compared;
-      if (check.worst_error / check.worst_tolerance >=
-          result.error / std::max(result.tolerance, 1e-300)) {
-        result.error = check.worst_error;
-        result.tolerance = check.worst_tolerance;
-      }
-      if (!check.passed) {
-        result.message = fmt::format("{} off the f64 reference by {:.3g}", check.worst_output,
-                                     check.worst_error);
-        return result;
-      }
+      if (!fold_op_check(check, &result)) return result;
     }
     result.passed = true;
     return result;
@@ -158,12 +149,8 @@ class TttFashionMnist final : public Workload {
     return Status::Ok();
   }
 
-  std::string implementation() const override {
-    return train_ ? fmt::format("{}", fmt::join(train_->implementations(), "; ")) : "";
-  }
-  std::string math_mode() const override {
-    return config_.dtype == DType::bf16 ? "bf16 inputs, fp32 accumulation" : "strict";
-  }
+  std::string implementation() const override { return step_implementation(train_.get()); }
+  std::string math_mode() const override { return training_math_mode(config_.dtype); }
 
   nlohmann::json details() const override {
     nlohmann::json runs = nlohmann::json::array();

@@ -45,7 +45,7 @@ void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m,
                const AdamCoefficients& k);
 // LAMB (AdamW's moments, per-tensor trust ratio |w| / |u|) over tensors [offsets[t],
 // offsets[t + 1]) of flat fp32 arrays.
-void lamb_f32(std::int64_t tensors, const std::int32_t* offsets, float* weights,
-              const float* grads, float* m, float* v, const AdamCoefficients& k);
+void lamb_f32(std::int64_t tensors, const std::int32_t* offsets, float* weights, const float* grads,
+              float* m, float* v, const AdamCoefficients& k);
 
 }  // namespace tb::cpu
