@@ -140,10 +140,11 @@ Network build_bert(const BertConfig& c) {
   const int token_type_ids = indices("token_type_ids", tokens, c.token_types);
   const int position_ids = indices("position_ids", tokens, c.positions);
   const int attention_mask = net.add_input({"attention_mask"}, {c.batch, c.sequence, 1, 1});
-  const int first_tokens = indices("first_token_rows", c.batch, tokens);
+  const int first_tokens = c.next_sentence ? indices("first_token_rows", c.batch, tokens) : -1;
   const int masked_rows = indices("masked_lm_rows", masked, tokens);
   const int masked_labels = indices("masked_lm_labels", masked, c.vocab);
-  const int next_sentence_labels = indices("next_sentence_labels", c.batch, 2);
+  const int next_sentence_labels =
+      c.next_sentence ? indices("next_sentence_labels", c.batch, 2) : -1;
 
   const std::string e = "bert.embeddings";
   const int word_table =
@@ -169,9 +170,12 @@ Network build_bert(const BertConfig& c) {
   }
 
   const int pooled =
-      build.unary("bert.pooler.tanh", LayerKind::tanh,
-                  build.linear("bert.pooler.dense",
-                               build.gather("bert.pooler.first_token", x, first_tokens), c.hidden));
+      c.next_sentence
+          ? build.unary(
+                "bert.pooler.tanh", LayerKind::tanh,
+                build.linear("bert.pooler.dense",
+                             build.gather("bert.pooler.first_token", x, first_tokens), c.hidden))
+          : -1;
   // Masked-LM head: the bias parameter comes first, as HuggingFace lists it.
   const int decoder_bias = build.parameter("cls.predictions.bias", {c.vocab}, ParamInit::zeros);
   const std::string t = "cls.predictions.transform";
@@ -184,6 +188,7 @@ Network build_bert(const BertConfig& c) {
   const int logits = build.layer(std::move(decoder), masked, c.vocab);
   build.layer({"cls.predictions.loss", LayerKind::softmax_cross_entropy, {logits, masked_labels}},
               1, 1);
+  if (!c.next_sentence) return net;
   const int relationship = build.linear("cls.seq_relationship", pooled, 2);
   build.layer({"cls.seq_relationship.loss",
                LayerKind::softmax_cross_entropy,
@@ -213,7 +218,7 @@ std::vector<NamedTensor> bert_batch(const BertConfig& c, std::uint64_t seed, boo
       positions.values.push_back(static_cast<double>(s));
       mask.values.push_back(s < length ? 0.0 : kMaskedLogit);
     }
-    first.values.push_back(static_cast<double>(b * c.sequence));
+    if (c.next_sentence) first.values.push_back(static_cast<double>(b * c.sequence));
     // Distinct positions inside the length: a partial Fisher-Yates shuffle.
     std::vector<std::int64_t> order(static_cast<std::size_t>(length));
     std::iota(order.begin(), order.end(), 0);
@@ -222,8 +227,9 @@ std::vector<NamedTensor> bert_batch(const BertConfig& c, std::uint64_t seed, boo
       rows.values.push_back(static_cast<double>(b * c.sequence + order[k]));
       labels.values.push_back(static_cast<double>(draw(static_cast<std::uint64_t>(c.vocab))));
     }
-    next.values.push_back(static_cast<double>(draw(2)));
+    if (c.next_sentence) next.values.push_back(static_cast<double>(draw(2)));
   }
+  if (!c.next_sentence) return {ids, types, positions, mask, rows, labels};
   return {ids, types, positions, mask, first, rows, labels, next};
 }
 

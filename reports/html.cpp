@@ -215,16 +215,25 @@ std::string bars(const std::vector<Machine>& machines) {
   return svg + "</svg>";
 }
 
-// Time-to-train: quality against wall-clock time, for results that carry a curve.
+// Time-to-train: quality against wall-clock time, one line per run of each result that
+// carries runs with curves (details.runs[].curve).
 std::string curves(const std::vector<Machine>& machines) {
   std::vector<std::pair<std::string, const nlohmann::json*>> found;
   for (const Machine& machine : machines)
-    for (const auto& result : (*machine.report)["results"])
-      if (result.contains("curve") && result["curve"].is_array() && !result["curve"].empty())
-        found.emplace_back(
-            fmt::format("{}: {} {}", machine.label, result["backend"].get<std::string>(),
-                        result["workload"].get<std::string>()),
-            &result["curve"]);
+    for (const auto& result : (*machine.report)["results"]) {
+      const auto details = result.find("details");
+      if (details == result.end() || !details->is_object() || !details->contains("runs") ||
+          !(*details)["runs"].is_array())
+        continue;
+      for (const auto& run : (*details)["runs"])
+        if (run.contains("curve") && run["curve"].is_array() && !run["curve"].empty())
+          found.emplace_back(fmt::format("{}: {} {} (seed {}{})", machine.label,
+                                         result["backend"].get<std::string>(),
+                                         result["workload"].get<std::string>(),
+                                         run.value("seed", std::uint64_t{0}),
+                                         run.value("converged", false) ? "" : ", not converged"),
+                             &run["curve"]);
+    }
   if (found.empty()) return "<p>No time-to-train results in these reports.</p>";
   double t_max = 1;
   for (const auto& [name, curve] : found)

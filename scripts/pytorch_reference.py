@@ -659,7 +659,7 @@ def fashion_mnist_bench(args):
     ok = bool(times)
     kept = times[1:-1] if len(times) >= 3 else times
     details = {"model": "ResNet-8 (torchvision BasicBlock, 3x3 stem 32 ch, 32/64/128 ch)",
-               "parameters": 308_074, "target_accuracy": args.target, "runs": runs,
+               "parameters": 308_074, "target": args.target, "quality": "test accuracy", "runs": runs,
                "runs_converged": len(times), "runs_attempted": args.runs,
                "time_to_train_s": sum(kept) / len(kept) if kept else None,
                "memory_format": "channels_last", "threads": torch.get_num_threads(),

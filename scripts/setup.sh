@@ -14,6 +14,7 @@ packages=(
   libgtest-dev         # tests
   zlib1g-dev           # gzip-compressed dataset files
   dataset-fashion-mnist  # time-to-train on real data (ttt-fashion-mnist)
+  wordnet-base         # English text (WordNet's glosses) for the masked-LM time-to-train (ttt-mlm)
 )
 # --test: also what the tests need beyond the build: a headless browser for the HTML report,
 # and PyTorch (Debian's CPU build) for the tests that compare a training step with it.

@@ -37,6 +37,9 @@ std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor);
 // ttt-fashion-mnist [target=0.9] [batch=128] [dtype=f32|bf16] [epochs=3] [lr=0.1] [runs=1]
 //                   [subset=N]
 std::unique_ptr<Workload> make_ttt_fashion_mnist(const Descriptor& descriptor);
+// ttt-mlm [target=0.175] [batch=32] [dtype=f32|bf16] [epochs=4] [lr=0.002] [runs=1] [seq=64]
+//         [vocab=8192] [layers=2] [hidden=128] [dropout=0] [warmup=0.2] [subset=N]
+std::unique_ptr<Workload> make_ttt_mlm(const Descriptor& descriptor);
 
 // peak [dtype=f32|bf16] [iterations=N]
 std::unique_ptr<Workload> make_peak(const Descriptor& descriptor);

@@ -1,12 +1,20 @@
-// What every time-to-train workload shares: PyTorch's one-cycle schedule, the MLPerf
-// aggregate over runs, and a run's record (its quality curve).
+// What every time-to-train workload shares: the learning-rate schedules, the MLPerf aggregate
+// over runs, a run's record (its quality curve), and the runs themselves
+// (TimeToTrainWorkload): each timed from the first touch of the data to the first evaluation
+// at the target, as MLPerf times them.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "models/network.h"
+#include "models/training_step.h"
+#include "workloads/workload.h"
 
 namespace tb {
 
@@ -18,6 +26,14 @@ struct OneCycle {
   std::int64_t total_steps = 1;
   double learning_rate(std::int64_t step) const;
   double momentum(std::int64_t step) const;
+};
+
+// BERT's schedule: linear warm-up from 0 to the peak over `warmup_steps`, then linear decay
+// to 0 at `total_steps`.
+struct LinearWarmupDecay {
+  double peak_lr = 1e-3;
+  std::int64_t warmup_steps = 0, total_steps = 1;
+  double learning_rate(std::int64_t step) const;
 };
 
 struct CurvePoint {
@@ -40,5 +56,83 @@ struct TrainingRun {
 // MLPerf's aggregate of converged runs' times: drop the fastest and the slowest, mean of the
 // rest (with fewer than 3 converged runs, the mean of those there are).
 std::optional<double> mlperf_aggregate(const std::vector<TrainingRun>& runs);
+
+struct TimeToTrainBudget {
+  double target = 0.9;  // the quality that ends a run
+  std::int64_t batch = 128, epochs = 3, runs = 1;
+  std::int64_t evaluations_per_epoch = 2;
+  DType dtype = DType::f32;
+  double peak_lr = 0.1;
+};
+
+// The keys every time-to-train descriptor has (target batch dtype epochs lr runs), `defaults`
+// where absent; throws UsageError for a target outside (0, 1].
+TimeToTrainBudget read_budget(DescriptorReader& reader, const TimeToTrainBudget& defaults);
+
+// A time-to-train workload: `runs` runs with successive seeds, each from freshly initialized
+// weights, timed from the first touch of the data (load_data) to the first evaluation that
+// reaches the target, evaluation included; setup (planning, allocation) is initialization,
+// reported separately. An epoch is the training examples in a seeded shuffled order, the
+// partial last batch dropped. A run that does not reach the target within its epoch budget
+// is reported as such, not as a time. A dataset and model supply the hooks.
+class TimeToTrainWorkload : public Workload {
+ public:
+  DType dtype() const override { return budget_.dtype; }
+  WorkCounts counts() const override { return {}; }  // the figure is a time, not a rate
+  std::uint64_t device_bytes() const override;
+  bool times_itself() const override { return true; }
+  std::vector<double> own_samples() const override;  // each converged run's time
+  Status setup(Backend& backend, std::uint64_t seed) override;
+  // Before any run: every op of a training step and of an evaluation step of check_network()
+  // against f64 on its own seeded inputs; during the runs, the quality itself.
+  Validation validate() override;
+  Status run() override;
+  std::string implementation() const override;
+  std::string math_mode() const override;
+  nlohmann::json details() const override;
+
+ protected:
+  TimeToTrainWorkload(const TimeToTrainBudget& budget, Network train_network, Network eval_network,
+                      StepOptions options);
+
+  // A small network of the same layers for the op check, and what it is.
+  virtual Network check_network() const = 0;
+  virtual std::string check_description() const = 0;
+  // Reads the data (inside the clock: the first touch), then how many training examples an
+  // epoch has.
+  virtual Status load_data() = 0;
+  virtual std::int64_t training_examples() const = 0;
+  // The training examples `rows` as a batch; `seed` is the step's (BERT's masking draws it).
+  virtual std::vector<NamedTensor> training_batch(const std::int64_t* rows, std::int64_t count,
+                                                  std::uint64_t seed) const = 0;
+  // The quality of `eval`'s weights (the training step's, copied) on the evaluation set.
+  virtual Status evaluate(TrainingStep& eval, double* quality) = 0;
+  virtual OptimizerSettings optimizer_settings(std::int64_t step,
+                                               std::int64_t total_steps) const = 0;
+  virtual std::string quality_name() const = 0;  // "test accuracy"
+  // The model, dataset and recipe.
+  virtual void add_details(nlohmann::json& details) const = 0;
+
+  const TimeToTrainBudget& budget() const { return budget_; }
+  // `kind` with the budget's keys, in read_budget's order.
+  Descriptor budget_descriptor(const std::string& kind) const;
+  const Network& train_network() const { return train_network_; }
+
+ private:
+  Status train_once(std::uint64_t seed, TrainingRun* run);
+  double best_quality() const;
+
+  TimeToTrainBudget budget_;
+  Network train_network_, eval_network_;
+  StepOptions options_;
+  Backend* backend_ = nullptr;
+  std::uint64_t seed_ = 0;
+  std::unique_ptr<TrainingStep> train_, eval_;
+  double init_s_ = 0;
+  std::vector<TrainingRun> runs_;
+};
+
+// A seeded permutation of [0, count) (Fisher-Yates on splitmix64 draws).
+std::vector<std::int64_t> shuffled(std::int64_t count, std::uint64_t seed);
 
 }  // namespace tb

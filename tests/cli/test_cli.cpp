@@ -214,11 +214,22 @@ TEST_F(Cli, TimeToTrainRunsAreRepeatedAndUnconvergedRunsKept) {
   EXPECT_EQ(result["workload"],
             "ttt-fashion-mnist target=0.99 batch=128 dtype=f32 epochs=1 lr=0.1 runs=2 subset=256");
   EXPECT_EQ(result["status"], "failed");
-  EXPECT_NE(result["reason"].get<std::string>().find("no run reached 99%"), std::string::npos);
+  EXPECT_NE(result["reason"].get<std::string>().find("no run reached test accuracy 99%"), std::string::npos);
   EXPECT_EQ(result["details"]["runs_attempted"], 2);
   EXPECT_EQ(result["details"]["runs_converged"], 0);
   EXPECT_EQ(result["details"]["runs"][1]["curve"].size(), 2u);  // every half epoch
   EXPECT_FALSE(result["details"].contains("time_to_train_s"));
+  // The HTML report draws each run's curve.
+  const std::string html = (dir_ / "ttt.html").string();
+  const Outcome page = run({"report", "--html", html, report_path()});
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  const std::string text = slurp(html);
+  EXPECT_NE(text.find("id=\"curves\""), std::string::npos);
+  std::size_t lines = 0;
+  for (std::size_t at = text.find("<polyline"); at != std::string::npos;
+       at = text.find("<polyline", at + 1))
+    lines += text.find("not converged", at) < text.find("</polyline>", at);
+  EXPECT_EQ(lines, 2u);
 }
 
 TEST_F(Cli, UnwritableOutputExitsTwo) {

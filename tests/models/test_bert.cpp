@@ -58,6 +58,35 @@ TEST(Bert, ParameterCountsNamesAndWorkMatchHuggingFace) {
   EXPECT_THROW(build_bert(bad), UsageError);
 }
 
+// Masked-LM only (as ttt-mlm trains): no pooler, no next-sentence head, no inputs for them;
+// every other parameter as in the full model.
+TEST(Bert, MaskedLmOnlyDropsThePoolerAndNextSentenceHead) {
+  BertConfig full = micro(), mlm = micro();
+  mlm.next_sentence = false;
+  const Network with = build_bert(full), without = build_bert(mlm);
+  const std::int64_t h = full.hidden;
+  EXPECT_EQ(without.parameter_count(), with.parameter_count() - (h * h + h) - (2 * h + 2));
+  std::set<std::string> names;
+  for (const Parameter& p : without.parameters()) names.insert(p.name);
+  EXPECT_EQ(names.count("bert.pooler.dense.weight"), 0u);
+  EXPECT_EQ(names.count("cls.seq_relationship.weight"), 0u);
+  EXPECT_EQ(names.count("cls.predictions.transform.dense.weight"), 1u);
+  std::vector<std::string> batch_names;
+  for (const NamedTensor& t : bert_batch(mlm, 3)) batch_names.push_back(t.name);
+  EXPECT_EQ(batch_names,
+            (std::vector<std::string>{"input_ids", "token_type_ids", "position_ids",
+                                      "attention_mask", "masked_lm_rows", "masked_lm_labels"}));
+  auto backend = make_backend("cpu-onednn");
+  if (!backend) GTEST_SKIP() << "cpu-onednn is not in this build";
+  std::unique_ptr<TrainingStep> step;
+  const Status status =
+      prepared_step(*backend, without, {DType::f32}, bert_batch(mlm, 3), 5, &step);
+  ASSERT_TRUE(status.ok()) << status.message();
+  OpCheck check;
+  ASSERT_TRUE(step->check_ops(&check).ok());
+  EXPECT_TRUE(check.passed) << check.worst_output << " " << check.worst_error;
+}
+
 TEST(Bert, BatchHasDistinctMaskedPositionsInsideEachLength) {
   const BertConfig c = bert_config("tiny", 4, 64);
   const std::vector<NamedTensor> batch = bert_batch(c, 7, /*padded=*/true);
