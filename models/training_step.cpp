@@ -57,33 +57,46 @@ std::vector<char> to_bytes(const std::vector<double>& values, DType dtype) {
   return bytes;
 }
 
+// Widens `count` values of `dtype` into `values`, reusing its storage: a large output read
+// back every evaluation then faults its pages in once, not on every read.
+void from_bytes(const char* bytes, std::size_t count, DType dtype, std::vector<double>* values) {
+  values->resize(count);
+  double* out = values->data();
+  auto widen = [&]<typename T>(T) {
+    for (std::size_t i = 0; i < count; ++i) {
+      T value;
+      std::memcpy(&value, bytes + i * sizeof(T), sizeof(T));
+      if constexpr (std::is_same_v<T, std::uint16_t>)
+        out[i] = cpu::bf16_to_float(value);
+      else
+        out[i] = static_cast<double>(value);
+    }
+  };
+  if (dtype == DType::f64)
+    std::memcpy(out, bytes, count * sizeof(double));
+  else if (dtype == DType::bf16)
+    widen(std::uint16_t{});
+  else if (dtype == DType::i32)
+    widen(std::int32_t{});
+  else
+    widen(float{});
+}
+
 std::vector<double> from_bytes(const char* bytes, std::size_t count, DType dtype) {
-  std::vector<double> values(count);
-  if (dtype == DType::f64) {
-    std::memcpy(values.data(), bytes, count * sizeof(double));
-  } else if (dtype == DType::bf16) {
-    std::vector<std::uint16_t> narrow(count);
-    std::memcpy(narrow.data(), bytes, count * sizeof(std::uint16_t));
-    for (std::size_t i = 0; i < count; ++i) values[i] = cpu::bf16_to_float(narrow[i]);
-  } else if (dtype == DType::i32) {
-    std::vector<std::int32_t> integers(count);
-    std::memcpy(integers.data(), bytes, count * sizeof(std::int32_t));
-    std::copy(integers.begin(), integers.end(), values.begin());
-  } else {
-    std::vector<float> narrow(count);
-    std::memcpy(narrow.data(), bytes, count * sizeof(float));
-    std::copy(narrow.begin(), narrow.end(), values.begin());
-  }
+  std::vector<double> values;
+  from_bytes(bytes, count, dtype, &values);
   return values;
 }
 
-// An operand in its plain layout, as doubles.
+// An operand's values in double; `scratch` (optional) holds the raw bytes between calls.
 Status export_values(Backend& backend, const Plan& plan, int index, Buffer buffer,
-                     std::vector<double>* out) {
+                     std::vector<double>* out, std::vector<char>* scratch = nullptr) {
   const OperandSpec& spec = plan.operands()[index];
-  std::vector<char> bytes(spec.elements() * dtype_size(spec.dtype));
+  std::vector<char> local;
+  std::vector<char>& bytes = scratch ? *scratch : local;
+  bytes.resize(spec.elements() * dtype_size(spec.dtype));
   TB_RETURN_IF_ERROR(backend.export_operand(plan, index, buffer, bytes.data()));
-  *out = from_bytes(bytes.data(), spec.elements(), spec.dtype);
+  from_bytes(bytes.data(), spec.elements(), spec.dtype, out);
   return Status::Ok();
 }
 
@@ -200,6 +213,7 @@ struct TrainingStep::Impl {
   std::vector<int> optimizer_state_slots;       // momentum, or AdamW's / LAMB's two moments
   int tensor_offsets_slot = -1;                 // LAMB: where each parameter tensor starts
   int hyper_slot = -1, dropout_step_slot = -1;  // host memory
+  std::vector<char> export_scratch;             // layer_output's raw bytes, kept between calls
   std::vector<int> loss_slots;
   int compute_params_slot = -1;  // the parameters in the compute dtype (mixed precision)
   std::vector<int> value, grad;  // per tensor
@@ -950,7 +964,8 @@ Status TrainingStep::layer_output(const std::string& name, std::vector<double>* 
       for (std::size_t i = 0; i < op.slots.size(); ++i)
         if (op.layer == static_cast<int>(l) && s.root(op.slots[i]) == slot &&
             op.plan->operands()[i].is_output)
-          return export_values(s.backend, *op.plan, static_cast<int>(i), s.slots[slot].buffer, out);
+          return export_values(s.backend, *op.plan, static_cast<int>(i), s.slots[slot].buffer, out,
+                               &s.export_scratch);
   }
   return Status::InvalidArgument(fmt::format("no layer '{}' writes an output", name));
 }

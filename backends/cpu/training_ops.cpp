@@ -561,6 +561,12 @@ void softmax_cross_entropy_forward(const SoftmaxCrossEntropyOp& op, std::span<co
   const T* logits = as<T>(b[0]);
   const std::int32_t* labels = as<std::int32_t>(b[1]);
   T* probabilities = as<T>(b[2]);
+  if constexpr (std::is_same_v<T, float>) {
+    *as<T>(b[3]) = static_cast<T>(
+        softmax_cross_entropy_f32(logits, labels, probabilities, op.rows, op.classes) /
+        static_cast<double>(op.rows));
+    return;
+  }
   double loss = 0;
 #pragma omp parallel for reduction(+ : loss) schedule(static)
   for (Index r = 0; r < op.rows; ++r) {

@@ -35,9 +35,13 @@ inline float fast_exp(float x) {
   return x < -87.0f ? 0.0f : p * scale;
 }
 
+struct RowExtent {
+  float top, sum;  // the row's largest value, and the sum of exp(value - top)
+};
+
 // One row: dst = softmax(scale * src + bias), in float.
-inline void softmax_row(const float* src, const float* bias, float* dst, std::int64_t cols,
-                        float scale) {
+inline RowExtent softmax_row(const float* src, const float* bias, float* dst, std::int64_t cols,
+                             float scale) {
   float top = -INFINITY;
 #pragma omp simd reduction(max : top)
   for (std::int64_t c = 0; c < cols; ++c)
@@ -52,6 +56,7 @@ inline void softmax_row(const float* src, const float* bias, float* dst, std::in
   const float inverse = 1.0f / sum;
 #pragma omp simd
   for (std::int64_t c = 0; c < cols; ++c) dst[c] *= inverse;
+  return {top, sum};
 }
 
 }  // namespace
@@ -110,6 +115,20 @@ TB_VECTOR_CLONES void cast_f32_to_bf16(const float* src, std::uint16_t* dst, std
 TB_VECTOR_CLONES void cast_bf16_to_f32(const std::uint16_t* src, float* dst, std::int64_t count) {
 #pragma omp parallel for simd schedule(static)
   for (std::int64_t i = 0; i < count; ++i) dst[i] = bf16_to_float(src[i]);
+}
+
+TB_VECTOR_CLONES double softmax_cross_entropy_f32(const float* logits, const std::int32_t* labels,
+                                                  float* probabilities, std::int64_t rows,
+                                                  std::int64_t classes) {
+  double loss = 0;
+#pragma omp parallel for reduction(+ : loss) schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* z = logits + r * classes;
+    const RowExtent row = softmax_row(z, nullptr, probabilities + r * classes, classes, 1.0f);
+    // From the row's extent, not log(p): finite even where p underflows.
+    loss += std::log(static_cast<double>(row.sum)) + row.top - z[labels[r]];
+  }
+  return loss;
 }
 
 TB_VECTOR_CLONES void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m,

@@ -33,6 +33,11 @@ void softmax_rows_bf16(const std::uint16_t* src, const float* mask, std::uint16_
                        std::int64_t rows, std::int64_t cols, float scale,
                        std::int64_t rows_per_mask);
 
+// probabilities = row softmax of logits [rows, classes]; returns the summed cross-entropy
+// loss of the labels (in double, from each row's maximum and sum).
+double softmax_cross_entropy_f32(const float* logits, const std::int32_t* labels,
+                                 float* probabilities, std::int64_t rows, std::int64_t classes);
+
 // Round to nearest even, as float_to_bf16 / bf16_to_float.
 void cast_f32_to_bf16(const float* src, std::uint16_t* dst, std::int64_t count);
 void cast_bf16_to_f32(const std::uint16_t* src, float* dst, std::int64_t count);
