@@ -46,8 +46,12 @@ void cast_bf16_to_f32(const std::uint16_t* src, float* dst, std::int64_t count);
 struct AdamCoefficients {
   float learning_rate, beta1, beta2, epsilon, weight_decay, correction1, correction2;
 };
+// On AVX-512 without the divider (reciprocal square root and reciprocal refined by Newton
+// steps, within float rounding of adamw_portable's sqrt and division).
 void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m, float* v,
                const AdamCoefficients& k);
+void adamw_portable(std::int64_t count, float* weights, const float* grads, float* m, float* v,
+                    const AdamCoefficients& k);
 // LAMB (AdamW's moments, per-tensor trust ratio |w| / |u|) over tensors [offsets[t],
 // offsets[t + 1]) of flat fp32 arrays.
 void lamb_f32(std::int64_t tensors, const std::int32_t* offsets, float* weights, const float* grads,
