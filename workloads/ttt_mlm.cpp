@@ -13,7 +13,6 @@
 #include "models/bert.h"
 #include "workloads/kinds.h"
 #include "workloads/time_to_train.h"
-#include "workloads/training_workload.h"
 
 namespace tb {
 namespace {

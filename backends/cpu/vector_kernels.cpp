@@ -38,6 +38,10 @@ inline float fast_exp(float x) {
   return x < -87.0f ? 0.0f : p * scale;
 }
 
+// LAMB's tensors range from 2 to 23 M values: parallel inside each tensor, in chunks whose
+// float partial norms vectorize and add up in double.
+constexpr std::int64_t kLambChunk = 4096;
+
 struct RowExtent {
   float top, sum;  // the row's largest value, and the sum of exp(value - top)
 };
@@ -183,6 +187,80 @@ __attribute__((target("avx512f"))) void adamw_avx512(std::int64_t count, float* 
                  v + blocks * 16, k);
 }
 
+__attribute__((target("avx512f"))) inline double lane_sum(__m512 x) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, x);
+  double sum = 0;
+  for (const float lane : lanes) sum += lane;
+  return sum;
+}
+
+// LAMB's per-element update m_hat / (sqrt(v_hat) + epsilon) + decay w, without the divider.
+struct LambLanes {
+  __m512 inverse_c1, inverse_c2, epsilon, decay;
+};
+__attribute__((target("avx512f"))) inline __m512 lamb_update(__m512 mi, __m512 vi, __m512 w,
+                                                             const LambLanes& c) {
+  return _mm512_fmadd_ps(_mm512_mul_ps(mi, c.inverse_c1),
+                         adam_inverse_denominator(vi, c.inverse_c2, c.epsilon),
+                         _mm512_mul_ps(c.decay, w));
+}
+
+// lamb_portable's two passes per tensor, 16 lanes at a time; a chunk's last partial block
+// is masked (its zero lanes add nothing to the norms).
+__attribute__((target("avx512f"))) void lamb_avx512(std::int64_t tensors,
+                                                    const std::int32_t* offsets, float* weights,
+                                                    const float* grads, float* m, float* v,
+                                                    const AdamCoefficients& k) {
+  const LambLanes c{_mm512_set1_ps(1.0f / k.correction1), _mm512_set1_ps(1.0f / k.correction2),
+                    _mm512_set1_ps(k.epsilon), _mm512_set1_ps(k.weight_decay)};
+  const __m512 beta1 = _mm512_set1_ps(k.beta1), beta2 = _mm512_set1_ps(k.beta2),
+               rest1 = _mm512_set1_ps(1.0f - k.beta1), rest2 = _mm512_set1_ps(1.0f - k.beta2);
+  auto lanes = [](std::int64_t left) {
+    return left >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << left) - 1);
+  };
+  for (std::int64_t t = 0; t < tensors; ++t) {
+    const std::int64_t begin = offsets[t], end = offsets[t + 1];
+    double weight_norm = 0, update_norm = 0;
+#pragma omp parallel for schedule(static) reduction(+ : weight_norm, update_norm)
+    for (std::int64_t first = begin; first < end; first += kLambChunk) {
+      const std::int64_t last = std::min(first + kLambChunk, end);
+      __m512 weights_squared = _mm512_setzero_ps(), updates_squared = _mm512_setzero_ps();
+      for (std::int64_t i = first; i < last; i += 16) {
+        const __mmask16 mask = lanes(last - i);
+        const __m512 g = _mm512_maskz_loadu_ps(mask, grads + i),
+                     w = _mm512_maskz_loadu_ps(mask, weights + i);
+        const __m512 mi =
+            _mm512_fmadd_ps(beta1, _mm512_maskz_loadu_ps(mask, m + i), _mm512_mul_ps(rest1, g));
+        const __m512 vi = _mm512_fmadd_ps(beta2, _mm512_maskz_loadu_ps(mask, v + i),
+                                          _mm512_mul_ps(rest2, _mm512_mul_ps(g, g)));
+        _mm512_mask_storeu_ps(m + i, mask, mi);
+        _mm512_mask_storeu_ps(v + i, mask, vi);
+        const __m512 u = lamb_update(mi, vi, w, c);
+        weights_squared = _mm512_fmadd_ps(w, w, weights_squared);
+        updates_squared = _mm512_fmadd_ps(u, u, updates_squared);
+      }
+      weight_norm += lane_sum(weights_squared);
+      update_norm += lane_sum(updates_squared);
+    }
+    const __m512 step = _mm512_set1_ps(k.learning_rate *
+                                       static_cast<float>(weight_norm > 0 && update_norm > 0
+                                                              ? std::sqrt(weight_norm / update_norm)
+                                                              : 1.0));
+#pragma omp parallel for schedule(static)
+    for (std::int64_t first = begin; first < end; first += kLambChunk) {
+      const std::int64_t last = std::min(first + kLambChunk, end);
+      for (std::int64_t i = first; i < last; i += 16) {
+        const __mmask16 mask = lanes(last - i);
+        const __m512 w = _mm512_maskz_loadu_ps(mask, weights + i);
+        const __m512 u = lamb_update(_mm512_maskz_loadu_ps(mask, m + i),
+                                     _mm512_maskz_loadu_ps(mask, v + i), w, c);
+        _mm512_mask_storeu_ps(weights + i, mask, _mm512_fnmadd_ps(step, u, w));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m, float* v,
@@ -208,22 +286,27 @@ TB_VECTOR_CLONES void adamw_portable(std::int64_t count, float* weights, const f
   }
 }
 
-TB_VECTOR_CLONES void lamb_f32(std::int64_t tensors, const std::int32_t* offsets, float* weights,
-                               const float* grads, float* m, float* v, const AdamCoefficients& k) {
+void lamb_f32(std::int64_t tensors, const std::int32_t* offsets, float* weights, const float* grads,
+              float* m, float* v, const AdamCoefficients& k) {
+  if (__builtin_cpu_supports("avx512f"))
+    return lamb_avx512(tensors, offsets, weights, grads, m, v, k);
+  lamb_portable(tensors, offsets, weights, grads, m, v, k);
+}
+
+TB_VECTOR_CLONES void lamb_portable(std::int64_t tensors, const std::int32_t* offsets,
+                                    float* weights, const float* grads, float* m, float* v,
+                                    const AdamCoefficients& k) {
   const float inverse_c1 = 1.0f / k.correction1, inverse_root_c2 = 1.0f / std::sqrt(k.correction2);
   const float beta1 = k.beta1, beta2 = k.beta2, epsilon = k.epsilon, decay = k.weight_decay;
   auto update = [=](float mi, float vi, float w) {
     return mi * inverse_c1 / (std::sqrt(vi) * inverse_root_c2 + epsilon) + decay * w;
   };
-  // The tensors' sizes range from 2 to 23 M values: parallel inside each tensor, in chunks
-  // whose float partial norms vectorize and add up in double.
-  constexpr std::int64_t kChunk = 4096;
   for (std::int64_t t = 0; t < tensors; ++t) {
     const std::int64_t begin = offsets[t], end = offsets[t + 1];
     double weight_norm = 0, update_norm = 0;
 #pragma omp parallel for schedule(static) reduction(+ : weight_norm, update_norm)
-    for (std::int64_t first = begin; first < end; first += kChunk) {
-      const std::int64_t last = std::min(first + kChunk, end);
+    for (std::int64_t first = begin; first < end; first += kLambChunk) {
+      const std::int64_t last = std::min(first + kLambChunk, end);
       float weights_squared = 0, updates_squared = 0;
 #pragma omp simd reduction(+ : weights_squared, updates_squared)
       for (std::int64_t i = first; i < last; ++i) {

@@ -53,8 +53,10 @@ void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m,
 void adamw_portable(std::int64_t count, float* weights, const float* grads, float* m, float* v,
                     const AdamCoefficients& k);
 // LAMB (AdamW's moments, per-tensor trust ratio |w| / |u|) over tensors [offsets[t],
-// offsets[t + 1]) of flat fp32 arrays.
+// offsets[t + 1]) of flat fp32 arrays; on AVX-512 without the divider, as adamw_f32.
 void lamb_f32(std::int64_t tensors, const std::int32_t* offsets, float* weights, const float* grads,
               float* m, float* v, const AdamCoefficients& k);
+void lamb_portable(std::int64_t tensors, const std::int32_t* offsets, float* weights,
+                   const float* grads, float* m, float* v, const AdamCoefficients& k);
 
 }  // namespace tb::cpu
