@@ -134,11 +134,15 @@ TimeToTrainWorkload::TimeToTrainWorkload(const TimeToTrainBudget& budget, Networ
       eval_network_(std::move(eval_network)),
       options_(options) {}
 
+StepOptions TimeToTrainWorkload::eval_options() const {
+  StepOptions options = options_;
+  options.evaluation = true;
+  return options;
+}
+
 std::uint64_t TimeToTrainWorkload::device_bytes() const {
-  StepOptions eval_options = options_;
-  eval_options.evaluation = true;
   return estimate_training_bytes(train_network_, options_) +
-         estimate_training_bytes(eval_network_, eval_options);
+         estimate_training_bytes(eval_network_, eval_options());
 }
 
 std::vector<double> TimeToTrainWorkload::own_samples() const {
@@ -154,9 +158,7 @@ Status TimeToTrainWorkload::setup(Backend& backend, std::uint64_t seed) {
   backend_ = &backend;
   seed_ = seed;
   TB_RETURN_IF_ERROR(TrainingStep::create(backend, train_network_, options_, &train_));
-  StepOptions eval_options = options_;
-  eval_options.evaluation = true;
-  TB_RETURN_IF_ERROR(TrainingStep::create(backend, eval_network_, eval_options, &eval_));
+  TB_RETURN_IF_ERROR(TrainingStep::create(backend, eval_network_, eval_options(), &eval_));
   init_s_ = seconds_since(start);
   return Status::Ok();
 }
@@ -170,10 +172,8 @@ Validation TimeToTrainWorkload::validate() {
   const Network net = check_network();
   const std::vector<NamedTensor> batch = seeded_batch(net, seed_);
   std::unique_ptr<TrainingStep> train, eval;
-  StepOptions options = options_;
-  Status status = prepared_step(*backend_, net, options, batch, seed_, &train);
-  options.evaluation = true;
-  if (status.ok()) status = prepared_step(*backend_, net, options, batch, seed_, &eval);
+  Status status = prepared_step(*backend_, net, options_, batch, seed_, &train);
+  if (status.ok()) status = prepared_step(*backend_, net, eval_options(), batch, seed_, &eval);
   for (TrainingStep* step : {train.get(), eval.get()}) {
     OpCheck check;
     if (status.ok() && step == eval.get()) status = copy_state(*train, *eval);

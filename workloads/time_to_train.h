@@ -119,6 +119,7 @@ class TimeToTrainWorkload : public Workload {
   const Network& train_network() const { return train_network_; }
 
  private:
+  StepOptions eval_options() const;  // the training options, forward only
   Status train_once(std::uint64_t seed, TrainingRun* run);
   double best_quality() const;
 

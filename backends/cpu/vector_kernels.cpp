@@ -42,6 +42,14 @@ inline float fast_exp(float x) {
 // float partial norms vectorize and add up in double.
 constexpr std::int64_t kLambChunk = 4096;
 
+// LAMB's step for a tensor: the learning rate times the trust ratio |w| / |u| (1 where either
+// norm is 0), from the squared norms.
+float lamb_step(float learning_rate, double weight_norm, double update_norm) {
+  return learning_rate * static_cast<float>(weight_norm > 0 && update_norm > 0
+                                                ? std::sqrt(weight_norm / update_norm)
+                                                : 1.0);
+}
+
 struct RowExtent {
   float top, sum;  // the row's largest value, and the sum of exp(value - top)
 };
@@ -159,32 +167,53 @@ __attribute__((target("avx512f"))) inline __m512 adam_inverse_denominator(__m512
   return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
 }
 
+// The lanes of the last, partial 16-value block of a range.
+inline __mmask16 block_mask(std::int64_t left) {
+  return left >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// AdamW's and LAMB's moments, m = beta1 m + (1 - beta1) g and v = beta2 v + (1 - beta2) g^2,
+// for the masked lanes at g, m and v; m and v are stored back.
+struct MomentLanes {
+  __m512 beta1, beta2, rest1, rest2;
+};
+struct Moments {
+  __m512 m, v;
+};
+__attribute__((target("avx512f"))) inline MomentLanes moment_lanes(const AdamCoefficients& k) {
+  return {_mm512_set1_ps(k.beta1), _mm512_set1_ps(k.beta2), _mm512_set1_ps(1.0f - k.beta1),
+          _mm512_set1_ps(1.0f - k.beta2)};
+}
+__attribute__((target("avx512f"))) inline Moments update_moments(const MomentLanes& c,
+                                                                 __mmask16 mask, const float* g,
+                                                                 float* m, float* v) {
+  const __m512 grad = _mm512_maskz_loadu_ps(mask, g);
+  const Moments next{
+      _mm512_fmadd_ps(c.beta1, _mm512_maskz_loadu_ps(mask, m), _mm512_mul_ps(c.rest1, grad)),
+      _mm512_fmadd_ps(c.beta2, _mm512_maskz_loadu_ps(mask, v),
+                      _mm512_mul_ps(c.rest2, _mm512_mul_ps(grad, grad)))};
+  _mm512_mask_storeu_ps(m, mask, next.m);
+  _mm512_mask_storeu_ps(v, mask, next.v);
+  return next;
+}
+
 __attribute__((target("avx512f"))) void adamw_avx512(std::int64_t count, float* weights,
                                                      const float* grads, float* m, float* v,
                                                      const AdamCoefficients& k) {
-  const __m512 beta1 = _mm512_set1_ps(k.beta1), beta2 = _mm512_set1_ps(k.beta2),
-               rest1 = _mm512_set1_ps(1.0f - k.beta1), rest2 = _mm512_set1_ps(1.0f - k.beta2),
-               decay = _mm512_set1_ps(1.0f - k.learning_rate * k.weight_decay),
+  const MomentLanes moments = moment_lanes(k);
+  const __m512 decay = _mm512_set1_ps(1.0f - k.learning_rate * k.weight_decay),
                step_size = _mm512_set1_ps(k.learning_rate / k.correction1),
                inverse_c2 = _mm512_set1_ps(1.0f / k.correction2),
                epsilon = _mm512_set1_ps(k.epsilon);
-  const std::int64_t blocks = count / 16;
 #pragma omp parallel for schedule(static)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t i = b * 16;
-    const __m512 g = _mm512_loadu_ps(grads + i);
-    const __m512 mi = _mm512_fmadd_ps(beta1, _mm512_loadu_ps(m + i), _mm512_mul_ps(rest1, g));
-    const __m512 vi =
-        _mm512_fmadd_ps(beta2, _mm512_loadu_ps(v + i), _mm512_mul_ps(rest2, _mm512_mul_ps(g, g)));
-    _mm512_storeu_ps(m + i, mi);
-    _mm512_storeu_ps(v + i, vi);
-    const __m512 direction = _mm512_mul_ps(mi, adam_inverse_denominator(vi, inverse_c2, epsilon));
-    _mm512_storeu_ps(
-        weights + i,
-        _mm512_fnmadd_ps(step_size, direction, _mm512_mul_ps(_mm512_loadu_ps(weights + i), decay)));
+  for (std::int64_t i = 0; i < count; i += 16) {
+    const __mmask16 mask = block_mask(count - i);
+    const Moments next = update_moments(moments, mask, grads + i, m + i, v + i);
+    const __m512 direction =
+        _mm512_mul_ps(next.m, adam_inverse_denominator(next.v, inverse_c2, epsilon));
+    const __m512 w = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, weights + i), decay);
+    _mm512_mask_storeu_ps(weights + i, mask, _mm512_fnmadd_ps(step_size, direction, w));
   }
-  adamw_portable(count - blocks * 16, weights + blocks * 16, grads + blocks * 16, m + blocks * 16,
-                 v + blocks * 16, k);
 }
 
 __attribute__((target("avx512f"))) inline double lane_sum(__m512 x) {
@@ -214,11 +243,7 @@ __attribute__((target("avx512f"))) void lamb_avx512(std::int64_t tensors,
                                                     const AdamCoefficients& k) {
   const LambLanes c{_mm512_set1_ps(1.0f / k.correction1), _mm512_set1_ps(1.0f / k.correction2),
                     _mm512_set1_ps(k.epsilon), _mm512_set1_ps(k.weight_decay)};
-  const __m512 beta1 = _mm512_set1_ps(k.beta1), beta2 = _mm512_set1_ps(k.beta2),
-               rest1 = _mm512_set1_ps(1.0f - k.beta1), rest2 = _mm512_set1_ps(1.0f - k.beta2);
-  auto lanes = [](std::int64_t left) {
-    return left >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << left) - 1);
-  };
+  const MomentLanes moments = moment_lanes(k);
   for (std::int64_t t = 0; t < tensors; ++t) {
     const std::int64_t begin = offsets[t], end = offsets[t + 1];
     double weight_norm = 0, update_norm = 0;
@@ -227,31 +252,22 @@ __attribute__((target("avx512f"))) void lamb_avx512(std::int64_t tensors,
       const std::int64_t last = std::min(first + kLambChunk, end);
       __m512 weights_squared = _mm512_setzero_ps(), updates_squared = _mm512_setzero_ps();
       for (std::int64_t i = first; i < last; i += 16) {
-        const __mmask16 mask = lanes(last - i);
-        const __m512 g = _mm512_maskz_loadu_ps(mask, grads + i),
-                     w = _mm512_maskz_loadu_ps(mask, weights + i);
-        const __m512 mi =
-            _mm512_fmadd_ps(beta1, _mm512_maskz_loadu_ps(mask, m + i), _mm512_mul_ps(rest1, g));
-        const __m512 vi = _mm512_fmadd_ps(beta2, _mm512_maskz_loadu_ps(mask, v + i),
-                                          _mm512_mul_ps(rest2, _mm512_mul_ps(g, g)));
-        _mm512_mask_storeu_ps(m + i, mask, mi);
-        _mm512_mask_storeu_ps(v + i, mask, vi);
-        const __m512 u = lamb_update(mi, vi, w, c);
+        const __mmask16 mask = block_mask(last - i);
+        const Moments next = update_moments(moments, mask, grads + i, m + i, v + i);
+        const __m512 w = _mm512_maskz_loadu_ps(mask, weights + i);
+        const __m512 u = lamb_update(next.m, next.v, w, c);
         weights_squared = _mm512_fmadd_ps(w, w, weights_squared);
         updates_squared = _mm512_fmadd_ps(u, u, updates_squared);
       }
       weight_norm += lane_sum(weights_squared);
       update_norm += lane_sum(updates_squared);
     }
-    const __m512 step = _mm512_set1_ps(k.learning_rate *
-                                       static_cast<float>(weight_norm > 0 && update_norm > 0
-                                                              ? std::sqrt(weight_norm / update_norm)
-                                                              : 1.0));
+    const __m512 step = _mm512_set1_ps(lamb_step(k.learning_rate, weight_norm, update_norm));
 #pragma omp parallel for schedule(static)
     for (std::int64_t first = begin; first < end; first += kLambChunk) {
       const std::int64_t last = std::min(first + kLambChunk, end);
       for (std::int64_t i = first; i < last; i += 16) {
-        const __mmask16 mask = lanes(last - i);
+        const __mmask16 mask = block_mask(last - i);
         const __m512 w = _mm512_maskz_loadu_ps(mask, weights + i);
         const __m512 u = lamb_update(_mm512_maskz_loadu_ps(mask, m + i),
                                      _mm512_maskz_loadu_ps(mask, v + i), w, c);
@@ -322,10 +338,7 @@ TB_VECTOR_CLONES void lamb_portable(std::int64_t tensors, const std::int32_t* of
       weight_norm += weights_squared;
       update_norm += updates_squared;
     }
-    const float step =
-        k.learning_rate * static_cast<float>(weight_norm > 0 && update_norm > 0
-                                                 ? std::sqrt(weight_norm / update_norm)
-                                                 : 1.0);
+    const float step = lamb_step(k.learning_rate, weight_norm, update_norm);
 #pragma omp parallel for simd schedule(static)
     for (std::int64_t i = begin; i < end; ++i) weights[i] -= step * update(m[i], v[i], weights[i]);
   }

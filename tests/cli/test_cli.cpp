@@ -214,7 +214,8 @@ TEST_F(Cli, TimeToTrainRunsAreRepeatedAndUnconvergedRunsKept) {
   EXPECT_EQ(result["workload"],
             "ttt-fashion-mnist target=0.99 batch=128 dtype=f32 epochs=1 lr=0.1 runs=2 subset=256");
   EXPECT_EQ(result["status"], "failed");
-  EXPECT_NE(result["reason"].get<std::string>().find("no run reached test accuracy 99%"), std::string::npos);
+  EXPECT_NE(result["reason"].get<std::string>().find("no run reached test accuracy 99%"),
+            std::string::npos);
   EXPECT_EQ(result["details"]["runs_attempted"], 2);
   EXPECT_EQ(result["details"]["runs_converged"], 0);
   EXPECT_EQ(result["details"]["runs"][1]["curve"].size(), 2u);  // every half epoch
