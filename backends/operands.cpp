@@ -1,6 +1,15 @@
 #include "backends/operands.h"
 
 namespace tb {
+namespace {
+
+OperandSpec spec(std::string name, DType dtype, std::vector<std::int64_t> dims, bool is_output) {
+  OperandSpec operand{std::move(name), dtype, std::move(dims), 0, is_output};
+  operand.bytes = operand.elements() * dtype_size(dtype);
+  return operand;
+}
+
+}  // namespace
 
 std::vector<OperandSpec> stream_operands(const StreamOp& op) {
   const std::size_t bytes = static_cast<std::size_t>(op.n) * sizeof(double);
@@ -28,6 +37,191 @@ std::vector<OperandSpec> gemm_operands(const GemmOp& op) {
   for (OperandSpec& operand : operands)
     operand.bytes = operand.elements() * dtype_size(operand.dtype);
   return operands;
+}
+
+DType embedding_table_grad_dtype(const EmbeddingOp& op) {
+  return op.dtype == DType::bf16 && op.weight_table ? DType::f32 : op.dtype;
+}
+
+std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op) {
+  const std::vector<std::int64_t> data = {op.mb, op.channels, op.h, op.w}, channel = {op.channels};
+  // Statistics, scale and shift stay fp32 for low-precision data (fp64 for the reference).
+  const DType t = op.dtype, c = t == DType::f64 ? t : DType::f32;
+  std::vector<OperandSpec> operands;
+  if (op.inference)
+    return {spec("src", t, data, false),
+            spec("gamma", c, channel, false),
+            spec("beta", c, channel, false),
+            spec("running_mean", c, channel, false),
+            spec("running_var", c, channel, false),
+            spec("dst", t, data, true)};
+  if (op.pass == Pass::forward) {
+    operands = {spec("src", t, data, false),
+                spec("gamma", c, channel, false),
+                spec("beta", c, channel, false),
+                spec("dst", t, data, true),
+                spec("mean", c, channel, true),
+                spec("variance", c, channel, true),
+                spec("running_mean", c, channel, true),
+                spec("running_var", c, channel, true)};
+    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, true));
+  } else {
+    // beta is unused by the math but oneDNN's primitive takes it.
+    operands = {spec("src", t, data, false),      spec("diff_dst", t, data, false),
+                spec("gamma", c, channel, false), spec("beta", c, channel, false),
+                spec("mean", c, channel, false),  spec("variance", c, channel, false)};
+    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, false));
+    operands.push_back(spec("diff_src", t, data, true));
+    operands.push_back(spec("diff_gamma", c, channel, true));
+    operands.push_back(spec("diff_beta", c, channel, true));
+  }
+  return operands;
+}
+
+std::vector<OperandSpec> eltwise_operands(const EltwiseOp& op) {
+  const std::vector<std::int64_t> dims = {op.count};
+  if (op.pass == Pass::forward)
+    return {spec("src", op.dtype, dims, false), spec("dst", op.dtype, dims, true)};
+  // ReLU's and tanh's gradients are known from their output, GELU's needs its input.
+  return {spec(op.kind == EltwiseKind::gelu ? "src" : "dst", op.dtype, dims, false),
+          spec("diff_dst", op.dtype, dims, false), spec("diff_src", op.dtype, dims, true)};
+}
+
+std::vector<OperandSpec> layer_norm_operands(const LayerNormOp& op) {
+  const std::vector<std::int64_t> data = {op.rows, op.cols}, column = {op.cols}, row = {op.rows};
+  const DType t = op.dtype, c = t == DType::f64 ? t : DType::f32;
+  if (op.pass == Pass::forward)
+    return {spec("src", t, data, false),    spec("gamma", c, column, false),
+            spec("beta", c, column, false), spec("dst", t, data, true),
+            spec("mean", c, row, true),     spec("variance", c, row, true)};
+  return {spec("src", t, data, false),       spec("diff_dst", t, data, false),
+          spec("gamma", c, column, false),   spec("beta", c, column, false),
+          spec("mean", c, row, false),       spec("variance", c, row, false),
+          spec("diff_src", t, data, true),   spec("diff_gamma", c, column, true),
+          spec("diff_beta", c, column, true)};
+}
+
+std::vector<OperandSpec> optimizer_operands(const OptimizerOp& op) {
+  const std::vector<std::int64_t> dims = {op.count};
+  std::vector<OperandSpec> operands = {spec("weights", op.dtype, dims, true),
+                                       spec("grads", op.dtype, dims, false)};
+  if (op.kind == OptimizerKind::sgd_momentum) {
+    operands.push_back(spec("momentum", op.dtype, dims, true));
+  } else {
+    operands.push_back(spec("m", op.dtype, dims, true));
+    operands.push_back(spec("v", op.dtype, dims, true));
+  }
+  if (op.kind == OptimizerKind::lamb)
+    operands.push_back(spec("tensor_offsets", DType::i32, {op.tensors + 1}, false));
+  const int hyper = op.kind == OptimizerKind::sgd_momentum ? kSgdHyperCount : kAdamHyperCount;
+  operands.push_back(spec("hyper", DType::f32, {hyper}, false));
+  operands.back().memory = MemoryKind::host_pageable;  // changes every step
+  return operands;
+}
+
+std::vector<OperandSpec> pool_operands(const PoolOp& op) {
+  const std::vector<std::int64_t> src = {op.mb, op.channels, op.ih, op.iw},
+                                  dst = {op.mb, op.channels, op.oh(), op.ow()};
+  const bool max = op.kind == PoolKind::max;
+  if (op.pass == Pass::forward) {
+    std::vector<OperandSpec> operands = {spec("src", op.dtype, src, false),
+                                         spec("dst", op.dtype, dst, true)};
+    if (max) operands.push_back(spec("indices", DType::i32, dst, true));
+    return operands;
+  }
+  std::vector<OperandSpec> operands = {spec("diff_dst", op.dtype, dst, false)};
+  if (max) operands.push_back(spec("indices", DType::i32, dst, false));
+  operands.push_back(spec("diff_src", op.dtype, src, true));
+  return operands;
+}
+
+std::vector<OperandSpec> conv_operands(const ConvOp& op) {
+  const std::vector<std::int64_t> src = {op.mb, op.ic, op.ih, op.iw},
+                                  weights = {op.oc, op.ic, op.kh, op.kw},
+                                  dst = {op.mb, op.oc, op.oh(), op.ow()};
+  const DType t = op.dtype;
+  switch (op.direction) {
+    case ConvDirection::forward:
+      return {spec("src", t, src, false), spec("weights", t, weights, false),
+              spec("dst", t, dst, true)};
+    case ConvDirection::backward_data:
+      return {spec("diff_dst", t, dst, false), spec("weights", t, weights, false),
+              spec("diff_src", t, src, true)};
+    case ConvDirection::backward_weights:
+      // Weight gradients stay fp32 for low-precision training (fp32 master weights).
+      return {spec("src", t, src, false), spec("diff_dst", t, dst, false),
+              spec("diff_weights", t == DType::f64 ? t : DType::f32, weights, true)};
+  }
+  return {};
+}
+
+std::vector<OperandSpec> fully_connected_operands(const FullyConnectedOp& op) {
+  const std::vector<std::int64_t> src = {op.mb, op.in}, weights = {op.out, op.in}, bias = {op.out},
+                                  dst = {op.mb, op.out};
+  const DType t = op.dtype, grad = t == DType::f64 ? t : DType::f32;
+  switch (op.direction) {
+    case ConvDirection::forward:
+      return {spec("src", t, src, false), spec("weights", t, weights, false),
+              spec("bias", t, bias, false), spec("dst", t, dst, true)};
+    case ConvDirection::backward_data:
+      return {spec("diff_dst", t, dst, false), spec("weights", t, weights, false),
+              spec("diff_src", t, src, true)};
+    case ConvDirection::backward_weights:
+      return {spec("src", t, src, false), spec("diff_dst", t, dst, false),
+              spec("diff_weights", grad, weights, true), spec("diff_bias", grad, bias, true)};
+  }
+  return {};
+}
+
+std::vector<OperandSpec> softmax_operands(const SoftmaxOp& op) {
+  const std::vector<std::int64_t> dims = {op.rows, op.cols};
+  if (op.pass == Pass::backward)
+    return {spec("dst", op.dtype, dims, false), spec("diff_dst", op.dtype, dims, false),
+            spec("diff_src", op.dtype, dims, true)};
+  std::vector<OperandSpec> operands = {spec("src", op.dtype, dims, false)};
+  if (op.masked)
+    operands.push_back(spec("mask", DType::f32, {op.rows / op.rows_per_mask, op.cols}, false));
+  operands.push_back(spec("dst", op.dtype, dims, true));
+  return operands;
+}
+
+std::vector<OperandSpec> embedding_operands(const EmbeddingOp& op) {
+  const std::vector<std::int64_t> table = {op.vocab, op.dim}, rows = {op.tokens, op.dim},
+                                  ids = {op.tokens};
+  if (op.pass == Pass::forward)
+    return {spec("table", op.dtype, table, false), spec("ids", DType::i32, ids, false),
+            spec("dst", op.dtype, rows, true)};
+  return {spec("diff_dst", op.dtype, rows, false), spec("ids", DType::i32, ids, false),
+          spec("diff_table", embedding_table_grad_dtype(op), table, true)};
+}
+
+std::vector<OperandSpec> binary_operands(const BinaryOp& op) {
+  const std::vector<std::int64_t> dims = {op.count};
+  return {spec("src0", op.dtype, dims, false), spec("src1", op.dtype, dims, false),
+          spec("dst", op.dtype, dims, true)};
+}
+
+std::vector<OperandSpec> softmax_cross_entropy_operands(const SoftmaxCrossEntropyOp& op) {
+  const std::vector<std::int64_t> logits = {op.rows, op.classes}, labels = {op.rows};
+  if (op.pass == Pass::forward)
+    return {spec("logits", op.dtype, logits, false), spec("labels", DType::i32, labels, false),
+            spec("probabilities", op.dtype, logits, true), spec("loss", op.dtype, {1}, true)};
+  return {spec("probabilities", op.dtype, logits, false), spec("labels", DType::i32, labels, false),
+          spec("diff_logits", op.dtype, logits, true)};
+}
+
+std::vector<OperandSpec> dropout_operands(const DropoutOp& op) {
+  const std::vector<std::int64_t> dims = {op.count};
+  const bool forward = op.pass == Pass::forward;
+  std::vector<OperandSpec> operands = {spec(forward ? "src" : "diff_dst", op.dtype, dims, false),
+                                       spec("step", DType::i32, {1}, false),
+                                       spec(forward ? "dst" : "diff_src", op.dtype, dims, true)};
+  operands[1].memory = MemoryKind::host_pageable;  // changes every step
+  return operands;
+}
+
+std::vector<OperandSpec> cast_operands(const CastOp& op) {
+  return {spec("src", op.from, {op.count}, false), spec("dst", op.to, {op.count}, true)};
 }
 
 }  // namespace tb

@@ -14,18 +14,13 @@
 #include "backends/cpu/low_precision.h"
 #include "backends/cpu/vector_kernels.h"
 #include "backends/operands.h"
+#include "backends/optimizer_math.h"
 #include "backends/seeded.h"
 
 namespace tb::cpu {
 namespace {
 
 using Index = std::int64_t;
-
-OperandSpec spec(std::string name, DType dtype, std::vector<Index> dims, bool is_output) {
-  OperandSpec operand{std::move(name), dtype, std::move(dims), 0, is_output};
-  operand.bytes = operand.elements() * dtype_size(dtype);
-  return operand;
-}
 
 // A plan whose work is one function over the operand buffers.
 class KernelPlan final : public CpuPlan {
@@ -685,11 +680,9 @@ void sgd_momentum(Index count, std::span<const Buffer> b) {
   const float* hyper = as<float>(b[3]);
   const T learning_rate = hyper[0], mu = hyper[1], weight_decay = hyper[2];
 #pragma omp parallel for simd schedule(static)
-  for (Index i = 0; i < count; ++i) {
-    const T g = grads[i] + weight_decay * weights[i];
-    momentum[i] = mu * momentum[i] + g;
-    weights[i] -= learning_rate * momentum[i];
-  }
+  for (Index i = 0; i < count; ++i)
+    weights[i] =
+        sgd_momentum_weight(learning_rate, mu, weight_decay, weights[i], grads[i], momentum[i]);
 }
 
 // f32 <-> bf16, round to nearest even: weights into the compute dtype, activations across a
@@ -712,17 +705,10 @@ Status plan_cast(const CastOp& op, std::unique_ptr<Plan>* out) {
       cast_bf16_to_f32(as<std::uint16_t>(b[0]), as<float>(b[1]), count);
     };
   *out = std::make_unique<KernelPlan>(
-      std::vector<OperandSpec>{spec("src", op.from, {count}, false),
-                               spec("dst", op.to, {count}, true)},
+      cast_operands(op),
       fmt::format("shared CPU cast {} -> {}", dtype_name(op.from), dtype_name(op.to)),
       std::move(body));
   return Status::Ok();
-}
-
-// A weight table's gradient stays fp32 for bf16 data (fp32 master gradients); gathered
-// activations keep their dtype.
-DType embedding_table_grad_dtype(const EmbeddingOp& op) {
-  return op.dtype == DType::bf16 && op.weight_table ? DType::f32 : op.dtype;
 }
 
 bool is_float_or_double(DType dtype) {
@@ -769,136 +755,6 @@ template void update_running_stats<float>(const float*, const float*, std::int64
                                           float, float*, float*);
 template void update_running_stats<double>(const double*, const double*, std::int64_t, std::int64_t,
                                            float, double*, double*);
-
-std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op) {
-  const std::vector<Index> data = {op.mb, op.channels, op.h, op.w}, channel = {op.channels};
-  // Statistics, scale and shift stay fp32 for low-precision data (fp64 for the reference).
-  const DType t = op.dtype, c = t == DType::f64 ? t : DType::f32;
-  std::vector<OperandSpec> operands;
-  if (op.inference)
-    return {spec("src", t, data, false),
-            spec("gamma", c, channel, false),
-            spec("beta", c, channel, false),
-            spec("running_mean", c, channel, false),
-            spec("running_var", c, channel, false),
-            spec("dst", t, data, true)};
-  if (op.pass == Pass::forward) {
-    operands = {spec("src", t, data, false),
-                spec("gamma", c, channel, false),
-                spec("beta", c, channel, false),
-                spec("dst", t, data, true),
-                spec("mean", c, channel, true),
-                spec("variance", c, channel, true),
-                spec("running_mean", c, channel, true),
-                spec("running_var", c, channel, true)};
-    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, true));
-  } else {
-    // beta is unused by the math but oneDNN's primitive takes it.
-    operands = {spec("src", t, data, false),      spec("diff_dst", t, data, false),
-                spec("gamma", c, channel, false), spec("beta", c, channel, false),
-                spec("mean", c, channel, false),  spec("variance", c, channel, false)};
-    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, false));
-    operands.push_back(spec("diff_src", t, data, true));
-    operands.push_back(spec("diff_gamma", c, channel, true));
-    operands.push_back(spec("diff_beta", c, channel, true));
-  }
-  return operands;
-}
-
-std::vector<OperandSpec> eltwise_operands(const EltwiseOp& op) {
-  const std::vector<Index> dims = {op.count};
-  if (op.pass == Pass::forward)
-    return {spec("src", op.dtype, dims, false), spec("dst", op.dtype, dims, true)};
-  // ReLU's and tanh's gradients are known from their output, GELU's needs its input.
-  return {spec(op.kind == EltwiseKind::gelu ? "src" : "dst", op.dtype, dims, false),
-          spec("diff_dst", op.dtype, dims, false), spec("diff_src", op.dtype, dims, true)};
-}
-
-std::vector<OperandSpec> layer_norm_operands(const LayerNormOp& op) {
-  const std::vector<Index> data = {op.rows, op.cols}, column = {op.cols}, row = {op.rows};
-  const DType t = op.dtype, c = t == DType::f64 ? t : DType::f32;
-  if (op.pass == Pass::forward)
-    return {spec("src", t, data, false),    spec("gamma", c, column, false),
-            spec("beta", c, column, false), spec("dst", t, data, true),
-            spec("mean", c, row, true),     spec("variance", c, row, true)};
-  return {spec("src", t, data, false),       spec("diff_dst", t, data, false),
-          spec("gamma", c, column, false),   spec("beta", c, column, false),
-          spec("mean", c, row, false),       spec("variance", c, row, false),
-          spec("diff_src", t, data, true),   spec("diff_gamma", c, column, true),
-          spec("diff_beta", c, column, true)};
-}
-
-std::vector<OperandSpec> optimizer_operands(const OptimizerOp& op) {
-  const std::vector<Index> dims = {op.count};
-  std::vector<OperandSpec> operands = {spec("weights", op.dtype, dims, true),
-                                       spec("grads", op.dtype, dims, false)};
-  if (op.kind == OptimizerKind::sgd_momentum) {
-    operands.push_back(spec("momentum", op.dtype, dims, true));
-  } else {
-    operands.push_back(spec("m", op.dtype, dims, true));
-    operands.push_back(spec("v", op.dtype, dims, true));
-  }
-  if (op.kind == OptimizerKind::lamb)
-    operands.push_back(spec("tensor_offsets", DType::i32, {op.tensors + 1}, false));
-  const int hyper = op.kind == OptimizerKind::sgd_momentum ? kSgdHyperCount : kAdamHyperCount;
-  operands.push_back(spec("hyper", DType::f32, {hyper}, false));
-  operands.back().memory = MemoryKind::host_pageable;  // changes every step
-  return operands;
-}
-
-std::vector<OperandSpec> pool_operands(const PoolOp& op) {
-  const std::vector<Index> src = {op.mb, op.channels, op.ih, op.iw},
-                           dst = {op.mb, op.channels, op.oh(), op.ow()};
-  const bool max = op.kind == PoolKind::max;
-  if (op.pass == Pass::forward) {
-    std::vector<OperandSpec> operands = {spec("src", op.dtype, src, false),
-                                         spec("dst", op.dtype, dst, true)};
-    if (max) operands.push_back(spec("indices", DType::i32, dst, true));
-    return operands;
-  }
-  std::vector<OperandSpec> operands = {spec("diff_dst", op.dtype, dst, false)};
-  if (max) operands.push_back(spec("indices", DType::i32, dst, false));
-  operands.push_back(spec("diff_src", op.dtype, src, true));
-  return operands;
-}
-
-std::vector<OperandSpec> conv_operands(const ConvOp& op) {
-  const std::vector<Index> src = {op.mb, op.ic, op.ih, op.iw},
-                           weights = {op.oc, op.ic, op.kh, op.kw},
-                           dst = {op.mb, op.oc, op.oh(), op.ow()};
-  const DType t = op.dtype;
-  switch (op.direction) {
-    case ConvDirection::forward:
-      return {spec("src", t, src, false), spec("weights", t, weights, false),
-              spec("dst", t, dst, true)};
-    case ConvDirection::backward_data:
-      return {spec("diff_dst", t, dst, false), spec("weights", t, weights, false),
-              spec("diff_src", t, src, true)};
-    case ConvDirection::backward_weights:
-      // Weight gradients stay fp32 for low-precision training (fp32 master weights).
-      return {spec("src", t, src, false), spec("diff_dst", t, dst, false),
-              spec("diff_weights", t == DType::f64 ? t : DType::f32, weights, true)};
-  }
-  return {};
-}
-
-std::vector<OperandSpec> fully_connected_operands(const FullyConnectedOp& op) {
-  const std::vector<Index> src = {op.mb, op.in}, weights = {op.out, op.in}, bias = {op.out},
-                           dst = {op.mb, op.out};
-  const DType t = op.dtype, grad = t == DType::f64 ? t : DType::f32;
-  switch (op.direction) {
-    case ConvDirection::forward:
-      return {spec("src", t, src, false), spec("weights", t, weights, false),
-              spec("bias", t, bias, false), spec("dst", t, dst, true)};
-    case ConvDirection::backward_data:
-      return {spec("diff_dst", t, dst, false), spec("weights", t, weights, false),
-              spec("diff_src", t, src, true)};
-    case ConvDirection::backward_weights:
-      return {spec("src", t, src, false), spec("diff_dst", t, dst, false),
-              spec("diff_weights", grad, weights, true), spec("diff_bias", grad, bias, true)};
-  }
-  return {};
-}
 
 Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   if (const auto* op = std::get_if<BatchNormOp>(&desc)) {
@@ -947,19 +803,8 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     const SoftmaxOp o = *op;
     if (o.rows_per_mask < 1 || o.rows % o.rows_per_mask != 0)
       return Status::InvalidArgument("softmax: rows must be a multiple of rows_per_mask");
-    const std::vector<Index> dims = {o.rows, o.cols};
-    std::vector<OperandSpec> operands;
-    if (o.pass == Pass::forward) {
-      operands.push_back(spec("src", o.dtype, dims, false));
-      if (o.masked)
-        operands.push_back(spec("mask", DType::f32, {o.rows / o.rows_per_mask, o.cols}, false));
-      operands.push_back(spec("dst", o.dtype, dims, true));
-    } else {
-      operands = {spec("dst", o.dtype, dims, false), spec("diff_dst", o.dtype, dims, false),
-                  spec("diff_src", o.dtype, dims, true)};
-    }
     return make_plan<Bf16Data::accepted>(
-        o.dtype, std::move(operands), o.masked ? "scaled masked softmax" : "scaled softmax",
+        o.dtype, softmax_operands(o), o.masked ? "scaled masked softmax" : "scaled softmax",
         [o]<typename T>(T, std::span<const Buffer> b) {
           o.pass == Pass::forward ? softmax_forward<T>(o, b) : softmax_backward<T>(o, b);
         },
@@ -967,17 +812,8 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   }
   if (const auto* op = std::get_if<EmbeddingOp>(&desc)) {
     const EmbeddingOp o = *op;
-    const std::vector<Index> table = {o.vocab, o.dim}, rows = {o.tokens, o.dim}, ids = {o.tokens};
-    std::vector<OperandSpec> operands =
-        o.pass == Pass::forward
-            ? std::vector<OperandSpec>{spec("table", o.dtype, table, false),
-                                       spec("ids", DType::i32, ids, false),
-                                       spec("dst", o.dtype, rows, true)}
-            : std::vector<OperandSpec>{
-                  spec("diff_dst", o.dtype, rows, false), spec("ids", DType::i32, ids, false),
-                  spec("diff_table", embedding_table_grad_dtype(o), table, true)};
     return make_plan<Bf16Data::accepted>(
-        o.dtype, std::move(operands), o.pass == Pass::forward ? "row gather" : "row scatter-add",
+        o.dtype, embedding_operands(o), o.pass == Pass::forward ? "row gather" : "row scatter-add",
         [o]<typename T>(T, std::span<const Buffer> b) {
           if (o.pass == Pass::forward)
             embedding_forward<T>(o, b);
@@ -990,12 +826,8 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   }
   if (const auto* op = std::get_if<BinaryOp>(&desc)) {
     const BinaryOp o = *op;
-    const std::vector<Index> dims = {o.count};
     return make_plan(
-        o.dtype,
-        {spec("src0", o.dtype, dims, false), spec("src1", o.dtype, dims, false),
-         spec("dst", o.dtype, dims, true)},
-        o.fuse_relu ? "add + ReLU" : "add",
+        o.dtype, binary_operands(o), o.fuse_relu ? "add + ReLU" : "add",
         [o]<typename T>(T, std::span<const Buffer> b) { add<T>(o, b); }, out);
   }
   if (const auto* op = std::get_if<PoolOp>(&desc)) {
@@ -1013,18 +845,8 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   }
   if (const auto* op = std::get_if<SoftmaxCrossEntropyOp>(&desc)) {
     const SoftmaxCrossEntropyOp o = *op;
-    const std::vector<Index> logits = {o.rows, o.classes}, labels = {o.rows};
-    std::vector<OperandSpec> operands =
-        o.pass == Pass::forward
-            ? std::vector<OperandSpec>{spec("logits", o.dtype, logits, false),
-                                       spec("labels", DType::i32, labels, false),
-                                       spec("probabilities", o.dtype, logits, true),
-                                       spec("loss", o.dtype, {1}, true)}
-            : std::vector<OperandSpec>{spec("probabilities", o.dtype, logits, false),
-                                       spec("labels", DType::i32, labels, false),
-                                       spec("diff_logits", o.dtype, logits, true)};
     return make_plan(
-        o.dtype, std::move(operands), "softmax cross-entropy",
+        o.dtype, softmax_cross_entropy_operands(o), "softmax cross-entropy",
         [o]<typename T>(T, std::span<const Buffer> b) {
           o.pass == Pass::forward ? softmax_cross_entropy_forward<T>(o, b)
                                   : softmax_cross_entropy_backward<T>(o, b);
@@ -1036,15 +858,9 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     const DropoutOp o = *op;
     if (!(o.probability >= 0 && o.probability < 1))
       return Status::InvalidArgument("dropout probability must be in [0, 1)");
-    const std::vector<Index> dims = {o.count};
-    std::vector<OperandSpec> operands = {
-        spec(o.pass == Pass::forward ? "src" : "diff_dst", o.dtype, dims, false),
-        spec("step", DType::i32, {1}, false),
-        spec(o.pass == Pass::forward ? "dst" : "diff_src", o.dtype, dims, true)};
-    operands[1].memory = MemoryKind::host_pageable;
     // Forward and backward are the same map: keep and scale, or zero.
     return make_plan<Bf16Data::accepted>(
-        o.dtype, std::move(operands), "dropout (counter-based mask, not stored)",
+        o.dtype, dropout_operands(o), "dropout (counter-based mask, not stored)",
         [o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(o, b); }, out);
   }
   if (const auto* op = std::get_if<OptimizerOp>(&desc)) {

@@ -18,16 +18,6 @@ namespace tb::cpu {
 // Unimplemented for an op or dtype not listed above.
 Status plan_shared_training_op(const OpDesc& op, std::unique_ptr<Plan>* out);
 
-// Operand specs, in the order execute() takes them, for the ops whose operand list every
-// backend shares (so a library backend lists them the same way).
-std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op);
-std::vector<OperandSpec> eltwise_operands(const EltwiseOp& op);
-std::vector<OperandSpec> layer_norm_operands(const LayerNormOp& op);
-std::vector<OperandSpec> optimizer_operands(const OptimizerOp& op);
-std::vector<OperandSpec> pool_operands(const PoolOp& op);
-std::vector<OperandSpec> conv_operands(const ConvOp& op);
-std::vector<OperandSpec> fully_connected_operands(const FullyConnectedOp& op);
-
 // Running statistics as PyTorch keeps them: the batch variance made unbiased over the
 // `reduced` values each channel's statistics come from.
 template <typename T>

@@ -42,14 +42,6 @@ inline float fast_exp(float x) {
 // float partial norms vectorize and add up in double.
 constexpr std::int64_t kLambChunk = 4096;
 
-// LAMB's step for a tensor: the learning rate times the trust ratio |w| / |u| (1 where either
-// norm is 0), from the squared norms.
-float lamb_step(float learning_rate, double weight_norm, double update_norm) {
-  return learning_rate * static_cast<float>(weight_norm > 0 && update_norm > 0
-                                                ? std::sqrt(weight_norm / update_norm)
-                                                : 1.0);
-}
-
 struct RowExtent {
   float top, sum;  // the row's largest value, and the sum of exp(value - top)
 };
@@ -75,10 +67,6 @@ inline RowExtent softmax_row(const float* src, const float* bias, float* dst, st
 }
 
 }  // namespace
-
-std::uint64_t dropout_threshold(double probability) {
-  return static_cast<std::uint64_t>(std::ceil(probability * 0x1.0p53));
-}
 
 TB_VECTOR_CLONES void dropout_f32(const float* in, float* out, std::int64_t count,
                                   std::uint64_t seed, std::int32_t step, std::uint64_t threshold,
@@ -287,18 +275,14 @@ void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m,
 
 TB_VECTOR_CLONES void adamw_portable(std::int64_t count, float* weights, const float* grads,
                                      float* m, float* v, const AdamCoefficients& k) {
-  const float decay = 1.0f - k.learning_rate * k.weight_decay;
-  const float step_size = k.learning_rate / k.correction1;
-  const float inverse_root_c2 = 1.0f / std::sqrt(k.correction2);
-  const float beta1 = k.beta1, beta2 = k.beta2, epsilon = k.epsilon;
+  const AdamFactors f = adam_factors(k);
 #pragma omp parallel for simd schedule(static)
   for (std::int64_t i = 0; i < count; ++i) {
-    const float g = grads[i];
-    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    float mi = m[i], vi = v[i];
+    adam_moments(f, grads[i], mi, vi);
     m[i] = mi;
     v[i] = vi;
-    weights[i] = weights[i] * decay - step_size * mi / (std::sqrt(vi) * inverse_root_c2 + epsilon);
+    weights[i] = adamw_weight(f, weights[i], mi, vi);
   }
 }
 
@@ -312,11 +296,7 @@ void lamb_f32(std::int64_t tensors, const std::int32_t* offsets, float* weights,
 TB_VECTOR_CLONES void lamb_portable(std::int64_t tensors, const std::int32_t* offsets,
                                     float* weights, const float* grads, float* m, float* v,
                                     const AdamCoefficients& k) {
-  const float inverse_c1 = 1.0f / k.correction1, inverse_root_c2 = 1.0f / std::sqrt(k.correction2);
-  const float beta1 = k.beta1, beta2 = k.beta2, epsilon = k.epsilon, decay = k.weight_decay;
-  auto update = [=](float mi, float vi, float w) {
-    return mi * inverse_c1 / (std::sqrt(vi) * inverse_root_c2 + epsilon) + decay * w;
-  };
+  const AdamFactors f = adam_factors(k);
   for (std::int64_t t = 0; t < tensors; ++t) {
     const std::int64_t begin = offsets[t], end = offsets[t + 1];
     double weight_norm = 0, update_norm = 0;
@@ -326,12 +306,11 @@ TB_VECTOR_CLONES void lamb_portable(std::int64_t tensors, const std::int32_t* of
       float weights_squared = 0, updates_squared = 0;
 #pragma omp simd reduction(+ : weights_squared, updates_squared)
       for (std::int64_t i = first; i < last; ++i) {
-        const float g = grads[i];
-        const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        float mi = m[i], vi = v[i];
+        adam_moments(f, grads[i], mi, vi);
         m[i] = mi;
         v[i] = vi;
-        const float u = update(mi, vi, weights[i]);
+        const float u = lamb_update(f, weights[i], mi, vi);
         weights_squared += weights[i] * weights[i];
         updates_squared += u * u;
       }
@@ -340,7 +319,8 @@ TB_VECTOR_CLONES void lamb_portable(std::int64_t tensors, const std::int32_t* of
     }
     const float step = lamb_step(k.learning_rate, weight_norm, update_norm);
 #pragma omp parallel for simd schedule(static)
-    for (std::int64_t i = begin; i < end; ++i) weights[i] -= step * update(m[i], v[i], weights[i]);
+    for (std::int64_t i = begin; i < end; ++i)
+      weights[i] -= step * lamb_update(f, weights[i], m[i], v[i]);
   }
 }
 

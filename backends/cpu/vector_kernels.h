@@ -6,19 +6,10 @@
 
 #include <cstdint>
 
+#include "backends/optimizer_math.h"
 #include "backends/seeded.h"
 
 namespace tb::cpu {
-
-// Dropout's keep decision for element i of execution `step`: a counter-based hash, so the
-// backward pass regenerates the forward pass's mask instead of storing it. An element is kept
-// when its hash reaches dropout_threshold(probability) = ceil(probability * 2^53).
-inline std::uint64_t dropout_hash(std::uint64_t seed, std::int32_t step, std::int64_t i) {
-  return mix64(seed ^ mix64(static_cast<std::uint64_t>(step) * kGoldenGamma +
-                            static_cast<std::uint64_t>(i))) >>
-         11;
-}
-std::uint64_t dropout_threshold(double probability);
 
 // out = in * keep * scale; in and out may alias.
 void dropout_f32(const float* in, float* out, std::int64_t count, std::uint64_t seed,
@@ -42,10 +33,7 @@ double softmax_cross_entropy_f32(const float* logits, const std::int32_t* labels
 void cast_f32_to_bf16(const float* src, std::uint16_t* dst, std::int64_t count);
 void cast_bf16_to_f32(const std::uint16_t* src, float* dst, std::int64_t count);
 
-// PyTorch's AdamW over fp32 arrays, with bias corrections c1 = 1 - beta1^t, c2 = 1 - beta2^t.
-struct AdamCoefficients {
-  float learning_rate, beta1, beta2, epsilon, weight_decay, correction1, correction2;
-};
+// PyTorch's AdamW over fp32 arrays (coefficients: backends/optimizer_math.h).
 // On AVX-512 without the divider (reciprocal square root and reciprocal refined by Newton
 // steps, within float rounding of adamw_portable's sqrt and division).
 void adamw_f32(std::int64_t count, float* weights, const float* grads, float* m, float* v,

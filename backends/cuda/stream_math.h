@@ -3,13 +3,8 @@
 // host replay bit for bit.
 #pragma once
 
+#include "backends/host_device.h"
 #include "backends/ops.h"
-
-#ifdef __CUDACC__
-#define TB_HOST_DEVICE __host__ __device__
-#else
-#define TB_HOST_DEVICE
-#endif
 
 namespace tb::cuda {
 

@@ -7,6 +7,7 @@
 #include "backends/cpu/fully_connected_gemm.h"
 #include "backends/cpu/training_ops.h"
 #include "backends/onednn/onednn_plan.h"
+#include "backends/operands.h"
 
 namespace tb::onednn {
 namespace {
@@ -84,7 +85,7 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
                                       activation(src_dims, op.ic), any(weight_dims, dt),
                                       activation(dst_dims, op.oc), strides, padding, padding),
       attr, engine);
-  const std::vector<OperandSpec> specs = cpu::conv_operands(op);
+  const std::vector<OperandSpec> specs = conv_operands(op);
   switch (op.direction) {
     case ConvDirection::forward:
       return make(out, engine, stream, dnnl::convolution_forward(forward), forward,
@@ -136,18 +137,18 @@ Status plan_batch_norm(const dnnl::engine& engine, dnnl::stream& stream, const B
             flags | dnnl::normalization_flags::use_global_stats),
         attr, engine);
     return make(out, engine, stream, dnnl::batch_normalization_forward(inference), inference,
-                bind_operands(cpu::batch_norm_operands(op), {{DNNL_ARG_SRC, plain, data},
-                                                             {DNNL_ARG_SCALE, channel, channel},
-                                                             {DNNL_ARG_SHIFT, channel, channel},
-                                                             {DNNL_ARG_MEAN, channel, channel},
-                                                             {DNNL_ARG_VARIANCE, channel, channel},
-                                                             {DNNL_ARG_DST, plain, data}}));
+                bind_operands(batch_norm_operands(op), {{DNNL_ARG_SRC, plain, data},
+                                                        {DNNL_ARG_SCALE, channel, channel},
+                                                        {DNNL_ARG_SHIFT, channel, channel},
+                                                        {DNNL_ARG_MEAN, channel, channel},
+                                                        {DNNL_ARG_VARIANCE, channel, channel},
+                                                        {DNNL_ARG_DST, plain, data}}));
   }
   dnnl::batch_normalization_forward::primitive_desc forward(
       dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, op.epsilon,
                                               flags),
       attr, engine);
-  const std::vector<OperandSpec> specs = cpu::batch_norm_operands(op);
+  const std::vector<OperandSpec> specs = batch_norm_operands(op);
   const memory::desc mask = forward.workspace_desc();
   if (op.pass == Pass::forward) {
     std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, plain, data},
@@ -204,7 +205,7 @@ Status plan_pool(const dnnl::engine& engine, dnnl::stream& stream, const PoolOp&
       dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, algorithm, src, dst, strides,
                                   kernel, pad_left, pad_r),
       attr, engine);
-  const std::vector<OperandSpec> specs = cpu::pool_operands(op);
+  const std::vector<OperandSpec> specs = pool_operands(op);
   const memory::desc indices = forward.workspace_desc();
   if (op.pass == Pass::forward) {
     std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, src_plain, src},
@@ -240,7 +241,7 @@ Status plan_eltwise(const dnnl::engine& engine, dnnl::stream& stream, const Eltw
   dnnl::eltwise_forward::primitive_desc forward(
       dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, data, 0.f, 0.f),
       attr, engine);
-  const std::vector<OperandSpec> specs = cpu::eltwise_operands(op);
+  const std::vector<OperandSpec> specs = eltwise_operands(op);
   if (op.pass == Pass::forward)
     return make(out, engine, stream, dnnl::eltwise_forward(forward), forward,
                 bind_operands(specs, {{DNNL_ARG_SRC, data, data}, {DNNL_ARG_DST, data, data}}));
@@ -263,7 +264,7 @@ Status plan_layer_norm(const dnnl::engine& engine, dnnl::stream& stream, const L
       dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, data, row,
                                               op.epsilon, flags),
       attr, engine);
-  const std::vector<OperandSpec> specs = cpu::layer_norm_operands(op);
+  const std::vector<OperandSpec> specs = layer_norm_operands(op);
   if (op.pass == Pass::forward)
     return make(out, engine, stream, dnnl::layer_normalization_forward(forward), forward,
                 bind_operands(specs, {{DNNL_ARG_SRC, data, data},
@@ -318,7 +319,7 @@ bool dnnl_row_major_sgemm(char trans_a, char trans_b, std::int64_t m, std::int64
 class SgemmFullyConnectedPlan final : public cpu::CpuPlan {
  public:
   explicit SgemmFullyConnectedPlan(const FullyConnectedOp& op) : op_(op) {
-    operands_ = cpu::fully_connected_operands(op);
+    operands_ = fully_connected_operands(op);
     implementation_ = "dnnl_sgemm";
   }
   Status run(std::span<const Buffer> operands, Buffer) override {
@@ -347,7 +348,7 @@ Status plan_fully_connected(const dnnl::engine& engine, dnnl::stream& stream,
       dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src, any(weights), bias,
                                         dst),
       attr, engine);
-  const std::vector<OperandSpec> specs = cpu::fully_connected_operands(op);
+  const std::vector<OperandSpec> specs = fully_connected_operands(op);
   switch (op.direction) {
     case ConvDirection::forward:
       return make(

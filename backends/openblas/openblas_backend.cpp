@@ -82,7 +82,7 @@ class GemmPlan final : public cpu::CpuPlan {
 class ConvPlan final : public cpu::CpuPlan {
  public:
   explicit ConvPlan(const ConvOp& op) : op_(op) {
-    operands_ = cpu::conv_operands(op);
+    operands_ = conv_operands(op);
     identity_ = cpu::im2col_is_identity(op);
     workspace_bytes_ =
         identity_ ? 0 : static_cast<std::size_t>(patch_size() * pixels()) * sizeof(float);
@@ -156,7 +156,7 @@ bool row_major_sgemm(char trans_a, char trans_b, std::int64_t m, std::int64_t n,
 class FullyConnectedPlan final : public cpu::CpuPlan {
  public:
   explicit FullyConnectedPlan(const FullyConnectedOp& op) : op_(op) {
-    operands_ = cpu::fully_connected_operands(op);
+    operands_ = fully_connected_operands(op);
     implementation_ = fmt::format("cblas_sgemm, {}", kernel_description());
   }
 
