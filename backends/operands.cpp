@@ -39,10 +39,6 @@ std::vector<OperandSpec> gemm_operands(const GemmOp& op) {
   return operands;
 }
 
-DType embedding_table_grad_dtype(const EmbeddingOp& op) {
-  return op.dtype == DType::bf16 && op.weight_table ? DType::f32 : op.dtype;
-}
-
 std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op) {
   const std::vector<std::int64_t> data = {op.mb, op.channels, op.h, op.w}, channel = {op.channels};
   // Statistics, scale and shift stay fp32 for low-precision data (fp64 for the reference).

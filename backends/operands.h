@@ -31,8 +31,4 @@ std::vector<OperandSpec> softmax_cross_entropy_operands(const SoftmaxCrossEntrop
 std::vector<OperandSpec> dropout_operands(const DropoutOp& op);
 std::vector<OperandSpec> cast_operands(const CastOp& op);
 
-// A weight table's gradient stays fp32 for bf16 data (fp32 master gradients); gathered
-// activations keep their dtype.
-DType embedding_table_grad_dtype(const EmbeddingOp& op);
-
 }  // namespace tb

@@ -210,6 +210,11 @@ struct EmbeddingOp {
   bool weight_table = true;
   DType dtype = DType::f32;
 };
+// A weight table's gradient stays fp32 for bf16 data (fp32 master gradients); gathered
+// activations keep their dtype.
+inline DType embedding_table_grad_dtype(const EmbeddingOp& op) {
+  return op.dtype == DType::bf16 && op.weight_table ? DType::f32 : op.dtype;
+}
 // Inverted dropout without a stored mask: element i of execution `step` is dropped when a
 // counter-based hash of (seed, step, i) falls below `probability`, so backward regenerates
 // forward's mask. forward: src, step (host, i32) -> dst = src * keep / (1 - p);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/cpu_backend.h"
 #include "models/training_step.h"
 #include "workloads/workload.h"
 
@@ -41,13 +42,16 @@ Status prepared_step(Backend& backend, const Network& network, const StepOptions
 Status compare_with_reference(Backend& backend, const Network& network, const StepOptions& options,
                               const std::vector<NamedTensor>& batch, std::uint64_t weight_seed,
                               ReferenceComparison* out) {
+  // The reference runs on the host whatever device the step runs on (a GPU has no f64 ops);
+  // declared first, it outlives the step whose buffers it holds.
+  const std::unique_ptr<Backend> host = cpu::make_host_reference_backend();
   std::unique_ptr<TrainingStep> step, reference;
   TB_RETURN_IF_ERROR(prepared_step(backend, network, options, batch, weight_seed, &step));
   // The reference starts from the step's own (rounded) weights, not from the seed again.
   StepOptions reference_options = options;
   reference_options.dtype = DType::f64, reference_options.layout = Layout::plain;
   reference_options.winograd_allowed = false;
-  TB_RETURN_IF_ERROR(TrainingStep::create(backend, network, reference_options, &reference));
+  TB_RETURN_IF_ERROR(TrainingStep::create(*host, network, reference_options, &reference));
   std::vector<NamedTensor> state;
   TB_RETURN_IF_ERROR(step->state(&state));
   TB_RETURN_IF_ERROR(reference->load_state(state));

@@ -41,8 +41,8 @@ struct GradientError {
 GradientError worst_gradient_error(const std::vector<NamedTensor>& grads,
                                    const std::vector<NamedTensor>& reference);
 
-// Runs forward and backward (no update) on `backend` with `options` and in f64 / plain, from
-// the same weights (seeded) and batch.
+// Runs forward and backward (no update) on `backend` with `options`, and in f64 / plain on the
+// host (the shared CPU code), from the same weights (seeded) and batch.
 Status compare_with_reference(Backend& backend, const Network& network, const StepOptions& options,
                               const std::vector<NamedTensor>& batch, std::uint64_t weight_seed,
                               ReferenceComparison* out);

@@ -11,6 +11,7 @@
 
 #include "models/precision.h"
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
 #include "workloads/workload.h"
 
@@ -1042,6 +1043,8 @@ Status TrainingStep::check_ops(OpCheck* out) {
   *out = {};
   out->passed = true;
   std::map<int, std::vector<double>> reference_state;  // masks and indices the f64 forward made
+  // The f64 ops run on the host whatever device the step runs on (a GPU has no f64 ops).
+  const std::unique_ptr<Backend> host = cpu::make_host_reference_backend();
   TB_RETURN_IF_ERROR(s.set_dropout_step(steps_taken_));
   for (Impl::Op& op : s.weight_cast) TB_RETURN_IF_ERROR(s.execute(op));
   for (std::vector<Impl::Op>* list : {&s.forward, &s.backward}) {
@@ -1052,24 +1055,22 @@ Status TrainingStep::check_ops(OpCheck* out) {
         continue;
       }
       std::unique_ptr<Plan> plan;
-      TB_RETURN_IF_ERROR(s.backend.plan(*reference, &plan));
+      TB_RETURN_IF_ERROR(host->plan(*reference, &plan));
       std::vector<Buffer> buffers(plan->operands().size());
       Buffer workspace;
       auto release = [&] {
         for (Buffer buffer : buffers)
-          if (buffer.data) s.backend.release(buffer);
-        if (workspace.data) s.backend.release(workspace);
+          if (buffer.data) host->release(buffer);
+        if (workspace.data) host->release(workspace);
       };
       Status status = Status::Ok();
       for (std::size_t i = 0; i < buffers.size() && status.ok(); ++i) {
         const OperandSpec& spec = plan->operands()[i];
         const std::size_t bytes = std::max<std::size_t>(spec.bytes, 1);
-        status = spec.memory == MemoryKind::device
-                     ? s.backend.allocate(bytes, &buffers[i])
-                     : s.backend.allocate_host(bytes, /*pinned=*/false, &buffers[i]);
+        status = host->allocate(bytes, &buffers[i]);
       }
       if (status.ok() && plan->workspace_bytes() > 0)
-        status = s.backend.allocate(plan->workspace_bytes(), &workspace);
+        status = host->allocate(plan->workspace_bytes(), &workspace);
       const std::string& layer = s.network.layers()[op.layer].name;
       // The reference reads what the step's op reads, taken just before that op runs.
       std::vector<std::pair<std::size_t, std::vector<double>>> inputs;
@@ -1090,11 +1091,11 @@ Status TrainingStep::check_ops(OpCheck* out) {
                                  &values);
         }
         if (status.ok())
-          status = import_values(s.backend, *plan, static_cast<int>(i), values, buffers[i]);
+          status = import_values(*host, *plan, static_cast<int>(i), values, buffers[i]);
         inputs.emplace_back(i, std::move(values));
       }
       if (status.ok()) status = s.execute(op);
-      if (status.ok()) status = s.backend.execute(*plan, buffers, workspace);
+      if (status.ok()) status = host->execute(*plan, buffers, workspace);
       struct Output {
         std::size_t index;
         std::vector<double> got, want, magnitude;
@@ -1106,7 +1107,7 @@ Status TrainingStep::check_ops(OpCheck* out) {
         if (!spec.is_output || in_place_operand(spec.name)) continue;
         const int slot = s.root(op.slots[i]);
         Output output{i, {}, {}, {}, 0, op_tolerance(op.plan->operands()[i].dtype)};
-        status = export_values(s.backend, *plan, static_cast<int>(i), buffers[i], &output.want);
+        status = export_values(*host, *plan, static_cast<int>(i), buffers[i], &output.want);
         if (!status.ok()) break;
         if (opaque_operand(spec.name)) {
           reference_state[slot] = std::move(output.want);
@@ -1126,13 +1127,12 @@ Status TrainingStep::check_ops(OpCheck* out) {
         for (auto& [index, values] : inputs) {
           for (double& v : values) v = std::fabs(v);
           if (status.ok())
-            status =
-                import_values(s.backend, *plan, static_cast<int>(index), values, buffers[index]);
+            status = import_values(*host, *plan, static_cast<int>(index), values, buffers[index]);
         }
-        if (status.ok()) status = s.backend.execute(*plan, buffers, workspace);
+        if (status.ok()) status = host->execute(*plan, buffers, workspace);
         for (Output& output : outputs)
           if (status.ok())
-            status = export_values(s.backend, *plan, static_cast<int>(output.index),
+            status = export_values(*host, *plan, static_cast<int>(output.index),
                                    buffers[output.index], &output.magnitude);
       }
       for (const Output& output : outputs) {

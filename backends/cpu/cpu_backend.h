@@ -58,6 +58,11 @@ class CpuBackend : public Backend {
   Buffer flush_buffer_;  // allocated at the first flush, kept until the backend goes
 };
 
+// The double-precision reference as a backend: the shared CPU code (plan_shared_training_op)
+// on ordinary host memory, without thread placement or clock measurement of its own, so a
+// step on any backend, a GPU's included, is checked against the same f64 ops.
+std::unique_ptr<Backend> make_host_reference_backend();
+
 // Parallel copy with the same static partition as the first touch, so each thread copies
 // the pages it owns.
 void parallel_copy(void* dst, const void* src, std::size_t bytes);

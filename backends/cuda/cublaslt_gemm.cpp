@@ -1,8 +1,11 @@
 #include "backends/cuda/cublaslt_gemm.h"
 
+#include <tuple>
+
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_plan.h"
+#include "backends/operands.h"
 
 namespace tb::cuda {
 namespace {
@@ -43,20 +46,9 @@ class LtGemmPlan final : public CudaPlan {
   }
 
   Status init() {
-    const auto storage = [](DType dtype) { return dtype == DType::tf32 ? DType::f32 : dtype; };
-    const std::size_t a_size = dtype_size(storage(op_.a_type)), c_size = dtype_size(op_.c_type);
-    operands_ = {
-        {"a",
-         storage(op_.a_type),
-         {op_.batch, op_.m, op_.k},
-         op_.batch * op_.m * op_.k * a_size,
-         false},
-        {"b",
-         storage(op_.b_type),
-         {op_.batch, op_.k, op_.n},
-         op_.batch * op_.k * op_.n * a_size,
-         false},
-        {"c", op_.c_type, {op_.batch, op_.m, op_.n}, op_.batch * op_.m * op_.n * c_size, true}};
+    operands_ = gemm_operands(op_);
+    for (OperandSpec& operand : operands_)  // tf32 data is stored as f32
+      if (operand.dtype == DType::tf32) operand.dtype = DType::f32;
     // fp32 is strict: CUBLAS_COMPUTE_32F never down-converts to TF32; tf32 asks for it.
     const cublasComputeType_t compute =
         op_.a_type == DType::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -70,13 +62,26 @@ class LtGemmPlan final : public CudaPlan {
     cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &first_op, sizeof(first_op));
     cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &second_op,
                                    sizeof(second_op));
+    // Batch and heads: one strided batch when every operand's batch stride is heads times its
+    // head stride; otherwise (head-interleaved operands) a strided batch over the heads, issued
+    // once per batch entry.
+    const GemmOperandLayout a = gemm_layout(op_, GemmOperand::a),
+                            b = gemm_layout(op_, GemmOperand::b),
+                            c = gemm_layout(op_, GemmOperand::c);
+    const bool uniform = a.batch == op_.heads * a.head && b.batch == op_.heads * b.head &&
+                         c.batch == op_.heads * c.head;
+    issues_ = uniform ? 1 : op_.batch;
+    const std::int64_t count = uniform ? op_.batch * op_.heads : op_.heads;
     const std::int64_t m = op_.m, n = op_.n, k = op_.k;
-    // Column-major views of the row-major buffers: B (k x n) is n x k, A (m x k) is k x m.
+    // Column-major views of the row-major stored matrices: stored rows x cols is cols x rows.
     TB_RETURN_IF_ERROR(layout(&first_, storage_type(op_.b_type), op_.trans_b ? k : n,
-                              op_.trans_b ? n : k, op_.trans_b ? k : n, k * n));
+                              op_.trans_b ? n : k, b, count));
     TB_RETURN_IF_ERROR(layout(&second_, storage_type(op_.a_type), op_.trans_a ? m : k,
-                              op_.trans_a ? k : m, op_.trans_a ? m : k, m * k));
-    TB_RETURN_IF_ERROR(layout(&output_, storage_type(op_.c_type), n, m, n, m * n));
+                              op_.trans_a ? k : m, a, count));
+    TB_RETURN_IF_ERROR(layout(&output_, storage_type(op_.c_type), n, m, c, count));
+    for (auto [stride, index, dtype] :
+         {std::tuple{a.batch, 0, op_.a_type}, {b.batch, 1, op_.b_type}, {c.batch, 2, op_.c_type}})
+      issue_stride_bytes_[index] = stride * dtype_size(dtype);
 
     TB_RETURN_IF_ERROR(
         lt_status(cublasLtMatmulPreferenceCreate(&preference_), "cublasLtMatmulPreferenceCreate"));
@@ -99,26 +104,34 @@ class LtGemmPlan final : public CudaPlan {
     cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
                                          sizeof(stages), nullptr);
     implementation_ =
-        fmt::format("cublasLt algo {} tile {} stages {} (waves {:.2f}, workspace {} B)", algo_id,
-                    tile, stages, result.wavesCount, result.workspaceSize);
+        fmt::format("cublasLt algo {} tile {} stages {} (waves {:.2f}, workspace {} B{})", algo_id,
+                    tile, stages, result.wavesCount, result.workspaceSize,
+                    issues_ > 1 ? fmt::format(", {} calls of {} heads", issues_, op_.heads) : "");
     return Status::Ok();
   }
 
   Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
-    return lt_status(
-        cublasLtMatmul(handle_, desc_, &op_.alpha, operands[1].data, first_, operands[0].data,
-                       second_, &op_.beta, operands[2].data, output_, operands[2].data, output_,
-                       &algo_, workspace.data, workspace.bytes, stream),
-        "cublasLtMatmul");
+    for (std::int64_t i = 0; i < issues_; ++i) {
+      auto at = [&](int index) {
+        return static_cast<char*>(operands[index].data) + i * issue_stride_bytes_[index];
+      };
+      TB_RETURN_IF_ERROR(
+          lt_status(cublasLtMatmul(handle_, desc_, &op_.alpha, at(1), first_, at(0), second_,
+                                   &op_.beta, at(2), output_, at(2), output_, &algo_,
+                                   workspace.data, workspace.bytes, stream),
+                    "cublasLtMatmul"));
+    }
+    return Status::Ok();
   }
 
  private:
-  Status layout(cublasLtMatrixLayout_t* out, cudaDataType_t type, std::int64_t rows,
-                std::int64_t cols, std::int64_t leading, std::int64_t stride) {
-    TB_RETURN_IF_ERROR(lt_status(cublasLtMatrixLayoutCreate(out, type, rows, cols, leading),
+  static Status layout(cublasLtMatrixLayout_t* out, cudaDataType_t type, std::int64_t rows,
+                       std::int64_t cols, const GemmOperandLayout& stored, std::int64_t count) {
+    TB_RETURN_IF_ERROR(lt_status(cublasLtMatrixLayoutCreate(out, type, rows, cols, stored.ld),
                                  "cublasLtMatrixLayoutCreate"));
-    if (op_.batch > 1) {
-      const int batch = static_cast<int>(op_.batch);
+    if (count > 1) {
+      const int batch = static_cast<int>(count);
+      const std::int64_t stride = stored.head;
       cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
                                        sizeof(batch));
       cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
@@ -133,6 +146,8 @@ class LtGemmPlan final : public CudaPlan {
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, output_ = nullptr;
   cublasLtMatmulPreference_t preference_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  std::int64_t issues_ = 1;                  // cublasLtMatmul calls per execution
+  std::int64_t issue_stride_bytes_[3] = {};  // a, b, c: offset from one call to the next
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/nvml.h"
+#include "backends/cuda/training_ops.h"
 #include "backends/operands.h"
 
 namespace tb {
@@ -249,7 +250,7 @@ class CudaBackend final : public Backend {
       *out = std::make_unique<PeakPlan>(*peak, properties_.multiProcessorCount);
       return Status::Ok();
     }
-    return Status::Unimplemented(fmt::format("cuda: op '{}' is not implemented yet", op_name(op)));
+    return plan_training_op(lt_, op, out);
   }
   Status import_operand(const Plan& plan, int index, const void* plain, Buffer device) override {
     return upload(plain, device, plan.operands().at(index).bytes);
@@ -286,8 +287,8 @@ Availability probe() {
 
 BackendEntry cuda_backend_entry() {
   return {"cuda",
-          "NVIDIA GPU through the CUDA runtime (cuBLASLt GEMM, stream, transfers, fp32 peak; "
-          "convolution not yet)",
+          "NVIDIA GPU through the CUDA runtime (cuBLASLt GEMM, stream, transfers, fp32 peak, "
+          "training ops; convolution not yet)",
           probe, [](const BackendConfig&, std::unique_ptr<Backend>* out) {
             const Availability availability = probe();
             if (!availability.usable) return Status::Unavailable(availability.reason);

@@ -279,7 +279,7 @@ TEST(AttentionGemm, HeadInterleavedOperandsOnEveryCpuBackend) {
           EXPECT_NEAR(t[((b * seq + i) * heads + h) * dim + d], want_t, 1e-12);
         }
       }
-  for (const char* name : {"cpu-onednn", "cpu-openblas"}) {
+  for (const char* name : {"cpu-onednn", "cpu-openblas", "cuda"}) {  // cuda where usable
     auto backend = make_backend(name);
     if (!backend) continue;
     for (auto [op, inputs, want] : {std::tuple{scores, std::vector{q, k}, s},

@@ -1,0 +1,903 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cuda/training_kernels.h"
+#include "backends/cuda/training_math.h"
+#include "backends/optimizer_math.h"
+
+namespace tb::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRowThreads = 128;   // one block per row: layer norm
+constexpr int kColumnChunks = 64;  // row chunks a column sum is split into
+constexpr int kLambChunks = 64;    // blocks per parameter tensor in LAMB's two passes
+
+// --- storage types: data is loaded as float and stored rounded to nearest even ---
+
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+// Calls f with a value of the storage type of `dtype` (tf32 data is stored as f32).
+template <typename F>
+cudaError_t with_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+    case DType::tf32:
+      return f(float{});
+    case DType::bf16:
+      return f(__nv_bfloat16{});
+    case DType::f16:
+      return f(__half{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+// Blocks for a grid-stride loop over n elements.
+unsigned grid_for(long long n) {
+  return static_cast<unsigned>(std::clamp<long long>((n + kThreads - 1) / kThreads, 1, 1 << 20));
+}
+
+#define TB_GRID_STRIDE(i, n)                                                                 \
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+
+// --- reductions in a fixed order: results do not depend on scheduling ---
+
+template <typename V>
+__device__ __forceinline__ V warp_sum(V v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// The block's total (blockDim.x a multiple of 32), returned to every thread.
+template <typename V>
+__device__ V block_sum(V v) {
+  __shared__ V partial[32];
+  v = warp_sum(v);
+  __syncthreads();  // the previous call's readers are done with `partial`
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  V total = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += partial[w];
+  return total;
+}
+__device__ float block_max(float v) {
+  __shared__ float partial[32];
+  v = warp_max(v);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  float top = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) top = fmaxf(top, partial[w]);
+  return top;
+}
+
+// --- element-wise ---
+
+template <typename T>
+__global__ void eltwise_kernel(EltwiseKind kind, bool forward, const T* first, const T* diff_dst,
+                               T* out, long long n) {
+  TB_GRID_STRIDE(i, n) {
+    const float x = to_float(first[i]);  // forward: the input; backward: GELU's input or the output
+    float y;
+    if (forward) {
+      y = kind == EltwiseKind::relu   ? (x > 0.0f ? x : 0.0f)
+          : kind == EltwiseKind::gelu ? gelu(x)
+                                      : tanhf(x);
+    } else {
+      const float dy = to_float(diff_dst[i]);
+      y = kind == EltwiseKind::relu   ? relu_gradient(x, dy)
+          : kind == EltwiseKind::gelu ? gelu_gradient(x, dy)
+                                      : tanh_gradient(x, dy);
+    }
+    out[i] = from_float<T>(y);
+  }
+}
+
+template <typename T>
+__global__ void add_kernel(const T* x, const T* y, T* dst, long long n, bool relu) {
+  TB_GRID_STRIDE(i, n) {
+    const float sum = to_float(x[i]) + to_float(y[i]);
+    dst[i] = from_float<T>(relu && !(sum > 0.0f) ? 0.0f : sum);
+  }
+}
+
+template <typename T>
+__global__ void dropout_kernel(const T* in, T* out, long long n, unsigned long long seed, int step,
+                               unsigned long long threshold, float scale) {
+  TB_GRID_STRIDE(i, n) {
+    out[i] = from_float<T>(dropout_element(to_float(in[i]), seed, step, i, threshold, scale));
+  }
+}
+
+template <typename From, typename To>
+__global__ void cast_kernel(const From* src, To* dst, long long n) {
+  TB_GRID_STRIDE(i, n) {
+    dst[i] = from_float<To>(to_float(src[i]));
+  }
+}
+
+// --- layer norm: one block per row ---
+
+template <typename T>
+__global__ void layer_norm_forward_kernel(const T* src, const float* gamma, const float* beta,
+                                          T* dst, float* mean, float* variance, long long cols,
+                                          float epsilon) {
+  const long long row = blockIdx.x;
+  const T* x = src + row * cols;
+  float sum = 0;
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x) sum += to_float(x[c]);
+  const float mu = block_sum(sum) / cols;
+  float squares = 0;  // two passes: no cancellation
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float d = to_float(x[c]) - mu;
+    squares += d * d;
+  }
+  const float var = block_sum(squares) / cols;
+  const float rstd = 1.0f / sqrtf(var + epsilon);
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+    dst[row * cols + c] = from_float<T>((to_float(x[c]) - mu) * rstd * gamma[c] + beta[c]);
+  if (threadIdx.x == 0) mean[row] = mu, variance[row] = var;
+}
+
+template <typename T>
+__global__ void layer_norm_backward_kernel(const T* src, const T* diff_dst, const float* gamma,
+                                           const float* mean, const float* variance, T* diff_src,
+                                           long long cols, float epsilon) {
+  const long long row = blockIdx.x;
+  const T *x = src + row * cols, *dy = diff_dst + row * cols;
+  const float mu = mean[row], rstd = 1.0f / sqrtf(variance[row] + epsilon);
+  float sum_g = 0, sum_g_xhat = 0;
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float g = to_float(dy[c]) * gamma[c];
+    sum_g += g;
+    sum_g_xhat += g * (to_float(x[c]) - mu) * rstd;
+  }
+  sum_g = block_sum(sum_g);
+  sum_g_xhat = block_sum(sum_g_xhat);
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float g = to_float(dy[c]) * gamma[c];
+    diff_src[row * cols + c] = from_float<T>(normalization_gradient(
+        g, (to_float(x[c]) - mu) * rstd, sum_g, sum_g_xhat, rstd, static_cast<float>(cols)));
+  }
+}
+
+// --- column sums (bias and layer-norm parameter gradients): per row chunk, then chunks ---
+
+// Layer norm: first = sum of dy * xhat (diff_gamma), second = sum of dy (diff_beta).
+template <typename T>
+struct LayerNormColumns {
+  const T *src, *diff_dst;
+  const float *mean, *variance;
+  float epsilon;
+  __device__ void operator()(long long r, long long c, long long cols, float& first,
+                             float& second) const {
+    const float dy = to_float(diff_dst[r * cols + c]);
+    const float rstd = 1.0f / sqrtf(variance[r] + epsilon);
+    first += dy * (to_float(src[r * cols + c]) - mean[r]) * rstd;
+    second += dy;
+  }
+};
+// A fully connected layer's bias: first = sum of dy.
+template <typename T>
+struct BiasColumns {
+  const T* diff_dst;
+  __device__ void operator()(long long r, long long c, long long cols, float& first, float&) const {
+    first += to_float(diff_dst[r * cols + c]);
+  }
+};
+
+// Block (32 columns, 8 row lanes); grid (column groups, kColumnChunks row chunks). partial
+// holds [2][kColumnChunks][cols].
+template <typename Values>
+__global__ void column_partials_kernel(Values values, long long rows, long long cols,
+                                       float* partial) {
+  const long long c = blockIdx.x * 32LL + threadIdx.x;
+  const long long per_chunk = (rows + gridDim.y - 1) / gridDim.y;
+  const long long begin = blockIdx.y * per_chunk, end = min(rows, begin + per_chunk);
+  float first = 0, second = 0;
+  if (c < cols)
+    for (long long r = begin + threadIdx.y; r < end; r += blockDim.y)
+      values(r, c, cols, first, second);
+  __shared__ float sums[2][8][33];
+  sums[0][threadIdx.y][threadIdx.x] = first;
+  sums[1][threadIdx.y][threadIdx.x] = second;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float a = 0, b = 0;
+    for (int lane = 0; lane < static_cast<int>(blockDim.y); ++lane)
+      a += sums[0][lane][threadIdx.x], b += sums[1][lane][threadIdx.x];
+    partial[blockIdx.y * cols + c] = a;
+    partial[(gridDim.y + blockIdx.y) * cols + c] = b;
+  }
+}
+
+__global__ void finish_columns_kernel(const float* partial, long long cols, float* first,
+                                      float* second) {
+  TB_GRID_STRIDE(c, cols) {
+    float a = 0, b = 0;
+    for (int chunk = 0; chunk < kColumnChunks; ++chunk)
+      a += partial[chunk * cols + c], b += partial[(kColumnChunks + chunk) * cols + c];
+    first[c] = a;
+    if (second) second[c] = b;
+  }
+}
+
+template <typename Values>
+cudaError_t column_sums(Values values, long long rows, long long cols, float* first, float* second,
+                        void* scratch, cudaStream_t stream) {
+  float* partial = static_cast<float*>(scratch);
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), kColumnChunks), block(32, 8);
+  column_partials_kernel<<<grid, block, 0, stream>>>(values, rows, cols, partial);
+  finish_columns_kernel<<<grid_for(cols), kThreads, 0, stream>>>(partial, cols, first, second);
+  return cudaGetLastError();
+}
+
+template <typename T>
+__global__ void add_bias_kernel(const T* bias, T* dst, long long n, long long cols) {
+  TB_GRID_STRIDE(i, n) {
+    dst[i] = from_float<T>(to_float(dst[i]) + to_float(bias[i % cols]));
+  }
+}
+
+// --- softmax: one warp per row ---
+
+template <typename T>
+__global__ void softmax_forward_kernel(const T* src, const float* mask, T* dst, long long rows,
+                                       long long cols, float scale, long long rows_per_mask) {
+  const long long row = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;  // the whole warp leaves together
+  const T* x = src + row * cols;
+  const float* bias = mask ? mask + (row / rows_per_mask) * cols : nullptr;
+  auto logit = [&](long long c) { return scale * to_float(x[c]) + (bias ? bias[c] : 0.0f); };
+  float top = -INFINITY;
+  for (long long c = lane; c < cols; c += 32) top = fmaxf(top, logit(c));
+  top = warp_max(top);
+  float sum = 0;
+  for (long long c = lane; c < cols; c += 32) sum += expf(logit(c) - top);
+  const float inverse = 1.0f / warp_sum(sum);
+  for (long long c = lane; c < cols; c += 32)
+    dst[row * cols + c] = from_float<T>(expf(logit(c) - top) * inverse);
+}
+
+template <typename T>
+__global__ void softmax_backward_kernel(const T* dst, const T* diff_dst, T* diff_src,
+                                        long long rows, long long cols, float scale) {
+  const long long row = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const T *y = dst + row * cols, *dy = diff_dst + row * cols;
+  float dot = 0;
+  for (long long c = lane; c < cols; c += 32) dot += to_float(dy[c]) * to_float(y[c]);
+  dot = warp_sum(dot);
+  for (long long c = lane; c < cols; c += 32)
+    diff_src[row * cols + c] = from_float<T>(scale * to_float(y[c]) * (to_float(dy[c]) - dot));
+}
+
+unsigned warp_rows_grid(long long rows) {
+  return static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads);
+}
+
+// --- softmax cross-entropy: one block per row, then the mean over rows ---
+
+template <typename T>
+__global__ void cross_entropy_rows_kernel(const T* logits, const int* labels, T* probabilities,
+                                          double* row_loss, long long classes) {
+  const long long row = blockIdx.x;
+  const T* z = logits + row * classes;
+  float top = -INFINITY;
+  for (long long c = threadIdx.x; c < classes; c += blockDim.x) top = fmaxf(top, to_float(z[c]));
+  top = block_max(top);
+  float sum = 0;
+  for (long long c = threadIdx.x; c < classes; c += blockDim.x) sum += expf(to_float(z[c]) - top);
+  sum = block_sum(sum);
+  const float inverse = 1.0f / sum;
+  for (long long c = threadIdx.x; c < classes; c += blockDim.x)
+    probabilities[row * classes + c] = from_float<T>(expf(to_float(z[c]) - top) * inverse);
+  // From the maximum and the sum: finite even where a probability underflows.
+  if (threadIdx.x == 0)
+    row_loss[row] = log(static_cast<double>(sum)) + top - to_float(z[labels[row]]);
+}
+
+template <typename T>
+__global__ void mean_loss_kernel(const double* row_loss, long long rows, T* loss) {
+  double sum = 0;
+  for (long long r = threadIdx.x; r < rows; r += blockDim.x) sum += row_loss[r];
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) *loss = from_float<T>(static_cast<float>(sum / rows));
+}
+
+template <typename T>
+__global__ void cross_entropy_backward_kernel(const T* probabilities, const int* labels,
+                                              T* diff_logits, long long rows, long long classes) {
+  const float scale = 1.0f / rows;
+  TB_GRID_STRIDE(i, rows * classes) {
+    const long long r = i / classes, c = i % classes;
+    diff_logits[i] =
+        from_float<T>((to_float(probabilities[i]) - (c == labels[r] ? 1.0f : 0.0f)) * scale);
+  }
+}
+
+// --- embedding gather and scatter-add ---
+
+template <typename T>
+__global__ void gather_rows_kernel(const T* table, const int* ids, T* dst, long long tokens,
+                                   long long dim) {
+  TB_GRID_STRIDE(i, tokens * dim) {
+    dst[i] = table[ids[i / dim] * dim + i % dim];
+  }
+}
+
+__device__ __forceinline__ void add_to(float* target, float value) {
+  atomicAdd(target, value);
+}
+__device__ __forceinline__ void add_to(__nv_bfloat16* target, float value) {
+  atomicAdd(target, __float2bfloat16_rn(value));
+}
+__device__ __forceinline__ void add_to(__half* target, float value) {
+  atomicAdd(target, __float2half_rn(value));
+}
+
+template <typename T, typename G>
+__global__ void scatter_add_rows_kernel(const T* diff_dst, const int* ids, G* diff_table,
+                                        long long tokens, long long dim) {
+  TB_GRID_STRIDE(i, tokens * dim) {
+    add_to(diff_table + ids[i / dim] * dim + i % dim, to_float(diff_dst[i]));
+  }
+}
+
+// --- batch norm over NCHW: per-plane partial sums, per-channel totals, element pass ---
+
+// partial[plane] = sum over the plane of x (centre null) or of (x - centre[c])^2.
+template <typename T>
+__global__ void plane_sums_kernel(const T* src, long long plane, int channels, const float* centre,
+                                  double* partial) {
+  const long long index = blockIdx.x;  // n * channels + c
+  const T* x = src + index * plane;
+  const float shift = centre ? centre[index % channels] : 0.0f;
+  float sum = 0;
+  for (long long i = threadIdx.x; i < plane; i += blockDim.x) {
+    const float d = to_float(x[i]) - shift;
+    sum += centre ? d * d : d;
+  }
+  const double total = block_sum(static_cast<double>(sum));
+  if (threadIdx.x == 0) partial[index] = total;
+}
+
+// Per channel: the sum over images of the plane partials divided by `reduced`; the variance
+// pass also updates the running statistics.
+__global__ void channel_mean_kernel(const double* partial, int mb, int channels, long long reduced,
+                                    float* out) {
+  TB_GRID_STRIDE(c, channels) {
+    double sum = 0;
+    for (int n = 0; n < mb; ++n) sum += partial[n * channels + c];
+    out[c] = static_cast<float>(sum / reduced);
+  }
+}
+__global__ void running_stats_kernel(const float* mean, const float* variance, int channels,
+                                     long long reduced, float momentum, float* running_mean,
+                                     float* running_var) {
+  TB_GRID_STRIDE(c, channels) {
+    running_mean[c] = running_mean_update(running_mean[c], mean[c], momentum);
+    running_var[c] = running_variance_update(running_var[c], variance[c], reduced, momentum);
+  }
+}
+
+template <typename T>
+__global__ void batch_norm_apply_kernel(const T* src, const float* gamma, const float* beta,
+                                        const float* mean, const float* variance, T* dst,
+                                        int* relu_mask, bool relu, long long n, long long plane,
+                                        int channels, float epsilon) {
+  TB_GRID_STRIDE(i, n) {
+    const int c = static_cast<int>((i / plane) % channels);
+    const float scale = gamma[c] / sqrtf(variance[c] + epsilon);
+    float y = (to_float(src[i]) - mean[c]) * scale + beta[c];
+    if (relu) {
+      if (relu_mask) relu_mask[i] = y > 0.0f;
+      y = y > 0.0f ? y : 0.0f;
+    }
+    dst[i] = from_float<T>(y);
+  }
+}
+
+// partial[0][plane] = sum of dy, partial[1][plane] = sum of dy * xhat (dy masked by the ReLU).
+template <typename T>
+__global__ void plane_gradient_sums_kernel(const T* src, const T* diff_dst, const int* relu_mask,
+                                           const float* mean, const float* variance,
+                                           long long plane, int channels, float epsilon,
+                                           double* partial) {
+  const long long index = blockIdx.x;
+  const int c = static_cast<int>(index % channels);
+  const float mu = mean[c], inv_std = 1.0f / sqrtf(variance[c] + epsilon);
+  float sum_dy = 0, sum_dy_xhat = 0;
+  for (long long i = index * plane + threadIdx.x; i < (index + 1) * plane; i += blockDim.x) {
+    const float dy = relu_mask && !relu_mask[i] ? 0.0f : to_float(diff_dst[i]);
+    sum_dy += dy;
+    sum_dy_xhat += dy * (to_float(src[i]) - mu) * inv_std;
+  }
+  const double a = block_sum(static_cast<double>(sum_dy));
+  const double b = block_sum(static_cast<double>(sum_dy_xhat));
+  if (threadIdx.x == 0) partial[index] = a, partial[gridDim.x + index] = b;
+}
+
+__global__ void channel_gradient_kernel(const double* partial, int mb, int channels,
+                                        float* diff_gamma, float* diff_beta) {
+  const long long planes = static_cast<long long>(mb) * channels;
+  TB_GRID_STRIDE(c, channels) {
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int n = 0; n < mb; ++n)
+      sum_dy += partial[n * channels + c], sum_dy_xhat += partial[planes + n * channels + c];
+    diff_beta[c] = static_cast<float>(sum_dy);
+    diff_gamma[c] = static_cast<float>(sum_dy_xhat);
+  }
+}
+
+template <typename T>
+__global__ void batch_norm_backward_kernel(const T* src, const T* diff_dst, const int* relu_mask,
+                                           const float* gamma, const float* mean,
+                                           const float* variance, const float* diff_gamma,
+                                           const float* diff_beta, T* diff_src, long long n,
+                                           long long plane, int channels, float epsilon) {
+  const float count = static_cast<float>(n / channels);
+  TB_GRID_STRIDE(i, n) {
+    const int c = static_cast<int>((i / plane) % channels);
+    const float inv_std = 1.0f / sqrtf(variance[c] + epsilon);
+    const float dy = relu_mask && !relu_mask[i] ? 0.0f : to_float(diff_dst[i]);
+    diff_src[i] = from_float<T>(normalization_gradient(dy, (to_float(src[i]) - mean[c]) * inv_std,
+                                                       diff_beta[c], diff_gamma[c],
+                                                       gamma[c] * inv_std, count));
+  }
+}
+
+// --- pooling over NCHW ---
+
+template <typename T>
+__global__ void max_pool_forward_kernel(PoolOp op, long long oh, long long ow, const T* src, T* dst,
+                                        int* indices, long long n) {
+  TB_GRID_STRIDE(i, n) {
+    const long long plane = i / (oh * ow), y = i / ow % oh, x = i % ow;
+    const T* image = src + plane * op.ih * op.iw;
+    float best = -INFINITY;
+    int where = -1;
+    for (long long ky = 0; ky < op.kh; ++ky)
+      for (long long kx = 0; kx < op.kw; ++kx) {
+        const long long iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
+        if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
+        const float value = to_float(image[iy * op.iw + ix]);
+        if (where < 0 || value > best) best = value, where = static_cast<int>(iy * op.iw + ix);
+      }
+    dst[i] = from_float<T>(best);
+    indices[i] = where;
+  }
+}
+
+// Each input gathers the gradients of the outputs whose maximum it was, in output order.
+template <typename T>
+__global__ void max_pool_backward_kernel(PoolOp op, long long oh, long long ow, const T* diff_dst,
+                                         const int* indices, T* diff_src, long long n) {
+  TB_GRID_STRIDE(i, n) {
+    const long long plane = i / (op.ih * op.iw), iy = i / op.iw % op.ih, ix = i % op.iw;
+    const WindowRange rows = covering_outputs(iy, op.kh, op.sh, op.ph, oh);
+    const WindowRange cols = covering_outputs(ix, op.kw, op.sw, op.pw, ow);
+    const int self = static_cast<int>(iy * op.iw + ix);
+    float sum = 0;
+    for (long long y = rows.first; y <= rows.last; ++y)
+      for (long long x = cols.first; x <= cols.last; ++x) {
+        const long long o = (plane * oh + y) * ow + x;
+        if (indices[o] == self) sum += to_float(diff_dst[o]);
+      }
+    diff_src[i] = from_float<T>(sum);
+  }
+}
+
+template <typename T>
+__global__ void average_pool_forward_kernel(const T* src, T* dst, long long plane) {
+  const T* x = src + blockIdx.x * plane;
+  float sum = 0;
+  for (long long i = threadIdx.x; i < plane; i += blockDim.x) sum += to_float(x[i]);
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) dst[blockIdx.x] = from_float<T>(sum / plane);
+}
+
+template <typename T>
+__global__ void average_pool_backward_kernel(const T* diff_dst, T* diff_src, long long n,
+                                             long long plane) {
+  TB_GRID_STRIDE(i, n) {
+    diff_src[i] = from_float<T>(to_float(diff_dst[i / plane]) / plane);
+  }
+}
+
+// --- optimizers on f32 flat buffers ---
+
+__global__ void sgd_kernel(float* weights, const float* grads, float* momentum, long long n,
+                           float learning_rate, float mu, float weight_decay) {
+  TB_GRID_STRIDE(i, n) {
+    weights[i] =
+        sgd_momentum_weight(learning_rate, mu, weight_decay, weights[i], grads[i], momentum[i]);
+  }
+}
+
+__global__ void adamw_kernel(AdamFactors f, float* weights, const float* grads, float* m, float* v,
+                             long long n) {
+  TB_GRID_STRIDE(i, n) {
+    float mi = m[i], vi = v[i];
+    adam_moments(f, grads[i], mi, vi);
+    m[i] = mi, v[i] = vi;
+    weights[i] = adamw_weight(f, weights[i], mi, vi);
+  }
+}
+
+// LAMB: grid (tensors, kLambChunks); each block owns one chunk of one tensor in both passes.
+struct Chunk {
+  long long begin, end;
+};
+__device__ Chunk lamb_chunk(const int* offsets) {
+  const long long begin = offsets[blockIdx.x], end = offsets[blockIdx.x + 1];
+  const long long per_chunk = (end - begin + gridDim.y - 1) / gridDim.y;
+  const long long first = begin + blockIdx.y * per_chunk;
+  return {first, min(end, first + per_chunk)};
+}
+
+__global__ void lamb_moments_kernel(AdamFactors f, const float* weights, const float* grads,
+                                    float* m, float* v, const int* offsets, double* partial) {
+  const Chunk chunk = lamb_chunk(offsets);
+  float weights_squared = 0, updates_squared = 0;
+  for (long long i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x) {
+    float mi = m[i], vi = v[i];
+    adam_moments(f, grads[i], mi, vi);
+    m[i] = mi, v[i] = vi;
+    const float u = lamb_update(f, weights[i], mi, vi);
+    weights_squared += weights[i] * weights[i];
+    updates_squared += u * u;
+  }
+  const double w = block_sum(static_cast<double>(weights_squared));
+  const double u = block_sum(static_cast<double>(updates_squared));
+  if (threadIdx.x == 0) {
+    double* out = partial + 2 * (blockIdx.x * static_cast<long long>(gridDim.y) + blockIdx.y);
+    out[0] = w, out[1] = u;
+  }
+}
+
+__global__ void lamb_apply_kernel(AdamFactors f, float learning_rate, float* weights,
+                                  const float* m, const float* v, const int* offsets,
+                                  const double* partial) {
+  const double* tensor = partial + 2 * blockIdx.x * static_cast<long long>(gridDim.y);
+  double weight_norm = 0, update_norm = 0;
+  for (unsigned chunk = 0; chunk < gridDim.y; ++chunk)
+    weight_norm += tensor[2 * chunk], update_norm += tensor[2 * chunk + 1];
+  const float step = lamb_step(learning_rate, weight_norm, update_norm);
+  const Chunk chunk = lamb_chunk(offsets);
+  for (long long i = chunk.begin + threadIdx.x; i < chunk.end; i += blockDim.x)
+    weights[i] -= step * lamb_update(f, weights[i], m[i], v[i]);
+}
+
+template <typename T>
+const T* in(const void* p) {
+  return static_cast<const T*>(p);
+}
+template <typename T>
+T* out(void* p) {
+  return static_cast<T*>(p);
+}
+
+}  // namespace
+
+bool kernel_dtype(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+}
+
+cudaError_t launch_eltwise(const EltwiseOp& op, const void* first, const void* diff_dst, void* dst,
+                           cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    eltwise_kernel<<<grid_for(op.count), kThreads, 0, stream>>>(
+        op.kind, op.pass == Pass::forward, in<T>(first), in<T>(diff_dst), out<T>(dst), op.count);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_add(const BinaryOp& op, const void* x, const void* y, void* dst,
+                       cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    add_kernel<<<grid_for(op.count), kThreads, 0, stream>>>(in<T>(x), in<T>(y), out<T>(dst),
+                                                            op.count, op.fuse_relu);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_dropout(const DropoutOp& op, const void* source, std::int32_t step, void* dst,
+                           cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    dropout_kernel<<<grid_for(op.count), kThreads, 0, stream>>>(
+        in<T>(source), out<T>(dst), op.count, op.seed, step, dropout_threshold(op.probability),
+        static_cast<float>(1.0 / (1.0 - op.probability)));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_cast(const CastOp& op, const void* src, void* dst, cudaStream_t stream) {
+  return with_type(op.from, [&](auto from) {
+    return with_type(op.to, [&](auto to) {
+      using From = decltype(from);
+      using To = decltype(to);
+      cast_kernel<<<grid_for(op.count), kThreads, 0, stream>>>(in<From>(src), out<To>(dst),
+                                                               op.count);
+      return cudaGetLastError();
+    });
+  });
+}
+
+std::size_t layer_norm_scratch_bytes(const LayerNormOp& op) {
+  return op.pass == Pass::backward ? column_sums_scratch_bytes(op.cols) : 0;
+}
+
+cudaError_t launch_layer_norm_forward(const LayerNormOp& op, const void* src, const float* gamma,
+                                      const float* beta, void* dst, float* mean, float* variance,
+                                      cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_forward_kernel<<<static_cast<unsigned>(op.rows), kRowThreads, 0, stream>>>(
+        in<T>(src), gamma, beta, out<T>(dst), mean, variance, op.cols, op.epsilon);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_layer_norm_backward(const LayerNormOp& op, const void* src, const void* diff_dst,
+                                       const float* gamma, const float* mean, const float* variance,
+                                       void* diff_src, float* diff_gamma, float* diff_beta,
+                                       void* scratch, cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_backward_kernel<<<static_cast<unsigned>(op.rows), kRowThreads, 0, stream>>>(
+        in<T>(src), in<T>(diff_dst), gamma, mean, variance, out<T>(diff_src), op.cols, op.epsilon);
+    return column_sums(LayerNormColumns<T>{in<T>(src), in<T>(diff_dst), mean, variance, op.epsilon},
+                       op.rows, op.cols, diff_gamma, diff_beta, scratch, stream);
+  });
+}
+
+cudaError_t launch_softmax_forward(const SoftmaxOp& op, const void* src, const float* mask,
+                                   void* dst, cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_forward_kernel<<<warp_rows_grid(op.rows), kThreads, 0, stream>>>(
+        in<T>(src), op.masked ? mask : nullptr, out<T>(dst), op.rows, op.cols, op.scale,
+        op.rows_per_mask);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_softmax_backward(const SoftmaxOp& op, const void* dst, const void* diff_dst,
+                                    void* diff_src, cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_backward_kernel<<<warp_rows_grid(op.rows), kThreads, 0, stream>>>(
+        in<T>(dst), in<T>(diff_dst), out<T>(diff_src), op.rows, op.cols, op.scale);
+    return cudaGetLastError();
+  });
+}
+
+std::size_t softmax_cross_entropy_scratch_bytes(const SoftmaxCrossEntropyOp& op) {
+  return op.pass == Pass::forward ? static_cast<std::size_t>(op.rows) * sizeof(double) : 0;
+}
+
+cudaError_t launch_softmax_cross_entropy_forward(const SoftmaxCrossEntropyOp& op,
+                                                 const void* logits, const std::int32_t* labels,
+                                                 void* probabilities, void* loss, void* scratch,
+                                                 cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    double* row_loss = static_cast<double*>(scratch);
+    cross_entropy_rows_kernel<<<static_cast<unsigned>(op.rows), kThreads, 0, stream>>>(
+        in<T>(logits), labels, out<T>(probabilities), row_loss, op.classes);
+    mean_loss_kernel<<<1, kThreads, 0, stream>>>(row_loss, op.rows, out<T>(loss));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op,
+                                                  const void* probabilities,
+                                                  const std::int32_t* labels, void* diff_logits,
+                                                  cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_backward_kernel<<<grid_for(op.rows * op.classes), kThreads, 0, stream>>>(
+        in<T>(probabilities), labels, out<T>(diff_logits), op.rows, op.classes);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_embedding_forward(const EmbeddingOp& op, const void* table,
+                                     const std::int32_t* ids, void* dst, cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    gather_rows_kernel<<<grid_for(op.tokens * op.dim), kThreads, 0, stream>>>(
+        in<T>(table), ids, out<T>(dst), op.tokens, op.dim);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_embedding_backward(const EmbeddingOp& op, const void* diff_dst,
+                                      const std::int32_t* ids, void* diff_table,
+                                      cudaStream_t stream) {
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return with_type(embedding_table_grad_dtype(op), [&](auto grad_tag) {
+      using G = decltype(grad_tag);
+      if (!op.accumulate)
+        if (const cudaError_t error = cudaMemsetAsync(
+                diff_table, 0, static_cast<std::size_t>(op.vocab * op.dim) * sizeof(G), stream);
+            error != cudaSuccess)
+          return error;
+      scatter_add_rows_kernel<<<grid_for(op.tokens * op.dim), kThreads, 0, stream>>>(
+          in<T>(diff_dst), ids, out<G>(diff_table), op.tokens, op.dim);
+      return cudaGetLastError();
+    });
+  });
+}
+
+std::size_t batch_norm_scratch_bytes(const BatchNormOp& op) {
+  return op.inference ? 0 : 2 * static_cast<std::size_t>(op.mb * op.channels) * sizeof(double);
+}
+
+cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* b, void* scratch,
+                              cudaStream_t stream) {
+  const long long plane = op.h * op.w, n = op.mb * op.channels * plane, reduced = op.mb * plane;
+  const int channels = static_cast<int>(op.channels), mb = static_cast<int>(op.mb);
+  const unsigned planes = static_cast<unsigned>(op.mb * op.channels);
+  double* partial = static_cast<double*>(scratch);
+  auto f32 = [&](int index) { return static_cast<float*>(b[index]); };
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (op.inference) {  // src, gamma, beta, running_mean, running_var, dst
+      batch_norm_apply_kernel<<<grid_for(n), kThreads, 0, stream>>>(
+          in<T>(b[0]), f32(1), f32(2), f32(3), f32(4), out<T>(b[5]), nullptr, op.fuse_relu, n,
+          plane, channels, op.epsilon);
+    } else if (op.pass == Pass::forward) {
+      // src, gamma, beta, dst, mean, variance, running_mean, running_var[, relu_mask]
+      plane_sums_kernel<<<planes, kThreads, 0, stream>>>(in<T>(b[0]), plane, channels, nullptr,
+                                                         partial);
+      channel_mean_kernel<<<grid_for(channels), kThreads, 0, stream>>>(partial, mb, channels,
+                                                                       reduced, f32(4));
+      plane_sums_kernel<<<planes, kThreads, 0, stream>>>(in<T>(b[0]), plane, channels, f32(4),
+                                                         partial);
+      channel_mean_kernel<<<grid_for(channels), kThreads, 0, stream>>>(partial, mb, channels,
+                                                                       reduced, f32(5));
+      running_stats_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
+          f32(4), f32(5), channels, reduced, op.momentum, f32(6), f32(7));
+      batch_norm_apply_kernel<<<grid_for(n), kThreads, 0, stream>>>(
+          in<T>(b[0]), f32(1), f32(2), f32(4), f32(5), out<T>(b[3]),
+          op.fuse_relu ? static_cast<int*>(b[8]) : nullptr, op.fuse_relu, n, plane, channels,
+          op.epsilon);
+    } else {
+      // src, diff_dst, gamma, beta, mean, variance[, relu_mask], diff_src, diff_gamma, diff_beta
+      const int* mask = op.fuse_relu ? static_cast<const int*>(b[6]) : nullptr;
+      const int out_index = op.fuse_relu ? 7 : 6;
+      plane_gradient_sums_kernel<<<planes, kThreads, 0, stream>>>(
+          in<T>(b[0]), in<T>(b[1]), mask, f32(4), f32(5), plane, channels, op.epsilon, partial);
+      channel_gradient_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
+          partial, mb, channels, f32(out_index + 1), f32(out_index + 2));
+      batch_norm_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(
+          in<T>(b[0]), in<T>(b[1]), mask, f32(2), f32(4), f32(5), f32(out_index + 1),
+          f32(out_index + 2), out<T>(b[out_index]), n, plane, channels, op.epsilon);
+    }
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_pool(const PoolOp& op, void* const* b, cudaStream_t stream) {
+  const long long inputs = op.mb * op.channels * op.ih * op.iw;
+  const long long outputs = op.mb * op.channels * op.oh() * op.ow();
+  const bool max = op.kind == PoolKind::max;
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (op.pass == Pass::forward) {  // src, dst[, indices]
+      if (max)
+        max_pool_forward_kernel<<<grid_for(outputs), kThreads, 0, stream>>>(
+            op, op.oh(), op.ow(), in<T>(b[0]), out<T>(b[1]), static_cast<int*>(b[2]), outputs);
+      else
+        average_pool_forward_kernel<<<static_cast<unsigned>(op.mb * op.channels), kThreads, 0,
+                                      stream>>>(in<T>(b[0]), out<T>(b[1]), op.ih * op.iw);
+    } else if (max) {  // diff_dst, indices, diff_src
+      max_pool_backward_kernel<<<grid_for(inputs), kThreads, 0, stream>>>(
+          op, op.oh(), op.ow(), in<T>(b[0]), static_cast<const int*>(b[1]), out<T>(b[2]), inputs);
+    } else {  // diff_dst, diff_src
+      average_pool_backward_kernel<<<grid_for(inputs), kThreads, 0, stream>>>(
+          in<T>(b[0]), out<T>(b[1]), inputs, op.ih * op.iw);
+    }
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_add_bias(DType dtype, std::int64_t rows, std::int64_t cols, const void* bias,
+                            void* dst, cudaStream_t stream) {
+  return with_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    add_bias_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(in<T>(bias), out<T>(dst),
+                                                                    rows * cols, cols);
+    return cudaGetLastError();
+  });
+}
+
+std::size_t column_sums_scratch_bytes(std::int64_t cols) {
+  return 2 * static_cast<std::size_t>(kColumnChunks * cols) * sizeof(float);
+}
+
+cudaError_t launch_bias_gradient(DType dtype, std::int64_t rows, std::int64_t cols,
+                                 const void* diff_dst, float* diff_bias, void* scratch,
+                                 cudaStream_t stream) {
+  return with_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return column_sums(BiasColumns<T>{in<T>(diff_dst)}, rows, cols, diff_bias, nullptr, scratch,
+                       stream);
+  });
+}
+
+std::size_t optimizer_scratch_bytes(const OptimizerOp& op) {
+  return op.kind == OptimizerKind::lamb
+             ? 2 * static_cast<std::size_t>(op.tensors) * kLambChunks * sizeof(double)
+             : 0;
+}
+
+cudaError_t launch_optimizer(const OptimizerOp& op, float* weights, const float* grads,
+                             float* first_moment, float* second_moment,
+                             const std::int32_t* tensor_offsets, const float* hyper, void* scratch,
+                             cudaStream_t stream) {
+  if (op.kind == OptimizerKind::sgd_momentum) {
+    sgd_kernel<<<grid_for(op.count), kThreads, 0, stream>>>(weights, grads, first_moment, op.count,
+                                                            hyper[0], hyper[1], hyper[2]);
+    return cudaGetLastError();
+  }
+  const double step = hyper[5];
+  const AdamFactors f =
+      adam_factors({hyper[0], hyper[1], hyper[2], hyper[3], hyper[4],
+                    static_cast<float>(1 - std::pow(static_cast<double>(hyper[1]), step)),
+                    static_cast<float>(1 - std::pow(static_cast<double>(hyper[2]), step))});
+  if (op.kind == OptimizerKind::adamw) {
+    adamw_kernel<<<grid_for(op.count), kThreads, 0, stream>>>(f, weights, grads, first_moment,
+                                                              second_moment, op.count);
+    return cudaGetLastError();
+  }
+  const dim3 grid(static_cast<unsigned>(op.tensors), kLambChunks);
+  double* partial = static_cast<double*>(scratch);
+  lamb_moments_kernel<<<grid, kThreads, 0, stream>>>(f, weights, grads, first_moment, second_moment,
+                                                     tensor_offsets, partial);
+  lamb_apply_kernel<<<grid, kThreads, 0, stream>>>(f, hyper[0], weights, first_moment,
+                                                   second_moment, tensor_offsets, partial);
+  return cudaGetLastError();
+}
+
+}  // namespace tb::cuda

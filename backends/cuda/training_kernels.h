@@ -1,0 +1,84 @@
+// Launchers of the cuda backend's own training kernels (training_kernels.cu): what cuBLASLt
+// and cuDNN leave to the caller. Plain C++, so the plans include them without nvcc. Data is
+// f32, bf16 or f16 as the op's dtype says (statistics, scale and shift stay f32); every
+// launcher returns the launch's error. `scratch` is device workspace of the size the matching
+// *_scratch_bytes() gives; reductions go through it in a fixed order, so results do not
+// depend on scheduling.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/ops.h"
+
+namespace tb::cuda {
+
+// Whether the kernels take data of this dtype (f32, bf16, f16).
+bool kernel_dtype(DType dtype);
+
+cudaError_t launch_eltwise(const EltwiseOp& op, const void* first, const void* diff_dst, void* out,
+                           cudaStream_t stream);
+cudaError_t launch_add(const BinaryOp& op, const void* x, const void* y, void* dst,
+                       cudaStream_t stream);
+cudaError_t launch_dropout(const DropoutOp& op, const void* in, std::int32_t step, void* out,
+                           cudaStream_t stream);
+cudaError_t launch_cast(const CastOp& op, const void* src, void* dst, cudaStream_t stream);
+
+std::size_t layer_norm_scratch_bytes(const LayerNormOp& op);
+cudaError_t launch_layer_norm_forward(const LayerNormOp& op, const void* src, const float* gamma,
+                                      const float* beta, void* dst, float* mean, float* variance,
+                                      cudaStream_t stream);
+cudaError_t launch_layer_norm_backward(const LayerNormOp& op, const void* src, const void* diff_dst,
+                                       const float* gamma, const float* mean, const float* variance,
+                                       void* diff_src, float* diff_gamma, float* diff_beta,
+                                       void* scratch, cudaStream_t stream);
+
+cudaError_t launch_softmax_forward(const SoftmaxOp& op, const void* src, const float* mask,
+                                   void* dst, cudaStream_t stream);
+cudaError_t launch_softmax_backward(const SoftmaxOp& op, const void* dst, const void* diff_dst,
+                                    void* diff_src, cudaStream_t stream);
+
+std::size_t softmax_cross_entropy_scratch_bytes(const SoftmaxCrossEntropyOp& op);
+cudaError_t launch_softmax_cross_entropy_forward(const SoftmaxCrossEntropyOp& op,
+                                                 const void* logits, const std::int32_t* labels,
+                                                 void* probabilities, void* loss, void* scratch,
+                                                 cudaStream_t stream);
+cudaError_t launch_softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op,
+                                                  const void* probabilities,
+                                                  const std::int32_t* labels, void* diff_logits,
+                                                  cudaStream_t stream);
+
+// diff_table's dtype: embedding_table_grad_dtype(op) (backends/operands.h).
+cudaError_t launch_embedding_forward(const EmbeddingOp& op, const void* table,
+                                     const std::int32_t* ids, void* dst, cudaStream_t stream);
+cudaError_t launch_embedding_backward(const EmbeddingOp& op, const void* diff_dst,
+                                      const std::int32_t* ids, void* diff_table,
+                                      cudaStream_t stream);
+
+// Batch norm over NCHW data; operand pointers in batch_norm_operands()'s order.
+std::size_t batch_norm_scratch_bytes(const BatchNormOp& op);
+cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* operands, void* scratch,
+                              cudaStream_t stream);
+
+// Max and global-average pooling over NCHW data; operands in pool_operands()'s order.
+cudaError_t launch_pool(const PoolOp& op, void* const* operands, cudaStream_t stream);
+
+// Fully connected layers' bias: dst[r, c] += bias[c]; diff_bias[c] = sum over r of diff_dst.
+cudaError_t launch_add_bias(DType dtype, std::int64_t rows, std::int64_t cols, const void* bias,
+                            void* dst, cudaStream_t stream);
+std::size_t column_sums_scratch_bytes(std::int64_t cols);
+cudaError_t launch_bias_gradient(DType dtype, std::int64_t rows, std::int64_t cols,
+                                 const void* diff_dst, float* diff_bias, void* scratch,
+                                 cudaStream_t stream);
+
+// One optimizer step on f32 parameters; `hyper` is the host-side hyper-parameter array
+// (optimizer_operands()); lamb's tensor offsets are on the device.
+std::size_t optimizer_scratch_bytes(const OptimizerOp& op);
+cudaError_t launch_optimizer(const OptimizerOp& op, float* weights, const float* grads,
+                             float* first_moment, float* second_moment,
+                             const std::int32_t* tensor_offsets, const float* hyper, void* scratch,
+                             cudaStream_t stream);
+
+}  // namespace tb::cuda

@@ -1,0 +1,73 @@
+// Per-element arithmetic of the cuda backend's training kernels, in float, compiled for the
+// host as well so CPU tests check it against the shared CPU code's double-precision ops.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "backends/host_device.h"
+#include "backends/seeded.h"
+
+namespace tb::cuda {
+
+inline constexpr float kInverseSqrt2 = 0.707106781186547524f;
+inline constexpr float kInverseSqrt2Pi = 0.398942280401432678f;
+
+// GELU with erf, as BERT defines it: x * Phi(x).
+TB_HOST_DEVICE inline float gelu(float x) {
+  return 0.5f * x * (1.0f + erff(x * kInverseSqrt2));
+}
+TB_HOST_DEVICE inline float gelu_gradient(float x, float dy) {
+  const float cdf = 0.5f * (1.0f + erff(x * kInverseSqrt2));
+  return dy * (cdf + x * kInverseSqrt2Pi * expf(-0.5f * x * x));
+}
+// ReLU's and tanh's gradients come from their outputs.
+TB_HOST_DEVICE inline float relu_gradient(float y, float dy) {
+  return y > 0.0f ? dy : 0.0f;
+}
+TB_HOST_DEVICE inline float tanh_gradient(float y, float dy) {
+  return dy * (1.0f - y * y);
+}
+
+// Inverted dropout of element i of execution `step`; forward and backward are the same map.
+TB_HOST_DEVICE inline float dropout_element(float x, std::uint64_t seed, std::int32_t step,
+                                            std::int64_t i, std::uint64_t threshold, float scale) {
+  return dropout_hash(seed, step, i) >= threshold ? x * scale : 0.0f;
+}
+
+// The input gradient of a normalization (batch norm over a channel, layer norm over a row) at
+// one element: factor / n * (n g - sum(g) - xhat sum(g xhat)), where g is the gradient reaching
+// the normalized value (batch norm: dy, factor gamma / std; layer norm: dy gamma,
+// factor 1 / std) and the sums run over the n values normalized together.
+TB_HOST_DEVICE inline float normalization_gradient(float g, float xhat, float sum_g,
+                                                   float sum_g_xhat, float factor, float n) {
+  return factor / n * (n * g - sum_g - xhat * sum_g_xhat);
+}
+
+// Running statistics as PyTorch keeps them: the batch variance made unbiased over the
+// `reduced` values it came from, blended with weight `momentum`.
+TB_HOST_DEVICE inline float running_mean_update(float running, float mean, float momentum) {
+  return (1.0f - momentum) * running + momentum * mean;
+}
+TB_HOST_DEVICE inline float running_variance_update(float running, float variance,
+                                                    std::int64_t reduced, float momentum) {
+  const float unbiased = reduced > 1 ? static_cast<float>(reduced) / (reduced - 1) : 1.0f;
+  return (1.0f - momentum) * running + momentum * variance * unbiased;
+}
+
+// The outputs of a max-pooling window that cover input coordinate `in` along one axis:
+// [first, last] (empty when first > last), for kernel k, stride s, padding p, `outputs` wide.
+struct WindowRange {
+  std::int64_t first, last;
+};
+TB_HOST_DEVICE inline WindowRange covering_outputs(std::int64_t in, std::int64_t k, std::int64_t s,
+                                                   std::int64_t p, std::int64_t outputs) {
+  // Output o covers inputs [o s - p, o s - p + k - 1].
+  const std::int64_t top = in + p - k + 1;
+  std::int64_t first = top <= 0 ? 0 : (top + s - 1) / s;
+  std::int64_t last = (in + p) / s;
+  if (last > outputs - 1) last = outputs - 1;
+  return {first, last};
+}
+
+}  // namespace tb::cuda

@@ -1,0 +1,262 @@
+#include "backends/cuda/training_ops.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "backends/cuda/cublaslt_gemm.h"
+#include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/training_kernels.h"
+#include "backends/operands.h"
+
+namespace tb::cuda {
+namespace {
+
+// A plan whose work is a sequence of kernel launches on the operand buffers.
+class KernelPlan final : public CudaPlan {
+ public:
+  using Launch = std::function<cudaError_t(std::span<const Buffer>, void* scratch, cudaStream_t)>;
+  KernelPlan(std::vector<OperandSpec> operands, std::size_t scratch_bytes, std::string_view what,
+             DType dtype, Launch launch)
+      : launch_(std::move(launch)) {
+    operands_ = std::move(operands);
+    workspace_bytes_ = scratch_bytes;
+    implementation_ = fmt::format("trainbench CUDA kernels: {} ({})", what, dtype_name(dtype));
+    math_mode_ = "fp32 arithmetic";
+  }
+  Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
+    return cuda_status(launch_(operands, workspace.data, stream), implementation_.c_str());
+  }
+
+ private:
+  Launch launch_;
+};
+
+constexpr std::size_t kMaxOperands = 12;  // batch norm's backward with its ReLU mask has 10
+
+template <typename T>
+T* as(const Buffer& buffer) {
+  return static_cast<T*>(buffer.data);
+}
+
+// Fully connected layers as GEMMs on the row-major operands (y = x W^T + b; dx = dy W;
+// dW = dy^T x), the bias through own kernels.
+class FullyConnectedPlan final : public CudaPlan {
+ public:
+  FullyConnectedPlan(const FullyConnectedOp& op, std::unique_ptr<Plan> gemm)
+      : op_(op), gemm_(std::move(gemm)) {
+    operands_ = fully_connected_operands(op);
+    // The GEMM and the bias kernels run one after the other on one stream: they share it.
+    workspace_bytes_ =
+        std::max(gemm_->workspace_bytes(), op.direction == ConvDirection::backward_weights
+                                               ? column_sums_scratch_bytes(op.out)
+                                               : std::size_t{0});
+    implementation_ =
+        gemm_->implementation() +
+        (op.direction == ConvDirection::backward_data ? "" : " + trainbench bias kernel");
+    math_mode_ = gemm_->math_mode();
+  }
+  Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
+    auto& gemm = static_cast<CudaPlan&>(*gemm_);
+    switch (op_.direction) {
+      case ConvDirection::forward: {  // src, weights, bias, dst
+        const Buffer gemm_operands[] = {b[0], b[1], b[3]};
+        TB_RETURN_IF_ERROR(gemm.run(gemm_operands, workspace, stream));
+        return cuda_status(
+            launch_add_bias(op_.dtype, op_.mb, op_.out, b[2].data, b[3].data, stream), "bias");
+      }
+      case ConvDirection::backward_data:  // diff_dst, weights, diff_src
+        return gemm.run(b, workspace, stream);
+      case ConvDirection::backward_weights: {  // src, diff_dst, diff_weights, diff_bias
+        const Buffer gemm_operands[] = {b[1], b[0], b[2]};
+        TB_RETURN_IF_ERROR(gemm.run(gemm_operands, workspace, stream));
+        return cuda_status(launch_bias_gradient(op_.dtype, op_.mb, op_.out, b[1].data,
+                                                as<float>(b[3]), workspace.data, stream),
+                           "bias gradient");
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  FullyConnectedOp op_;
+  std::unique_ptr<Plan> gemm_;
+};
+
+Status plan_fully_connected(cublasLtHandle_t handle, const FullyConnectedOp& op,
+                            std::unique_ptr<Plan>* out) {
+  GemmOp gemm;
+  gemm.a_type = gemm.b_type = gemm.c_type = op.dtype;
+  switch (op.direction) {
+    case ConvDirection::forward:  // [mb, in] x [out, in]^T
+      gemm.m = op.mb, gemm.n = op.out, gemm.k = op.in, gemm.trans_b = true;
+      break;
+    case ConvDirection::backward_data:  // [mb, out] x [out, in]
+      gemm.m = op.mb, gemm.n = op.in, gemm.k = op.out;
+      break;
+    case ConvDirection::backward_weights:  // [mb, out]^T x [mb, in], fp32 master gradients
+      gemm.m = op.out, gemm.n = op.in, gemm.k = op.mb, gemm.trans_a = true;
+      gemm.c_type = DType::f32;
+      break;
+  }
+  std::unique_ptr<Plan> plan;
+  TB_RETURN_IF_ERROR(plan_cublaslt_gemm(handle, gemm, &plan));
+  *out = std::make_unique<FullyConnectedPlan>(op, std::move(plan));
+  return Status::Ok();
+}
+
+Status unsupported_dtype(std::string_view what, DType dtype) {
+  return Status::Unimplemented(
+      fmt::format("cuda: {} runs on f32, bf16 and f16 data, not {}", what, dtype_name(dtype)));
+}
+
+}  // namespace
+
+Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique_ptr<Plan>* out) {
+  const std::optional<DType> dtype = data_type(desc);
+  if (const auto* op = std::get_if<CastOp>(&desc)) {
+    if (!kernel_dtype(op->from) || !kernel_dtype(op->to))
+      return Status::Unimplemented(
+          fmt::format("cuda: no cast from {} to {}", dtype_name(op->from), dtype_name(op->to)));
+    const CastOp o = *op;
+    *out = std::make_unique<KernelPlan>(cast_operands(o), 0,
+                                        fmt::format("cast to {}", dtype_name(o.to)), o.from,
+                                        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                                          return launch_cast(o, b[0].data, b[1].data, s);
+                                        });
+    return Status::Ok();
+  }
+  if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
+    if (op->dtype != DType::f32)
+      return Status::Unimplemented(
+          fmt::format("cuda: optimizer state is f32, not {}", dtype_name(op->dtype)));
+    const OptimizerOp o = *op;
+    static constexpr const char* kNames[] = {"SGD with momentum", "AdamW", "LAMB"};
+    *out = std::make_unique<KernelPlan>(
+        optimizer_operands(o), optimizer_scratch_bytes(o), kNames[static_cast<int>(o.kind)],
+        o.dtype, [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+          const bool lamb = o.kind == OptimizerKind::lamb;
+          const bool sgd = o.kind == OptimizerKind::sgd_momentum;
+          // weights, grads, momentum or m, v[, tensor_offsets], hyper (host)
+          return launch_optimizer(
+              o, as<float>(b[0]), as<float>(b[1]), as<float>(b[2]), sgd ? nullptr : as<float>(b[3]),
+              lamb ? as<std::int32_t>(b[4]) : nullptr, as<float>(b[b.size() - 1]), scratch, s);
+        });
+    return Status::Ok();
+  }
+  if (!dtype)
+    return Status::Unimplemented(fmt::format("cuda: op '{}' is not implemented", op_name(desc)));
+  if (!kernel_dtype(*dtype)) return unsupported_dtype(op_name(desc), *dtype);
+  if (const auto* op = std::get_if<FullyConnectedOp>(&desc))
+    return plan_fully_connected(handle, *op, out);
+
+  auto plan = [&](std::vector<OperandSpec> operands, std::size_t scratch, std::string_view what,
+                  KernelPlan::Launch launch) {
+    *out =
+        std::make_unique<KernelPlan>(std::move(operands), scratch, what, *dtype, std::move(launch));
+    return Status::Ok();
+  };
+  if (const auto* op = std::get_if<EltwiseOp>(&desc)) {
+    static constexpr const char* kNames[] = {"ReLU", "GELU (erf)", "tanh"};
+    const EltwiseOp o = *op;
+    return plan(eltwise_operands(o), 0, kNames[static_cast<int>(o.kind)],
+                [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                  const bool forward = o.pass == Pass::forward;
+                  return launch_eltwise(o, b[0].data, forward ? nullptr : b[1].data,
+                                        b[forward ? 1 : 2].data, s);
+                });
+  }
+  if (const auto* op = std::get_if<BinaryOp>(&desc)) {
+    const BinaryOp o = *op;
+    return plan(binary_operands(o), 0, o.fuse_relu ? "add + ReLU" : "add",
+                [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                  return launch_add(o, b[0].data, b[1].data, b[2].data, s);
+                });
+  }
+  if (const auto* op = std::get_if<DropoutOp>(&desc)) {
+    if (!(op->probability >= 0 && op->probability < 1))
+      return Status::InvalidArgument("dropout probability must be in [0, 1)");
+    const DropoutOp o = *op;
+    return plan(dropout_operands(o), 0, "dropout (counter-based mask, not stored)",
+                [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                  // The step lives in host memory: read when the kernel is launched.
+                  return launch_dropout(o, b[0].data, *as<std::int32_t>(b[1]), b[2].data, s);
+                });
+  }
+  if (const auto* op = std::get_if<LayerNormOp>(&desc)) {
+    const LayerNormOp o = *op;
+    return plan(layer_norm_operands(o), layer_norm_scratch_bytes(o), "layer norm",
+                [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+                  if (o.pass == Pass::forward)
+                    return launch_layer_norm_forward(o, b[0].data, as<float>(b[1]), as<float>(b[2]),
+                                                     b[3].data, as<float>(b[4]), as<float>(b[5]),
+                                                     s);
+                  return launch_layer_norm_backward(o, b[0].data, b[1].data, as<float>(b[2]),
+                                                    as<float>(b[4]), as<float>(b[5]), b[6].data,
+                                                    as<float>(b[7]), as<float>(b[8]), scratch, s);
+                });
+  }
+  if (const auto* op = std::get_if<SoftmaxOp>(&desc)) {
+    if (op->rows_per_mask < 1 || op->rows % op->rows_per_mask != 0)
+      return Status::InvalidArgument("softmax: rows must be a multiple of rows_per_mask");
+    const SoftmaxOp o = *op;
+    return plan(softmax_operands(o), 0, o.masked ? "scaled masked softmax" : "scaled softmax",
+                [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                  if (o.pass == Pass::backward)
+                    return launch_softmax_backward(o, b[0].data, b[1].data, b[2].data, s);
+                  return launch_softmax_forward(o, b[0].data, o.masked ? as<float>(b[1]) : nullptr,
+                                                b[o.masked ? 2 : 1].data, s);
+                });
+  }
+  if (const auto* op = std::get_if<SoftmaxCrossEntropyOp>(&desc)) {
+    const SoftmaxCrossEntropyOp o = *op;
+    return plan(softmax_cross_entropy_operands(o), softmax_cross_entropy_scratch_bytes(o),
+                "softmax cross-entropy",
+                [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+                  if (o.pass == Pass::forward)
+                    return launch_softmax_cross_entropy_forward(
+                        o, b[0].data, as<std::int32_t>(b[1]), b[2].data, b[3].data, scratch, s);
+                  return launch_softmax_cross_entropy_backward(o, b[0].data, as<std::int32_t>(b[1]),
+                                                               b[2].data, s);
+                });
+  }
+  if (const auto* op = std::get_if<EmbeddingOp>(&desc)) {
+    const EmbeddingOp o = *op;
+    return plan(
+        embedding_operands(o), 0,
+        o.pass == Pass::forward ? "row gather" : "row scatter-add (atomic)",
+        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+          if (o.pass == Pass::forward)
+            return launch_embedding_forward(o, b[0].data, as<std::int32_t>(b[1]), b[2].data, s);
+          return launch_embedding_backward(o, b[0].data, as<std::int32_t>(b[1]), b[2].data, s);
+        });
+  }
+  auto pointers = [](std::span<const Buffer> b) {
+    std::array<void*, kMaxOperands> data{};
+    std::transform(b.begin(), b.end(), data.begin(), [](const Buffer& x) { return x.data; });
+    return data;
+  };
+  if (const auto* op = std::get_if<BatchNormOp>(&desc)) {
+    const BatchNormOp o = *op;
+    return plan(batch_norm_operands(o), batch_norm_scratch_bytes(o),
+                o.fuse_relu ? "batch norm + ReLU (NCHW)" : "batch norm (NCHW)",
+                [o, pointers](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+                  return launch_batch_norm(o, pointers(b).data(), scratch, s);
+                });
+  }
+  if (const auto* op = std::get_if<PoolOp>(&desc)) {
+    const PoolOp o = *op;
+    return plan(pool_operands(o), 0,
+                o.kind == PoolKind::max ? "max pooling (NCHW)" : "global average pooling",
+                [o, pointers](std::span<const Buffer> b, void*, cudaStream_t s) {
+                  return launch_pool(o, pointers(b).data(), s);
+                });
+  }
+  return Status::Unimplemented(fmt::format("cuda: op '{}' is not implemented", op_name(desc)));
+}
+
+}  // namespace tb::cuda

@@ -1,0 +1,20 @@
+// The cuda backend's training ops: fully connected layers through cuBLASLt (with own bias
+// kernels), and own kernels (training_kernels.cu) for batch and layer norm, ReLU / GELU / tanh,
+// add, dropout, pooling, scaled masked softmax, row gather / scatter-add, softmax
+// cross-entropy, casts and the SGD, AdamW and LAMB updates. Data in f32, bf16 or f16; 4-D
+// activations in plain NCHW (the backend's native layout).
+#pragma once
+
+#include <cublasLt.h>
+
+#include <memory>
+
+#include "backends/backend.h"
+
+namespace tb::cuda {
+
+// Unimplemented for an op or dtype not listed above (GEMM, convolution and the benchmark
+// ops are planned elsewhere).
+Status plan_training_op(cublasLtHandle_t handle, const OpDesc& op, std::unique_ptr<Plan>* out);
+
+}  // namespace tb::cuda

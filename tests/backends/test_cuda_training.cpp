@@ -1,0 +1,257 @@
+// The cuda backend's training ops, device-independent parts on the CPU: the per-element math
+// its kernels share (training_math.h) against the shared CPU code's double-precision ops, and
+// the plans (operands, workspace, refusals), which need no GPU to make.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backends/cuda/training_kernels.h"
+#include "backends/cuda/training_math.h"
+#include "backends/cuda/training_ops.h"
+#include "backends/operands.h"
+#include "tests/models/support.h"
+
+namespace tb::cuda {
+namespace {
+
+using testing_support::make_backend;
+using testing_support::random;
+using testing_support::run_op;
+
+// The shared CPU code's f64 op, run on a CPU backend.
+class CudaTrainingMath : public testing::Test {
+ protected:
+  void SetUp() override {
+    cpu_ = make_backend("cpu-onednn");
+    if (!cpu_) cpu_ = make_backend("cpu-openblas");
+    if (!cpu_) GTEST_SKIP() << "no CPU backend in this build";
+  }
+  std::unique_ptr<Backend> cpu_;
+};
+
+TEST_F(CudaTrainingMath, ActivationsMatchTheDoublePrecisionOps) {
+  std::vector<double> x = random(4096, 3), dy = random(4096, 5);
+  for (double& v : x) v *= 8;  // [-8, 8): GELU's tails and its curved middle
+  for (EltwiseKind kind : {EltwiseKind::gelu, EltwiseKind::tanh, EltwiseKind::relu}) {
+    EltwiseOp op;
+    op.kind = kind, op.count = static_cast<std::int64_t>(x.size()), op.dtype = DType::f64;
+    const std::vector<double> y = run_op(*cpu_, op, {x}).at(1);
+    op.pass = Pass::backward;
+    const std::vector<double>& first = kind == EltwiseKind::gelu ? x : y;
+    const std::vector<double> dx = run_op(*cpu_, op, {first, dy}).at(2);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const float xf = static_cast<float>(x[i]), yf = static_cast<float>(y[i]);
+      const float dyf = static_cast<float>(dy[i]);
+      const float forward = kind == EltwiseKind::gelu   ? gelu(xf)
+                            : kind == EltwiseKind::tanh ? std::tanh(xf)
+                                                        : (xf > 0 ? xf : 0.0f);
+      const float backward = kind == EltwiseKind::gelu   ? gelu_gradient(xf, dyf)
+                             : kind == EltwiseKind::tanh ? tanh_gradient(yf, dyf)
+                                                         : relu_gradient(yf, dyf);
+      EXPECT_NEAR(forward, y[i], 2e-6 * (1 + std::fabs(y[i]))) << i;
+      EXPECT_NEAR(backward, dx[i], 2e-6 * (1 + std::fabs(dx[i]))) << i;
+    }
+  }
+}
+
+// The GPU drops exactly the elements the CPU drops, and scales the kept ones the same way.
+TEST_F(CudaTrainingMath, DropoutDropsWhatTheCpuDrops) {
+  DropoutOp op;
+  op.count = 10000, op.probability = 0.1f, op.seed = 77, op.dtype = DType::f32;
+  const std::vector<double> x = random(op.count, 9);
+  for (std::int32_t step : {0, 1, 41}) {
+    const std::vector<double> cpu = run_op(*cpu_, op, {x, {double(step)}}).at(2);
+    const std::uint64_t threshold = dropout_threshold(op.probability);
+    const float scale = static_cast<float>(1.0 / (1.0 - op.probability));
+    int dropped = 0;
+    for (std::int64_t i = 0; i < op.count; ++i) {
+      const float gpu =
+          dropout_element(static_cast<float>(x[i]), op.seed, step, i, threshold, scale);
+      ASSERT_EQ(gpu, static_cast<float>(cpu[i])) << "step " << step << " element " << i;
+      dropped += gpu == 0.0f;
+    }
+    EXPECT_NEAR(dropped, 1000, 120);
+  }
+}
+
+// The kernels' normalization gradient, with their sums, against the f64 layer norm and batch
+// norm backward ops.
+TEST_F(CudaTrainingMath, NormalizationGradientsMatchTheDoublePrecisionOps) {
+  LayerNormOp layer;
+  layer.rows = 6, layer.cols = 77, layer.dtype = DType::f64;
+  const std::size_t n = layer.rows * layer.cols;
+  const std::vector<double> x = random(n, 1), dy = random(n, 2), gamma = random(77, 3),
+                            beta = random(77, 4);
+  const auto forward = run_op(*cpu_, layer, {x, gamma, beta});
+  const std::vector<double>&mean = forward.at(4), &variance = forward.at(5);
+  layer.pass = Pass::backward;
+  const std::vector<double> dx = run_op(*cpu_, layer, {x, dy, gamma, beta, mean, variance}).at(6);
+  for (std::int64_t r = 0; r < layer.rows; ++r) {
+    const float rstd = 1.0f / std::sqrt(static_cast<float>(variance[r]) + layer.epsilon);
+    float sum_g = 0, sum_g_xhat = 0;
+    for (std::int64_t c = 0; c < layer.cols; ++c) {
+      const float g = static_cast<float>(dy[r * layer.cols + c] * gamma[c]);
+      sum_g += g;
+      sum_g_xhat += g * static_cast<float>(x[r * layer.cols + c] - mean[r]) * rstd;
+    }
+    for (std::int64_t c = 0; c < layer.cols; ++c) {
+      const std::size_t i = r * layer.cols + c;
+      const float got = normalization_gradient(static_cast<float>(dy[i] * gamma[c]),
+                                               static_cast<float>(x[i] - mean[r]) * rstd, sum_g,
+                                               sum_g_xhat, rstd, static_cast<float>(layer.cols));
+      EXPECT_NEAR(got, dx[i], 1e-4 * (1 + std::fabs(dx[i]))) << r << ", " << c;
+    }
+  }
+
+  BatchNormOp batch;
+  batch.mb = 3, batch.channels = 4, batch.h = 5, batch.w = 6, batch.dtype = DType::f64;
+  const std::int64_t plane = batch.h * batch.w, m = batch.mb * batch.channels * plane;
+  const std::vector<double> bx = random(m, 5), bdy = random(m, 6), bgamma = random(4, 7),
+                            bbeta = random(4, 8);
+  std::vector<double> running_mean(4, 0.25), running_var(4, 2.0);
+  const std::vector<double> unread_data(m), unread_channels(4);  // outputs
+  const auto stats = run_op(*cpu_, batch,
+                            {bx, bgamma, bbeta, unread_data, unread_channels, unread_channels,
+                             running_mean, running_var});
+  const std::vector<double>&bmean = stats.at(4), &bvar = stats.at(5);
+  for (std::int64_t c = 0; c < batch.channels;
+       ++c) {  // running statistics, as the kernel updates them
+    EXPECT_NEAR(running_mean_update(0.25f, static_cast<float>(bmean[c]), batch.momentum),
+                stats.at(6)[c], 1e-6);
+    EXPECT_NEAR(running_variance_update(2.0f, static_cast<float>(bvar[c]), batch.mb * plane,
+                                        batch.momentum),
+                stats.at(7)[c], 1e-5);
+  }
+  batch.pass = Pass::backward;
+  const auto grads = run_op(*cpu_, batch, {bx, bdy, bgamma, bbeta, bmean, bvar});
+  for (std::int64_t c = 0; c < batch.channels; ++c) {
+    const float inv_std = 1.0f / std::sqrt(static_cast<float>(bvar[c]) + batch.epsilon);
+    float sum_dy = 0, sum_dy_xhat = 0;
+    auto xhat = [&](std::int64_t i) { return static_cast<float>(bx[i] - bmean[c]) * inv_std; };
+    for (std::int64_t image = 0; image < batch.mb; ++image)
+      for (std::int64_t p = 0; p < plane; ++p) {
+        const std::int64_t i = (image * batch.channels + c) * plane + p;
+        sum_dy += static_cast<float>(bdy[i]);
+        sum_dy_xhat += static_cast<float>(bdy[i]) * xhat(i);
+      }
+    EXPECT_NEAR(sum_dy, grads.at(8)[c], 1e-4);       // diff_beta
+    EXPECT_NEAR(sum_dy_xhat, grads.at(7)[c], 1e-4);  // diff_gamma
+    for (std::int64_t image = 0; image < batch.mb; ++image)
+      for (std::int64_t p = 0; p < plane; ++p) {
+        const std::int64_t i = (image * batch.channels + c) * plane + p;
+        const float got = normalization_gradient(
+            static_cast<float>(bdy[i]), xhat(i), sum_dy, sum_dy_xhat,
+            static_cast<float>(bgamma[c]) * inv_std, static_cast<float>(batch.mb * plane));
+        EXPECT_NEAR(got, grads.at(6)[i], 1e-4 * (1 + std::fabs(grads.at(6)[i]))) << i;
+      }
+  }
+}
+
+// The max-pooling backward kernel gathers from the outputs whose windows cover an input: the
+// range must be exactly those outputs, for every kernel, stride and padding.
+TEST(CudaPoolingMath, CoveringOutputsAreExactlyTheWindowsThatContainTheInput) {
+  for (std::int64_t k = 1; k <= 4; ++k)
+    for (std::int64_t s = 1; s <= 3; ++s)
+      for (std::int64_t p = 0; p < k; ++p)
+        for (std::int64_t size = k; size <= 12; ++size) {
+          const std::int64_t outputs = (size + 2 * p - k) / s + 1;
+          for (std::int64_t in = 0; in < size; ++in) {
+            const WindowRange range = covering_outputs(in, k, s, p, outputs);
+            for (std::int64_t o = 0; o < outputs; ++o) {
+              const bool covers = o * s - p <= in && in <= o * s - p + k - 1;
+              const bool in_range = range.first <= o && o <= range.last;
+              ASSERT_EQ(covers, in_range) << "k " << k << " s " << s << " p " << p << " size "
+                                          << size << " in " << in << " o " << o;
+            }
+          }
+        }
+}
+
+// Plans need no GPU: every training op plans in f32, bf16 and f16 with the operand list every
+// backend shares, and what the kernels cannot do is refused with a reason.
+TEST(CudaTrainingPlans, EveryTrainingOpPlansWithTheSharedOperands) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    BatchNormOp bn;
+    bn.mb = 2, bn.channels = 8, bn.h = bn.w = 7, bn.fuse_relu = true, bn.dtype = dtype;
+    BatchNormOp bn_backward = bn, bn_inference = bn;
+    bn_backward.pass = Pass::backward, bn_inference.inference = true;
+    EltwiseOp gelu_backward{EltwiseKind::gelu, Pass::backward, 100, dtype};
+    PoolOp pool;
+    pool.mb = 2, pool.channels = 3, pool.ih = pool.iw = 9, pool.kh = pool.kw = 3;
+    pool.sh = pool.sw = 2, pool.ph = pool.pw = 1, pool.dtype = dtype;
+    LayerNormOp layer_norm{Pass::backward, 12, 64, 1e-12f, dtype};
+    SoftmaxOp softmax{Pass::forward, 16, 8, 0.125f, true, 8, dtype};
+    SoftmaxCrossEntropyOp loss{Pass::forward, 4, 10, dtype};
+    EmbeddingOp embedding{Pass::backward, 20, 50, 16, false, true, dtype};
+    DropoutOp dropout{Pass::forward, 100, 0.1f, 3, dtype};
+    BinaryOp add{BinaryKind::add, 100, true, dtype};
+    CastOp cast{100, DType::f32, dtype};
+    struct Case {
+      OpDesc op;
+      std::vector<OperandSpec> operands;
+      bool needs_scratch;
+    };
+    const std::vector<Case> cases = {{bn, batch_norm_operands(bn), true},
+                                     {bn_backward, batch_norm_operands(bn_backward), true},
+                                     {bn_inference, batch_norm_operands(bn_inference), false},
+                                     {gelu_backward, eltwise_operands(gelu_backward), false},
+                                     {pool, pool_operands(pool), false},
+                                     {layer_norm, layer_norm_operands(layer_norm), true},
+                                     {softmax, softmax_operands(softmax), false},
+                                     {loss, softmax_cross_entropy_operands(loss), true},
+                                     {embedding, embedding_operands(embedding), false},
+                                     {dropout, dropout_operands(dropout), false},
+                                     {add, binary_operands(add), false},
+                                     {cast, cast_operands(cast), false}};
+    for (const Case& c : cases) {
+      std::unique_ptr<Plan> plan;
+      const Status status = plan_training_op(nullptr, c.op, &plan);
+      ASSERT_TRUE(status.ok()) << op_name(c.op) << " " << dtype_name(dtype) << ": "
+                               << status.message();
+      ASSERT_EQ(plan->operands().size(), c.operands.size()) << op_name(c.op);
+      for (std::size_t i = 0; i < c.operands.size(); ++i) {
+        const OperandSpec &got = plan->operands()[i], &want = c.operands[i];
+        EXPECT_EQ(got.name, want.name);
+        EXPECT_EQ(got.dtype, want.dtype) << op_name(c.op) << " " << got.name;
+        EXPECT_EQ(got.dims, want.dims);
+        EXPECT_EQ(got.bytes, want.bytes);
+        EXPECT_EQ(got.memory, want.memory) << op_name(c.op) << " " << got.name;
+      }
+      EXPECT_EQ(plan->workspace_bytes() > 0, c.needs_scratch) << op_name(c.op);
+      EXPECT_NE(plan->implementation().find("CUDA"), std::string::npos);
+    }
+    // The embedding's weight-table gradient is fp32 for bf16 data (fp32 master gradients).
+    std::unique_ptr<Plan> plan;
+    ASSERT_TRUE(plan_training_op(nullptr, embedding, &plan).ok());
+    EXPECT_EQ(plan->operands().back().dtype, dtype == DType::bf16 ? DType::f32 : dtype);
+  }
+  for (OptimizerKind kind :
+       {OptimizerKind::sgd_momentum, OptimizerKind::adamw, OptimizerKind::lamb}) {
+    OptimizerOp op{kind, 1000, 7, DType::f32};
+    std::unique_ptr<Plan> plan;
+    ASSERT_TRUE(plan_training_op(nullptr, op, &plan).ok());
+    EXPECT_EQ(plan->operands().back().memory, MemoryKind::host_pageable);  // hyper-parameters
+    EXPECT_EQ(plan->workspace_bytes() > 0, kind == OptimizerKind::lamb);
+  }
+}
+
+TEST(CudaTrainingPlans, WhatTheKernelsCannotDoIsRefusedWithAReason) {
+  std::unique_ptr<Plan> plan;
+  EltwiseOp f64{EltwiseKind::relu, Pass::forward, 10, DType::f64};
+  Status status = plan_training_op(nullptr, f64, &plan);
+  EXPECT_EQ(status.code(), StatusCode::unimplemented);
+  EXPECT_NE(status.message().find("f64"), std::string::npos) << status.message();
+  OptimizerOp bf16_state{OptimizerKind::adamw, 10, 1, DType::bf16};
+  EXPECT_EQ(plan_training_op(nullptr, bf16_state, &plan).code(), StatusCode::unimplemented);
+  DropoutOp certain{Pass::forward, 10, 1.0f, 0, DType::f32};
+  EXPECT_EQ(plan_training_op(nullptr, certain, &plan).code(), StatusCode::invalid_argument);
+  SoftmaxOp ragged{Pass::forward, 10, 4, 1.0f, true, 3, DType::f32};
+  EXPECT_EQ(plan_training_op(nullptr, ragged, &plan).code(), StatusCode::invalid_argument);
+  CastOp to_f64{10, DType::f32, DType::f64};
+  EXPECT_EQ(plan_training_op(nullptr, to_f64, &plan).code(), StatusCode::unimplemented);
+  EXPECT_FALSE(kernel_dtype(DType::i32));
+}
+
+}  // namespace
+}  // namespace tb::cuda
