@@ -385,8 +385,9 @@ void max_pool_backward(const PoolOp& op, std::span<const Buffer> b) {
   for (Index plane = 0; plane < op.mb * op.channels; ++plane) {
     T* dx = diff_src + plane * inputs;
     std::fill(dx, dx + inputs, T(0));
-    for (Index o = 0; o < outputs; ++o)
-      dx[indices[plane * outputs + o]] += diff_dst[plane * outputs + o];
+    for (Index o = 0; o < outputs; ++o)  // -1: a window wholly in the padding
+      if (const std::int32_t at = indices[plane * outputs + o]; at >= 0)
+        dx[at] += diff_dst[plane * outputs + o];
   }
 }
 

@@ -11,6 +11,7 @@ namespace tb::cuda {
 namespace {
 
 constexpr std::size_t kMaxWorkspace = std::size_t{64} << 20;
+constexpr std::uint32_t kMinAlignment = 16;
 
 Status lt_status(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return Status::Ok();
@@ -87,6 +88,13 @@ class LtGemmPlan final : public CudaPlan {
         lt_status(cublasLtMatmulPreferenceCreate(&preference_), "cublasLtMatmulPreferenceCreate"));
     cublasLtMatmulPreferenceSetAttribute(preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                          &kMaxWorkspace, sizeof(kMaxWorkspace));
+    // cuBLASLt assumes 256-byte-aligned pointers unless told otherwise; operands here are
+    // 16-byte aligned at least (sub-buffers of one arena, per-batch offsets).
+    for (auto attribute :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      cublasLtMatmulPreferenceSetAttribute(preference_, attribute, &kMinAlignment,
+                                           sizeof(kMinAlignment));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     TB_RETURN_IF_ERROR(

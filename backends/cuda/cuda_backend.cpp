@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/cublaslt_gemm.h"
+#ifdef TRAINBENCH_HAVE_CUDNN
+#include "backends/cuda/cudnn_conv.h"
+#endif
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/nvml.h"
@@ -123,6 +126,45 @@ class PeakPlan final : public CudaPlan {
   int blocks_;
 };
 
+#ifdef TRAINBENCH_HAVE_CUDNN
+// cuDNN's handle and the convolution engines chosen with it; absent with a reason when the
+// library cannot start (convolutions then answer unimplemented, everything else runs).
+class Convolutions {
+ public:
+  Convolutions() {
+    if (const cudnnStatus_t status = cudnnCreate(&handle_); status != CUDNN_STATUS_SUCCESS) {
+      handle_ = nullptr;
+      reason_ = fmt::format("cudnnCreate: {}", cudnnGetErrorString(status));
+    }
+  }
+  ~Convolutions() {
+    engines_.reset();  // the engines' plans go before their handle
+    if (handle_) cudnnDestroy(handle_);
+  }
+  Status plan(const ConvOp& op, std::unique_ptr<Plan>* out) {
+    if (!handle_) return Status::Unimplemented("cuda: no convolution: " + reason_);
+    return plan_cudnn_conv(handle_, *engines_, op, out);
+  }
+  std::string version() const {
+    const std::size_t v = cudnnGetVersion();
+    return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+  }
+
+ private:
+  cudnnHandle_t handle_ = nullptr;
+  std::string reason_;
+  std::unique_ptr<ConvEngineCache> engines_ = std::make_unique<ConvEngineCache>();
+};
+#else
+class Convolutions {
+ public:
+  Status plan(const ConvOp&, std::unique_ptr<Plan>*) {
+    return Status::Unimplemented("cuda: built without cuDNN, so no convolution");
+  }
+  std::string version() const { return "not built in"; }
+};
+#endif
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const cudaDeviceProp& properties, cublasLtHandle_t lt)
@@ -144,8 +186,12 @@ class CudaBackend final : public Backend {
     int runtime = 0, driver = 0;
     cudaRuntimeGetVersion(&runtime);
     cudaDriverGetVersion(&driver);
+    const std::size_t lt_version = cublasLtGetVersion();
     info.libraries = {{"CUDA runtime", cuda_version(runtime)},
-                      {"CUDA driver", cuda_version(driver)}};
+                      {"CUDA driver", cuda_version(driver)},
+                      {"cuBLASLt", fmt::format("{}.{}.{}", lt_version / 10000,
+                                               lt_version / 100 % 100, lt_version % 100)},
+                      {"cuDNN", convolutions_.version()}};
     // CUDA 13 removed the clock fields of cudaDeviceProp: attributes instead.
     auto attribute = [](cudaDeviceAttr which) {
       int value = 0;
@@ -238,6 +284,7 @@ class CudaBackend final : public Backend {
       return Status::Ok();
     }
     if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_cublaslt_gemm(lt_, *gemm, out);
+    if (const auto* conv = std::get_if<ConvOp>(&op)) return convolutions_.plan(*conv, out);
     if (const auto* transfer = std::get_if<TransferOp>(&op)) {
       *out = std::make_unique<TransferPlan>(*transfer);
       return Status::Ok();
@@ -271,6 +318,7 @@ class CudaBackend final : public Backend {
  private:
   cudaDeviceProp properties_;
   cublasLtHandle_t lt_;
+  Convolutions convolutions_;
   Buffer flush_buffer_;  // twice the L2, allocated at the first flush
   int flush_value_ = 0;
 };
@@ -287,8 +335,8 @@ Availability probe() {
 
 BackendEntry cuda_backend_entry() {
   return {"cuda",
-          "NVIDIA GPU through the CUDA runtime (cuBLASLt GEMM, stream, transfers, fp32 peak, "
-          "training ops; convolution not yet)",
+          "NVIDIA GPU through the CUDA runtime (cuBLASLt GEMM, cuDNN convolution, stream, "
+          "transfers, fp32 peak, training ops)",
           probe, [](const BackendConfig&, std::unique_ptr<Backend>* out) {
             const Availability availability = probe();
             if (!availability.usable) return Status::Unavailable(availability.reason);

@@ -148,6 +148,13 @@ __global__ void cast_kernel(const From* src, To* dst, long long n) {
   }
 }
 
+template <typename T>
+__global__ void fill_random_kernel(T* data, long long n, unsigned long long seed) {
+  TB_GRID_STRIDE(i, n) {
+    data[i] = from_float<T>(seeded_uniform(seed, i));
+  }
+}
+
 // --- layer norm: one block per row ---
 
 template <typename T>
@@ -658,6 +665,15 @@ cudaError_t launch_cast(const CastOp& op, const void* src, void* dst, cudaStream
                                                                op.count);
       return cudaGetLastError();
     });
+  });
+}
+
+cudaError_t launch_fill_random(DType dtype, void* data, std::int64_t count, std::uint64_t seed,
+                               cudaStream_t stream) {
+  return with_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    fill_random_kernel<<<grid_for(count), kThreads, 0, stream>>>(out<T>(data), count, seed);
+    return cudaGetLastError();
   });
 }
 

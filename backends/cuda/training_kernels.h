@@ -1,9 +1,10 @@
 // Launchers of the cuda backend's own training kernels (training_kernels.cu): what cuBLASLt
 // and cuDNN leave to the caller. Plain C++, so the plans include them without nvcc. Data is
 // f32, bf16 or f16 as the op's dtype says (statistics, scale and shift stay f32); every
-// launcher returns the launch's error. `scratch` is device workspace of the size the matching
-// *_scratch_bytes() gives; reductions go through it in a fixed order, so results do not
-// depend on scheduling.
+// launcher returns the launch's error (an op with no elements launches nothing). `scratch` is
+// device workspace of the size the matching *_scratch_bytes() gives; reductions go through it
+// in a fixed order, so results do not depend on scheduling, except the embedding's
+// scatter-add (atomic adds: a row may repeat across tokens).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,6 +26,9 @@ cudaError_t launch_add(const BinaryOp& op, const void* x, const void* y, void* d
 cudaError_t launch_dropout(const DropoutOp& op, const void* in, std::int32_t step, void* out,
                            cudaStream_t stream);
 cudaError_t launch_cast(const CastOp& op, const void* src, void* dst, cudaStream_t stream);
+// `count` values of `dtype` set to seeded_uniform(seed, i) (training_math.h).
+cudaError_t launch_fill_random(DType dtype, void* data, std::int64_t count, std::uint64_t seed,
+                               cudaStream_t stream);
 
 std::size_t layer_norm_scratch_bytes(const LayerNormOp& op);
 cudaError_t launch_layer_norm_forward(const LayerNormOp& op, const void* src, const float* gamma,

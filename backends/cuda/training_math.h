@@ -35,6 +35,14 @@ TB_HOST_DEVICE inline float dropout_element(float x, std::uint64_t seed, std::in
   return dropout_hash(seed, step, i) >= threshold ? x * scale : 0.0f;
 }
 
+// A seeded value uniform in [-1, 1) for element i: device buffers filled where they live (an
+// engine search times real-looking data, not zeros).
+TB_HOST_DEVICE inline float seeded_uniform(std::uint64_t seed, std::int64_t i) {
+  return static_cast<float>(mix64(seed + static_cast<std::uint64_t>(i) * kGoldenGamma) >> 40) *
+             0x1.0p-23f -
+         1.0f;
+}
+
 // The input gradient of a normalization (batch norm over a channel, layer norm over a row) at
 // one element: factor / n * (n g - sum(g) - xhat sum(g xhat)), where g is the gradient reaching
 // the normalized value (batch norm: dy, factor gamma / std; layer norm: dy gamma,

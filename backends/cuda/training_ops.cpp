@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -27,13 +28,17 @@ class KernelPlan final : public CudaPlan {
     workspace_bytes_ = scratch_bytes;
     implementation_ = fmt::format("trainbench CUDA kernels: {} ({})", what, dtype_name(dtype));
     math_mode_ = "fp32 arithmetic";
+    empty_ = std::any_of(operands_.begin(), operands_.end(),
+                         [](const OperandSpec& operand) { return operand.elements() == 0; });
   }
   Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
+    if (empty_) return Status::Ok();  // an empty grid is a launch error
     return cuda_status(launch_(operands, workspace.data, stream), implementation_.c_str());
   }
 
  private:
   Launch launch_;
+  bool empty_ = false;  // some operand has no elements: nothing to compute
 };
 
 constexpr std::size_t kMaxOperands = 12;  // batch norm's backward with its ReLU mask has 10
@@ -131,6 +136,8 @@ Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique
     return Status::Ok();
   }
   if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
+    if (op->kind == OptimizerKind::lamb && op->count > std::numeric_limits<std::int32_t>::max())
+      return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
     if (op->dtype != DType::f32)
       return Status::Unimplemented(
           fmt::format("cuda: optimizer state is f32, not {}", dtype_name(op->dtype)));

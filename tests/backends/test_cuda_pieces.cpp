@@ -57,7 +57,10 @@ TEST(CudaBackend, KernelsValidateOnAGpu) {
         "transfer dir=d2h bytes=8 memory=pageable", "transfer dir=d2d bytes=1Mi",
         "peak dtype=f32 iterations=1000", "gemm m=7 n=1000 k=13", "gemm m=256 dtype=tf32 ta=t",
         "gemm m=129 n=65 k=300 dtype=bf16 tb=t", "gemm m=64 dtype=f16 out=f16",
-        "gemm m=32 n=48 k=16 batch=3 alpha=0.5 beta=0.25"}) {
+        "gemm m=32 n=48 k=16 batch=3 alpha=0.5 beta=0.25", "conv mb=2 ic=16 ih=14 oc=32 kh=3 ph=1",
+        "conv mb=2 ic=16 ih=14 oc=32 kh=3 ph=1 dir=bwd_data dtype=bf16",
+        "conv mb=2 ic=16 ih=15 oc=8 kh=3 sh=2 dir=bwd_weights dtype=tf32",
+        "conv mb=2 ic=3 ih=32 oc=8 kh=7 sh=2 ph=3 dir=bwd_weights dtype=f16"}) {
     auto workload = create_workload(Descriptor::parse(line), backend->device_info());
     ASSERT_TRUE(workload->setup(*backend, 5).ok()) << line;
     const Validation validation = workload->validate();

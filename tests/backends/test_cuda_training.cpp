@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/training_kernels.h"
@@ -255,3 +257,67 @@ TEST(CudaTrainingPlans, WhatTheKernelsCannotDoIsRefusedWithAReason) {
 
 }  // namespace
 }  // namespace tb::cuda
+
+#ifdef TRAINBENCH_HAVE_CUDNN
+#include "backends/cuda/cudnn_conv.h"
+
+namespace tb::cuda {
+namespace {
+
+// The engine filter: f32 strict, fp32 accumulation everywhere, Winograd only when allowed.
+TEST(CudnnEngineChoice, NumericalNotesDecideWhichEnginesMayRun) {
+  ConvOp op;
+  std::string reason;
+  EngineNotes tf32;
+  tf32.tensor_core = tf32.down_convert = true;
+  op.dtype = DType::f32;
+  EXPECT_FALSE(engine_allowed(op, tf32, &reason));
+  EXPECT_NE(reason.find("TF32"), std::string::npos) << reason;
+  op.dtype = DType::tf32;
+  EXPECT_TRUE(engine_allowed(op, tf32, &reason));
+  EngineNotes half_accumulation;
+  half_accumulation.reduced_precision_reduction = true;
+  op.dtype = DType::f16;
+  EXPECT_FALSE(engine_allowed(op, half_accumulation, &reason));
+  EngineNotes winograd;
+  winograd.winograd = true;
+  op.dtype = DType::bf16;
+  EXPECT_FALSE(engine_allowed(op, winograd, &reason));
+  op.winograd_allowed = true;
+  EXPECT_TRUE(engine_allowed(op, winograd, &reason));
+  EXPECT_TRUE(engine_allowed(op, EngineNotes{}, &reason));
+  EXPECT_EQ(EngineNotes{}.describe(), "none");
+  EXPECT_EQ(tf32.describe(), "tensor core, down-converts inputs");
+}
+
+// The cache key tells apart everything the engine depends on, and nothing else.
+TEST(CudnnEngineChoice, KeysSeparateShapesDirectionsAndDtypes) {
+  ConvOp base;
+  base.mb = 8, base.ic = 64, base.ih = base.iw = 56, base.oc = 64, base.kh = base.kw = 3;
+  base.ph = base.pw = 1;
+  std::set<std::string> keys = {conv_engine_key(base)};
+  auto differs = [&](auto change) {
+    ConvOp op = base;
+    change(op);
+    return keys.insert(conv_engine_key(op)).second;
+  };
+  EXPECT_TRUE(differs([](ConvOp& o) { o.direction = ConvDirection::backward_data; }));
+  EXPECT_TRUE(differs([](ConvOp& o) { o.direction = ConvDirection::backward_weights; }));
+  EXPECT_TRUE(differs([](ConvOp& o) { o.dtype = DType::bf16; }));
+  EXPECT_TRUE(differs([](ConvOp& o) { o.mb = 16; }));
+  EXPECT_TRUE(differs([](ConvOp& o) { o.sh = o.sw = 2; }));
+  EXPECT_TRUE(differs([](ConvOp& o) { o.ph = 0; }));
+  EXPECT_TRUE(differs([](ConvOp& o) { o.winograd_allowed = true; }));
+  EXPECT_FALSE(differs([](ConvOp& o) { o.layout = Layout::native; }));  // always NCHW here
+}
+
+TEST(CudnnEngineChoice, TheFastestCandidateThatRanWins) {
+  EXPECT_EQ(fastest_candidate({}), -1);
+  EXPECT_EQ(fastest_candidate({-1, -1}), -1);  // none ran
+  EXPECT_EQ(fastest_candidate({3e-4, -1, 2e-4, 5e-4}), 2);
+  EXPECT_EQ(fastest_candidate({std::nan(""), 1e-3}), 1);
+}
+
+}  // namespace
+}  // namespace tb::cuda
+#endif

@@ -90,7 +90,7 @@ void expect_gradients_match_reference(Backend& backend, const Network& net, doub
 // stage, the head and the loss, checked tightly.
 TEST_P(TrainingStepTest, EveryGradientMatchesTheDoublePrecisionReference) {
   auto backend = make_backend(GetParam());
-  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
+  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build or not usable here";
   expect_gradients_match_reference(*backend, build_resnet(reduced({2, 2, 2, 2})), 2e-4);
 }
 
@@ -99,7 +99,7 @@ TEST_P(TrainingStepTest, EveryGradientMatchesTheDoublePrecisionReference) {
 // catches wiring errors, which are of order one, while the test above bounds the arithmetic.
 TEST_P(TrainingStepTest, FullDepthGradientsMatchTheReference) {
   auto backend = make_backend(GetParam());
-  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
+  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build or not usable here";
   expect_gradients_match_reference(*backend, build_resnet(reduced()), 5e-2, 1);
 }
 
@@ -107,7 +107,7 @@ TEST_P(TrainingStepTest, FullDepthGradientsMatchTheReference) {
 // CPU backend and in bf16 (mixed precision) where the backend has it.
 TEST_P(TrainingStepTest, EveryOpMatchesTheReferenceOnItsOwnInputs) {
   auto backend = make_backend(GetParam());
-  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
+  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build or not usable here";
   const Network net = build_resnet(reduced({2, 2, 2, 2}));
   testing_support::expect_ops_match_reference(*backend, net, {DType::f32, Layout::native},
                                               seeded_batch(net, 13), 250);
@@ -168,7 +168,7 @@ TEST(ReferenceStep, GradientsMatchFiniteDifferences) {
 
 TEST_P(TrainingStepTest, LossFallsOnAFixedBatch) {
   auto backend = make_backend(GetParam());
-  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build";
+  if (!backend) GTEST_SKIP() << GetParam() << " is not in this build or not usable here";
   const Network net = build_resnet(reduced());
   std::unique_ptr<TrainingStep> step;
   ASSERT_TRUE(
@@ -187,8 +187,9 @@ TEST_P(TrainingStepTest, LossFallsOnAFixedBatch) {
   EXPECT_EQ(step->steps_taken(), 8);
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuBackends, TrainingStepTest,
-                         testing::Values("cpu-onednn", "cpu-openblas"));
+// cuda runs where a GPU is usable (skipped elsewhere).
+INSTANTIATE_TEST_SUITE_P(Backends, TrainingStepTest,
+                         testing::Values("cpu-onednn", "cpu-openblas", "cuda"));
 
 }  // namespace
 }  // namespace tb
@@ -196,7 +197,7 @@ INSTANTIATE_TEST_SUITE_P(CpuBackends, TrainingStepTest,
 namespace tb {
 namespace {
 
-// One step from the same weights and batch on every CPU backend and precision agrees with
+// One step from the same weights and batch on every backend and precision agrees with
 // cpu-onednn's fp32 step: fp32 gradients within 2e-4 (best of three seeds, as above); bf16 in
 // its loss within 2% (whole-step bf16 gradients differ by tens of percent from any fp32 or
 // f64 step, measured 40-110% on reduced networks, because bf16 rounding of the incoming
@@ -227,13 +228,15 @@ TEST(BackendAgreement, StepsAgreeWithOnednnFp32) {
       worst = std::max(worst, relative_l2_error(got.grads[p].values, want.grads[p].values));
     return worst;
   };
-  if (auto openblas = make_backend("cpu-openblas")) {
+  for (const char* name : {"cpu-openblas", "cuda"}) {  // cuda where a GPU is usable
+    auto other = make_backend(name);
+    if (!other) continue;
     double best = INFINITY;
     for (std::uint64_t seed : {31, 37, 41}) {
       const Result want = step_on(*onednn, DType::f32, seed);
-      best = std::min(best, worst_error(step_on(*openblas, DType::f32, seed), want));
+      best = std::min(best, worst_error(step_on(*other, DType::f32, seed), want));
     }
-    EXPECT_LT(best, 2e-4) << "cpu-openblas fp32 against cpu-onednn fp32";
+    EXPECT_LT(best, 2e-4) << name << " fp32 against cpu-onednn fp32";
   }
   const Result want = step_on(*onednn, DType::f32, 31);
   const Result bf16 = step_on(*onednn, DType::bf16, 31);

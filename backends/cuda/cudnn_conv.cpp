@@ -1,0 +1,531 @@
+#include "backends/cuda/cudnn_conv.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/training_kernels.h"
+#include "backends/operands.h"
+
+namespace tb::cuda {
+namespace {
+
+constexpr int kMaxCandidates = 8;  // engines timed per shape
+constexpr int kTimedRuns = 3;      // per candidate, after one warm-up run
+constexpr std::int64_t kMaxWorkspace = std::int64_t{1} << 30;
+constexpr std::size_t kWorkspaceAlignment = 256;
+// Tensor ids in the graph and the variant pack: x (or dx), w (or dw), y (or dy).
+constexpr std::int64_t kX = 1, kW = 2, kY = 3;
+
+Status cudnn_status(cudnnStatus_t status, const char* what) {
+  if (status == CUDNN_STATUS_SUCCESS) return Status::Ok();
+  const std::string message = fmt::format("{}: {}", what, cudnnGetErrorString(status));
+  const int code = static_cast<int>(status);
+  if (code >= 3000 && code < 4000) return Status::Unimplemented(message);  // NOT_SUPPORTED_*
+  if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
+      status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED)
+    return Status::OutOfMemory(message);
+  return Status::Failed(message);
+}
+#define TB_CUDNN(call) TB_RETURN_IF_ERROR(cudnn_status((call), #call))
+
+// A backend descriptor, destroyed with its owner.
+class Descriptor {
+ public:
+  Descriptor() = default;
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  Descriptor(Descriptor&& other) noexcept : d_(std::exchange(other.d_, nullptr)) {}
+  Descriptor& operator=(Descriptor&& other) noexcept {
+    std::swap(d_, other.d_);
+    return *this;
+  }
+  ~Descriptor() {
+    if (d_) cudnnBackendDestroyDescriptor(d_);
+  }
+  Status create(cudnnBackendDescriptorType_t type) {
+    return cudnn_status(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor");
+  }
+  cudnnBackendDescriptor_t get() const { return d_; }
+  template <typename T>
+  Status set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, std::int64_t count,
+             const T* values) {
+    return cudnn_status(cudnnBackendSetAttribute(d_, name, type, count, values),
+                        "cudnnBackendSetAttribute");
+  }
+  Status set(cudnnBackendAttributeName_t name, const Descriptor& value) {
+    cudnnBackendDescriptor_t raw = value.get();
+    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
+  }
+  Status finalize() { return cudnn_status(cudnnBackendFinalize(d_), "cudnnBackendFinalize"); }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+cudnnDataType_t cudnn_type(DType dtype) {
+  switch (dtype) {
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    default:
+      return CUDNN_DATA_FLOAT;  // f32 and tf32 data
+  }
+}
+
+DType storage(DType dtype) {
+  return dtype == DType::tf32 ? DType::f32 : dtype;
+}
+
+Status make_tensor(std::int64_t uid, DType dtype, std::array<std::int64_t, 4> dims,
+                   Descriptor* out) {
+  const std::array<std::int64_t, 4> strides = {dims[1] * dims[2] * dims[3], dims[2] * dims[3],
+                                               dims[3], 1};  // NCHW
+  const cudnnDataType_t type = cudnn_type(dtype);
+  const std::int64_t alignment = 16;
+  TB_RETURN_IF_ERROR(out->create(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
+  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data()));
+  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data()));
+  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment));
+  return out->finalize();
+}
+
+// The convolution's operation graph: one node of the op's direction.
+struct Graph {
+  Descriptor x, w, y, convolution, operation, graph;
+};
+
+Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
+  TB_RETURN_IF_ERROR(make_tensor(kX, op.dtype, {op.mb, op.ic, op.ih, op.iw}, &g->x));
+  TB_RETURN_IF_ERROR(make_tensor(kW, op.dtype, {op.oc, op.ic, op.kh, op.kw}, &g->w));
+  TB_RETURN_IF_ERROR(make_tensor(kY, op.dtype, {op.mb, op.oc, op.oh(), op.ow()}, &g->y));
+
+  const std::int64_t spatial = 2;
+  const cudnnDataType_t accumulate = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const std::array<std::int64_t, 2> padding = {op.ph, op.pw}, strides = {op.sh, op.sw},
+                                    dilations = {1, 1};
+  Descriptor& c = g->convolution;
+  TB_RETURN_IF_ERROR(c.create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(c.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial));
+  TB_RETURN_IF_ERROR(c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &accumulate));
+  TB_RETURN_IF_ERROR(
+      c.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+  TB_RETURN_IF_ERROR(
+      c.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding.data()));
+  TB_RETURN_IF_ERROR(
+      c.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding.data()));
+  TB_RETURN_IF_ERROR(
+      c.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilations.data()));
+  TB_RETURN_IF_ERROR(
+      c.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides.data()));
+  TB_RETURN_IF_ERROR(c.finalize());
+
+  const float alpha = 1.0f, beta = 0.0f;
+  Descriptor& o = g->operation;
+  switch (op.direction) {
+    case ConvDirection::forward:
+      TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, g->x));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, g->w));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, g->y));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, c));
+      TB_RETURN_IF_ERROR(
+          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+      TB_RETURN_IF_ERROR(
+          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+      break;
+    case ConvDirection::backward_data:
+      TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, g->x));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, g->w));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, g->y));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, c));
+      TB_RETURN_IF_ERROR(
+          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+      TB_RETURN_IF_ERROR(
+          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+      break;
+    case ConvDirection::backward_weights:
+      TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, g->x));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, g->w));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, g->y));
+      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, c));
+      TB_RETURN_IF_ERROR(
+          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
+      TB_RETURN_IF_ERROR(
+          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
+      break;
+  }
+  TB_RETURN_IF_ERROR(o.finalize());
+
+  TB_RETURN_IF_ERROR(g->graph.create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
+  cudnnBackendDescriptor_t operations = o.get();
+  TB_RETURN_IF_ERROR(
+      g->graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &operations));
+  TB_RETURN_IF_ERROR(g->graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+  return g->graph.finalize();
+}
+
+// The engine configurations cuDNN's heuristics rank for the graph, best first.
+Status heuristic_configs(const Graph& g, cudnnBackendHeurMode_t mode,
+                         std::vector<Descriptor>* out) {
+  Descriptor heuristics;
+  TB_RETURN_IF_ERROR(heuristics.create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, g.graph));
+  TB_RETURN_IF_ERROR(heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+  TB_RETURN_IF_ERROR(heuristics.finalize());
+  std::int64_t count = 0;
+  TB_CUDNN(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  std::vector<Descriptor> configs(static_cast<std::size_t>(count));
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (Descriptor& config : configs) {
+    TB_RETURN_IF_ERROR(config.create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    raw.push_back(config.get());
+  }
+  std::int64_t returned = 0;
+  TB_CUDNN(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned, raw.data()));
+  configs.resize(static_cast<std::size_t>(std::min(returned, count)));
+  for (Descriptor& config : configs) out->push_back(std::move(config));
+  return Status::Ok();
+}
+
+struct EngineIdentity {
+  std::int64_t global_index = -1;
+  EngineNotes notes;
+};
+
+Status identify(const Descriptor& config, EngineIdentity* out) {
+  Descriptor engine;
+  TB_RETURN_IF_ERROR(engine.create(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
+  cudnnBackendDescriptor_t raw = engine.get();
+  std::int64_t count = 0;
+  TB_CUDNN(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw));
+  TB_CUDNN(cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
+                                    &count, &out->global_index));
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+  TB_CUDNN(cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                    CUDNN_TYPE_NUMERICAL_NOTE, notes.size(), &count, notes.data()));
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(count, notes.size()); ++i) {
+    switch (notes[i]) {
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
+        out->notes.tensor_core = true;
+        break;
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+        out->notes.down_convert = true;
+        break;
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
+        out->notes.reduced_precision_reduction = true;
+        break;
+      case CUDNN_NUMERICAL_NOTE_FFT:
+        out->notes.fft = true;
+        break;
+      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
+        out->notes.nondeterministic = true;
+        break;
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13:
+        out->notes.winograd = true;
+        break;
+      default:
+        break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status make_execution_plan(cudnnHandle_t handle, const Descriptor& config, Descriptor* plan,
+                           std::int64_t* workspace) {
+  TB_RETURN_IF_ERROR(plan->create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+  TB_RETURN_IF_ERROR(plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config));
+  TB_RETURN_IF_ERROR(plan->finalize());
+  std::int64_t count = 0;
+  TB_CUDNN(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                    CUDNN_TYPE_INT64, 1, &count, workspace));
+  return Status::Ok();
+}
+
+// Runs `plan` on x, w, y (by their ids) with `workspace`.
+Status execute(cudnnHandle_t handle, const Descriptor& plan, void* x, void* w, void* y,
+               void* workspace) {
+  Descriptor pack;
+  TB_RETURN_IF_ERROR(pack.create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
+  void* pointers[] = {x, w, y};
+  const std::int64_t ids[] = {kX, kW, kY};
+  TB_RETURN_IF_ERROR(
+      pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers));
+  TB_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids));
+  TB_RETURN_IF_ERROR(
+      pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+  TB_RETURN_IF_ERROR(pack.finalize());
+  return cudnn_status(cudnnBackendExecute(handle, plan.get(), pack.get()), "cudnnBackendExecute");
+}
+
+// Device memory for the search, freed when it ends.
+class DeviceBlock {
+ public:
+  DeviceBlock() = default;
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+  ~DeviceBlock() {
+    if (data_) cudaFree(data_);
+  }
+  Status allocate(std::size_t bytes) {
+    return cuda_status(cudaMalloc(&data_, std::max<std::size_t>(bytes, 1)),
+                       "cudaMalloc (convolution engine search)");
+  }
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+std::size_t elements(std::array<std::int64_t, 4> dims) {
+  return static_cast<std::size_t>(dims[0] * dims[1] * dims[2] * dims[3]);
+}
+
+}  // namespace
+
+struct ConvEngineCache::Engine {
+  Descriptor plan;  // the finalized execution plan
+  std::int64_t workspace = 0;
+  std::string description;
+};
+
+ConvEngineCache::ConvEngineCache() = default;
+ConvEngineCache::~ConvEngineCache() = default;
+
+std::shared_ptr<const ConvEngineCache::Engine> ConvEngineCache::find(const std::string& key) const {
+  const auto found = engines_.find(key);
+  return found == engines_.end() ? nullptr : found->second;
+}
+
+void ConvEngineCache::insert(const std::string& key, std::shared_ptr<const Engine> engine) {
+  engines_[key] = std::move(engine);
+}
+
+std::string EngineNotes::describe() const {
+  std::string out;
+  auto add = [&](bool on, const char* name) {
+    if (on) out += (out.empty() ? "" : ", ") + std::string(name);
+  };
+  add(tensor_core, "tensor core");
+  add(down_convert, "down-converts inputs");
+  add(reduced_precision_reduction, "reduced-precision reduction");
+  add(fft, "FFT");
+  add(winograd, "Winograd");
+  add(nondeterministic, "nondeterministic");
+  return out.empty() ? "none" : out;
+}
+
+bool engine_allowed(const ConvOp& op, const EngineNotes& notes, std::string* reason) {
+  if (op.dtype == DType::f32 && notes.down_convert) {
+    *reason = "down-converts fp32 inputs (TF32): f32 is strict";
+    return false;
+  }
+  if (notes.reduced_precision_reduction) {
+    *reason = "reduces in reduced precision: every dtype accumulates in fp32";
+    return false;
+  }
+  if (notes.winograd && !op.winograd_allowed) {
+    *reason = "Winograd, not allowed by the descriptor";
+    return false;
+  }
+  return true;
+}
+
+std::string conv_engine_key(const ConvOp& op) {
+  return fmt::format("{} {} mb{} ic{} {}x{} oc{} k{}x{} s{}x{} p{}x{} w{}",
+                     static_cast<int>(op.direction), dtype_name(op.dtype), op.mb, op.ic, op.ih,
+                     op.iw, op.oc, op.kh, op.kw, op.sh, op.sw, op.ph, op.pw,
+                     op.winograd_allowed ? 1 : 0);
+}
+
+int fastest_candidate(const std::vector<double>& seconds) {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(seconds.size()); ++i)
+    if (seconds[i] > 0 && (best < 0 || seconds[i] < seconds[best])) best = i;
+  return best;
+}
+
+namespace {
+
+// Times up to kMaxCandidates allowed engines on seeded data and keeps the fastest.
+Status search_engine(cudnnHandle_t handle, const ConvOp& op,
+                     std::shared_ptr<const ConvEngineCache::Engine>* out) {
+  Graph graph;
+  TB_RETURN_IF_ERROR(make_graph(handle, op, &graph));
+  std::vector<Descriptor> configs;
+  TB_RETURN_IF_ERROR(heuristic_configs(graph, CUDNN_HEUR_MODE_A, &configs));
+  if (Status fallback = heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
+      !fallback.ok() && configs.empty())
+    return fallback;
+
+  const std::array<std::int64_t, 4> x = {op.mb, op.ic, op.ih, op.iw},
+                                    w = {op.oc, op.ic, op.kh, op.kw},
+                                    y = {op.mb, op.oc, op.oh(), op.ow()};
+  const std::size_t element = dtype_size(storage(op.dtype));
+  DeviceBlock xs, ws, ys;
+  TB_RETURN_IF_ERROR(xs.allocate(elements(x) * element));
+  TB_RETURN_IF_ERROR(ws.allocate(elements(w) * element));
+  TB_RETURN_IF_ERROR(ys.allocate(elements(y) * element));
+  // Seeded data: zeros would time faster than real inputs.
+  for (auto [block, dims, seed] : {std::tuple{&xs, x, 1}, {&ws, w, 2}, {&ys, y, 3}})
+    TB_RETURN_IF_ERROR(
+        cuda_status(launch_fill_random(storage(op.dtype), block->data(),
+                                       static_cast<std::int64_t>(elements(dims)), seed, nullptr),
+                    "seeding the engine search"));
+
+  struct Candidate {
+    Descriptor plan;
+    std::int64_t workspace = 0;
+    EngineIdentity identity;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<double> seconds;
+  std::vector<std::string> refused;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (const Descriptor& config : configs) {
+    if (static_cast<int>(candidates.size()) == kMaxCandidates) break;
+    Candidate candidate;
+    std::string reason;
+    if (!identify(config, &candidate.identity).ok()) continue;
+    const bool repeated =
+        std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& c) {
+          return c.identity.global_index == candidate.identity.global_index;
+        });
+    if (repeated) continue;  // the fallback list repeats heuristic A's engines
+    if (!engine_allowed(op, candidate.identity.notes, &reason)) {
+      refused.push_back(fmt::format("{}: {}", candidate.identity.global_index, reason));
+      continue;
+    }
+    if (!make_execution_plan(handle, config, &candidate.plan, &candidate.workspace).ok() ||
+        candidate.workspace > kMaxWorkspace)
+      continue;
+    DeviceBlock workspace;
+    double elapsed = -1;
+    if (workspace.allocate(static_cast<std::size_t>(candidate.workspace)).ok() &&
+        execute(handle, candidate.plan, xs.data(), ws.data(), ys.data(), workspace.data()).ok()) {
+      cudaEventRecord(start);
+      Status status = Status::Ok();
+      for (int run = 0; run < kTimedRuns && status.ok(); ++run)
+        status = execute(handle, candidate.plan, xs.data(), ws.data(), ys.data(), workspace.data());
+      cudaEventRecord(stop);
+      float ms = 0;
+      if (status.ok() && cudaEventSynchronize(stop) == cudaSuccess &&
+          cudaEventElapsedTime(&ms, start, stop) == cudaSuccess)
+        elapsed = ms * 1e-3 / kTimedRuns;
+    }
+    cudaGetLastError();  // an engine that failed to launch leaves no error for the next one
+    candidates.push_back(std::move(candidate));
+    seconds.push_back(elapsed);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  const int best = fastest_candidate(seconds);
+  if (best < 0) {
+    std::string why;
+    for (const std::string& line : refused) why += "; engine " + line;
+    return Status::Unimplemented(
+        fmt::format("cuDNN: no engine ran this convolution ({} configurations, {} timed{})",
+                    configs.size(), candidates.size(), why));
+  }
+  auto engine = std::make_shared<ConvEngineCache::Engine>();
+  Candidate& chosen = candidates[best];
+  engine->workspace = chosen.workspace;
+  engine->description =
+      fmt::format("cuDNN graph API engine {} ({}), fastest of {} timed ({:.3f} ms), workspace {} B",
+                  chosen.identity.global_index, chosen.identity.notes.describe(), candidates.size(),
+                  seconds[best] * 1e3, chosen.workspace);
+  engine->plan = std::move(chosen.plan);
+  *out = std::move(engine);
+  return Status::Ok();
+}
+
+class CudnnConvPlan final : public CudaPlan {
+ public:
+  CudnnConvPlan(cudnnHandle_t handle, const ConvOp& op,
+                std::shared_ptr<const ConvEngineCache::Engine> engine)
+      : handle_(handle), op_(op), engine_(std::move(engine)) {
+    operands_ = conv_operands(op);
+    for (OperandSpec& operand : operands_) operand.dtype = storage(operand.dtype);
+    // Low-precision weight gradients come out of cuDNN in the data's dtype and are cast to
+    // the fp32 master gradient after it.
+    cast_weights_ =
+        op.direction == ConvDirection::backward_weights && storage(op.dtype) != DType::f32;
+    engine_bytes_ = (static_cast<std::size_t>(engine_->workspace) + kWorkspaceAlignment - 1) /
+                    kWorkspaceAlignment * kWorkspaceAlignment;
+    workspace_bytes_ =
+        engine_bytes_ + (cast_weights_ ? operands_[2].elements() * dtype_size(op.dtype) : 0);
+    implementation_ = engine_->description + (cast_weights_ ? ", dW cast to f32" : "");
+    math_mode_ = op.dtype == DType::tf32  ? "tf32 inputs, fp32 accumulation"
+                 : op.dtype == DType::f32 ? "strict fp32 (no TF32 engines)"
+                                          : "fp32 accumulation";
+  }
+
+  Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
+    void* scratch = workspace.data;
+    void* cast_source = static_cast<char*>(workspace.data) + engine_bytes_;
+    switch (op_.direction) {
+      case ConvDirection::forward:  // src, weights, dst
+        return execute(handle_, engine_->plan, b[0].data, b[1].data, b[2].data, scratch);
+      case ConvDirection::backward_data:  // diff_dst, weights, diff_src
+        return execute(handle_, engine_->plan, b[2].data, b[1].data, b[0].data, scratch);
+      case ConvDirection::backward_weights: {  // src, diff_dst, diff_weights
+        void* dw = cast_weights_ ? cast_source : b[2].data;
+        TB_RETURN_IF_ERROR(execute(handle_, engine_->plan, b[0].data, dw, b[1].data, scratch));
+        if (!cast_weights_) return Status::Ok();
+        const CastOp cast{static_cast<std::int64_t>(operands_[2].elements()), op_.dtype,
+                          DType::f32};
+        return cuda_status(launch_cast(cast, dw, b[2].data, stream), "weight-gradient cast");
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  cudnnHandle_t handle_;
+  ConvOp op_;
+  std::shared_ptr<const ConvEngineCache::Engine> engine_;
+  bool cast_weights_ = false;
+  std::size_t engine_bytes_ = 0;
+};
+
+}  // namespace
+
+Status plan_cudnn_conv(cudnnHandle_t handle, ConvEngineCache& cache, const ConvOp& op,
+                       std::unique_ptr<Plan>* out) {
+  if (!kernel_dtype(storage(op.dtype)))
+    return Status::Unimplemented(fmt::format(
+        "cuda: convolution runs in f32, tf32, bf16 and f16, not {}", dtype_name(op.dtype)));
+  const std::string key = conv_engine_key(op);
+  std::shared_ptr<const ConvEngineCache::Engine> engine = cache.find(key);
+  if (!engine) {
+    TB_RETURN_IF_ERROR(search_engine(handle, op, &engine));
+    cache.insert(key, engine);
+  }
+  *out = std::make_unique<CudnnConvPlan>(handle, op, std::move(engine));
+  return Status::Ok();
+}
+
+}  // namespace tb::cuda

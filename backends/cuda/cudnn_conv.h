@@ -1,0 +1,55 @@
+// Convolution through cuDNN's graph (backend) API, the API cuDNN 9 keeps (its legacy
+// convolution calls are deprecated): forward, backward-data and backward-weights on NCHW data
+// in f32 (strict: engines that down-convert to TF32 are refused), tf32, bf16 and f16, all with
+// fp32 accumulation. The engine is chosen once per shape by timing the heuristics' candidates
+// on seeded data, and cached by the backend; its workspace is the plan's workspace.
+#pragma once
+
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace tb::cuda {
+
+// What cuDNN says about an engine's numerics (CUDNN_ATTR_ENGINE_NUMERICAL_NOTE).
+struct EngineNotes {
+  bool tensor_core = false, down_convert = false, reduced_precision_reduction = false, fft = false,
+       winograd = false, nondeterministic = false;
+  std::string describe() const;  // "tensor core, winograd", or "none"
+};
+
+// Whether an engine with `notes` may run `op`: f32 is strict (no TF32 down-conversion), every
+// dtype accumulates in fp32 (no reduced-precision reduction), Winograd only where the
+// descriptor allows it. `reason` says why not.
+bool engine_allowed(const ConvOp& op, const EngineNotes& notes, std::string* reason);
+
+// Everything the engine choice depends on, as the cache's key.
+std::string conv_engine_key(const ConvOp& op);
+
+// The fastest of the timed candidates (an index into `seconds`), ignoring those that did not
+// run (not positive, or NaN); -1 when none ran.
+int fastest_candidate(const std::vector<double>& seconds);
+
+// The engines chosen so far, by shape: a network's repeated shapes are searched once. Owned by
+// the backend for its lifetime.
+class ConvEngineCache {
+ public:
+  struct Engine;
+  ConvEngineCache();
+  ~ConvEngineCache();
+  std::shared_ptr<const Engine> find(const std::string& key) const;
+  void insert(const std::string& key, std::shared_ptr<const Engine> engine);
+
+ private:
+  std::map<std::string, std::shared_ptr<const Engine>> engines_;
+};
+
+Status plan_cudnn_conv(cudnnHandle_t handle, ConvEngineCache& cache, const ConvOp& op,
+                       std::unique_ptr<Plan>* out);
+
+}  // namespace tb::cuda
