@@ -92,6 +92,14 @@ class Timer {
   virtual double stop_seconds() = 0;  // elapsed since start(), after the device finished
 };
 
+// Device telemetry over one measured case (power, temperature, clocks, throttling, energy),
+// started before the case and read once after it.
+class TelemetryMonitor {
+ public:
+  virtual ~TelemetryMonitor() = default;
+  virtual nlohmann::json finish() = 0;  // stops sampling; what the case saw
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -112,6 +120,9 @@ class Backend {
   // by writing a buffer larger than them; the harness calls it between samples when asked.
   virtual Status flush_caches() = 0;
   virtual std::unique_ptr<Timer> make_timer() = 0;
+  // A monitor sampling the device while a case runs; null where the backend has none (CPU
+  // backends, or a GPU without NVML).
+  virtual std::unique_ptr<TelemetryMonitor> start_telemetry() { return nullptr; }
 
   virtual Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) = 0;
   // Convert operand `index` between the op's plain layout and the plan's layout.

@@ -202,8 +202,22 @@ std::vector<OperandSpec> softmax_cross_entropy_operands(const SoftmaxCrossEntrop
   if (op.pass == Pass::forward)
     return {spec("logits", op.dtype, logits, false), spec("labels", DType::i32, labels, false),
             spec("probabilities", op.dtype, logits, true), spec("loss", op.dtype, {1}, true)};
-  return {spec("probabilities", op.dtype, logits, false), spec("labels", DType::i32, labels, false),
-          spec("diff_logits", op.dtype, logits, true)};
+  std::vector<OperandSpec> operands = {spec("probabilities", op.dtype, logits, false),
+                                       spec("labels", DType::i32, labels, false)};
+  if (op.scaled) {
+    operands.push_back(spec("scale", DType::f32, {1}, false));
+    operands.back().memory = MemoryKind::host_pageable;  // changes between steps
+  }
+  operands.push_back(spec("diff_logits", op.dtype, logits, true));
+  return operands;
+}
+
+std::vector<OperandSpec> unscale_gradients_operands(const UnscaleGradientsOp& op) {
+  std::vector<OperandSpec> operands = {spec("grads", op.dtype, {op.count}, true),
+                                       spec("inverse_scale", DType::f32, {1}, false),
+                                       spec("found_nonfinite", DType::i32, {1}, true)};
+  operands[1].memory = MemoryKind::host_pageable;  // changes between steps
+  return operands;
 }
 
 std::vector<OperandSpec> dropout_operands(const DropoutOp& op) {

@@ -30,5 +30,6 @@ std::vector<OperandSpec> binary_operands(const BinaryOp& op);
 std::vector<OperandSpec> softmax_cross_entropy_operands(const SoftmaxCrossEntropyOp& op);
 std::vector<OperandSpec> dropout_operands(const DropoutOp& op);
 std::vector<OperandSpec> cast_operands(const CastOp& op);
+std::vector<OperandSpec> unscale_gradients_operands(const UnscaleGradientsOp& op);
 
 }  // namespace tb

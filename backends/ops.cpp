@@ -88,7 +88,7 @@ std::string_view op_name(const OpDesc& op) {
       "softmax",    "softmax_cross_entropy",
       "layer_norm", "embedding",
       "dropout",    "cast",
-      "optimizer"};
+      "optimizer",  "unscale_gradients"};
   return kNames[op.index()];
 }
 

@@ -16,6 +16,10 @@ std::string_view dtype_name(DType dtype);
 // Throws UsageError for a name that is not a dtype.
 DType parse_dtype(std::string_view name);
 std::size_t dtype_size(DType dtype);
+// The dtype data of `dtype` is stored as: TF32 lives in f32 storage, the rest as themselves.
+constexpr DType storage_dtype(DType dtype) {
+  return dtype == DType::tf32 ? DType::f32 : dtype;
+}
 
 // C = alpha * op(A) * op(B) + beta * C, row-major; op(A) is m x k, op(B) is k x n.
 // a_type / b_type are the input dtypes, c_type the output; accumulation is fp32 (fp64 for f64).
@@ -26,6 +30,9 @@ struct GemmOp {
   DType a_type = DType::f32, b_type = DType::f32, c_type = DType::f32;
   std::int64_t batch = 1;    // strided-batched when > 1 (attention)
   bool prepacked_b = false;  // B reordered once into the layout the library prefers
+  // FP8 only: Tensor Core accumulation without periodic promotion to fp32 (faster, fewer
+  // bits; what the datasheet rate assumes). cuBLASLt's default is off.
+  bool fast_accumulation = false;
   // Attention: `heads` GEMMs per batch entry. An interleaved operand is stored as a linear
   // layer writes it, [batch, rows, heads, cols] (rows, cols of the stored matrix), instead of
   // [batch, heads, rows, cols]: queries, keys, values and the attention output need no
@@ -180,11 +187,13 @@ struct SoftmaxOp {
 
 // Mean softmax cross-entropy over `rows` samples, labels as i32 class indices.
 // forward: logits, labels -> probabilities, loss (one value of the op's dtype);
-// backward: probabilities, labels -> diff_logits (for the mean loss).
+// backward: probabilities, labels[, scale] -> diff_logits (for the mean loss; with `scaled`,
+// multiplied by the loss scale, a host-side f32 that changes between steps).
 struct SoftmaxCrossEntropyOp {
   Pass pass = Pass::forward;
   std::int64_t rows = 0, classes = 0;
   DType dtype = DType::f32;
+  bool scaled = false;  // backward: loss scaling (fp16 training)
 };
 // Layer normalization over each row's `cols` values (BERT's epsilon by default).
 // forward: src, gamma, beta -> dst, mean, variance (per row, biased);
@@ -254,9 +263,18 @@ struct OptimizerOp {
 inline constexpr int kSgdHyperCount = 3;
 inline constexpr int kAdamHyperCount = 6;
 
-using OpDesc = std::variant<GemmOp, ConvOp, StreamOp, PeakOp, TransferOp, BatchNormOp, EltwiseOp,
-                            PoolOp, BinaryOp, FullyConnectedOp, SoftmaxOp, SoftmaxCrossEntropyOp,
-                            LayerNormOp, EmbeddingOp, DropoutOp, CastOp, OptimizerOp>;
+// Loss scaling's unscale-and-check (PyTorch's GradScaler): grads *= inverse_scale (host, f32)
+// in place over `count` values; found_nonfinite (i32, one value) = 1 when any of them is
+// infinite or NaN, else 0. Operands: grads, inverse_scale, found_nonfinite.
+struct UnscaleGradientsOp {
+  std::int64_t count = 0;
+  DType dtype = DType::f32;
+};
+
+using OpDesc =
+    std::variant<GemmOp, ConvOp, StreamOp, PeakOp, TransferOp, BatchNormOp, EltwiseOp, PoolOp,
+                 BinaryOp, FullyConnectedOp, SoftmaxOp, SoftmaxCrossEntropyOp, LayerNormOp,
+                 EmbeddingOp, DropoutOp, CastOp, OptimizerOp, UnscaleGradientsOp>;
 
 // The dtype an op's data is in, for ops that have one field for it (GEMM: its inputs').
 std::optional<DType> data_type(const OpDesc& op);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/Version.hpp>
@@ -81,13 +82,22 @@ nlohmann::json tool_json() {
 std::map<std::string, PeakRate> measure_peaks(Backend& backend, const HarnessConfig& harness) {
   const DeviceInfo device = backend.device_info();
   std::map<std::string, PeakRate> peaks;
-  for (DType dtype : {DType::f32, DType::bf16}) {
-    PeakRate& rate = peaks[std::string(dtype_name(dtype))];
-    const double theoretical =
-        dtype == DType::f32 ? device.theoretical_fp32_gflops : device.theoretical_bf16_gflops;
+  // A GPU also has TF32 and f16 Tensor Core rates; their quoted figures are in its details.
+  const std::vector<DType> dtypes =
+      device.kind == "gpu" ? std::vector{DType::f32, DType::tf32, DType::bf16, DType::f16}
+                           : std::vector{DType::f32, DType::bf16};
+  const nlohmann::json& datasheet = device.details.contains("datasheet_gflops")
+                                        ? device.details["datasheet_gflops"]
+                                        : nlohmann::json::object();
+  for (DType dtype : dtypes) {
+    const std::string name(dtype_name(dtype));
+    PeakRate& rate = peaks[name];
+    const double theoretical = dtype == DType::f32    ? device.theoretical_fp32_gflops
+                               : dtype == DType::bf16 ? device.theoretical_bf16_gflops
+                                                      : datasheet.value(name, 0.0);
     if (theoretical > 0) rate.theoretical_gflops = theoretical;
     Descriptor descriptor("peak");
-    descriptor.set("dtype", std::string(dtype_name(dtype)));
+    descriptor.set("dtype", name);
     std::unique_ptr<Workload> probe = make_peak(descriptor);
     Status status = probe->setup(backend, 0);
     if (status.ok()) {

@@ -106,6 +106,7 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
       return result;
     }
     Measurement measurement;
+    std::unique_ptr<TelemetryMonitor> telemetry = backend.start_telemetry();
     status = measure(workload, backend, options.harness, &measurement);
     if (!status.ok()) {
       result.status = status_for(status);
@@ -120,6 +121,7 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
     result.metrics =
         compute_metrics(workload.counts(), result.stats->median, workload.dtype(), *item.slot);
     result.details = workload.details();
+    if (telemetry) result.details["device_telemetry"] = telemetry->finish();
     result.status = CaseStatus::passed;
   } catch (const std::exception& e) {
     result.status = CaseStatus::failed;

@@ -46,10 +46,12 @@ std::vector<char> to_bytes(const std::vector<double>& values, DType dtype) {
   } else if (dtype == DType::i32) {
     std::vector<std::int32_t> integers(values.begin(), values.end());
     std::memcpy(bytes.data(), integers.data(), bytes.size());
-  } else if (dtype == DType::bf16) {
+  } else if (dtype == DType::bf16 || dtype == DType::f16) {
     std::vector<std::uint16_t> narrow(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i)
-      narrow[i] = cpu::float_to_bf16(static_cast<float>(values[i]));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float value = static_cast<float>(values[i]);
+      narrow[i] = dtype == DType::bf16 ? cpu::float_to_bf16(value) : cpu::float_to_f16(value);
+    }
     std::memcpy(bytes.data(), narrow.data(), bytes.size());
   } else {
     std::vector<float> narrow(values.begin(), values.end());
@@ -68,14 +70,14 @@ void from_bytes(const char* bytes, std::size_t count, DType dtype, std::vector<d
       T value;
       std::memcpy(&value, bytes + i * sizeof(T), sizeof(T));
       if constexpr (std::is_same_v<T, std::uint16_t>)
-        out[i] = cpu::bf16_to_float(value);
+        out[i] = dtype == DType::bf16 ? cpu::bf16_to_float(value) : cpu::f16_to_float(value);
       else
         out[i] = static_cast<double>(value);
     }
   };
   if (dtype == DType::f64)
     std::memcpy(out, bytes, count * sizeof(double));
-  else if (dtype == DType::bf16)
+  else if (dtype == DType::bf16 || dtype == DType::f16)
     widen(std::uint16_t{});
   else if (dtype == DType::i32)
     widen(std::int32_t{});
@@ -163,6 +165,9 @@ double op_tolerance(DType output) {
   switch (output) {
     case DType::bf16:
       return 2e-2;  // one bf16 rounding of the output (2^-9) with room for accumulation order
+    case DType::f16:
+    case DType::tf32:
+      return 5e-3;  // one f16 rounding of the output, or of TF32 inputs (2^-11), likewise
     case DType::f64:
       return 1e-9;
     default:
@@ -214,7 +219,12 @@ struct TrainingStep::Impl {
   std::vector<int> optimizer_state_slots;       // momentum, or AdamW's / LAMB's two moments
   int tensor_offsets_slot = -1;                 // LAMB: where each parameter tensor starts
   int hyper_slot = -1, dropout_step_slot = -1;  // host memory
-  std::vector<char> export_scratch;             // layer_output's raw bytes, kept between calls
+  // Loss scaling (models/precision.h): the scale and its inverse in host memory, the
+  // unscale-and-check op after backward and the flag it writes.
+  std::optional<DynamicLossScale> scaler;
+  int loss_scale_slot = -1, inverse_scale_slot = -1, nonfinite_slot = -1;
+  std::optional<Op> unscale;
+  std::vector<char> export_scratch;  // layer_output's raw bytes, kept between calls
   std::vector<int> loss_slots;
   int compute_params_slot = -1;  // the parameters in the compute dtype (mixed precision)
   std::vector<int> value, grad;  // per tensor
@@ -228,7 +238,12 @@ struct TrainingStep::Impl {
         network(n),
         policy(PrecisionPolicy::for_compute(step_options.dtype)),
         channel_dtype(step_options.dtype == DType::f64 ? step_options.dtype : DType::f32),
-        options(step_options) {}
+        options(step_options) {
+    const bool scaled =
+        options.loss_scaling == LossScaling::dynamic ||
+        (options.loss_scaling == LossScaling::by_precision && policy.needs_loss_scaling());
+    if (scaled && !options.evaluation) scaler = DynamicLossScale{options.initial_loss_scale};
+  }
 
   ~Impl() {
     for (Buffer buffer : {arena, host_block, workspace})
@@ -287,7 +302,7 @@ struct TrainingStep::Impl {
       Slot& slot = slots[root(operand_slots[i])];
       const OperandSpec& spec = plan->operands()[i];
       if (slot.base >= 0 &&
-          (slot.bytes < spec.bytes || spec.dtype != slot_dtype_of_base(slot.base)))
+          (slot.bytes < spec.bytes || storage_dtype(spec.dtype) != slot_dtype_of_base(slot.base)))
         return Status::Failed(
             fmt::format("{}: {} operand {} needs {} bytes of {}, the parameter has {} bytes of {}",
                         where, op_name(desc), spec.name, spec.bytes, dtype_name(spec.dtype),
@@ -351,6 +366,14 @@ struct TrainingStep::Impl {
   Status execute(Op& op) { return backend.execute(*op.plan, op.buffers, workspace); }
   // Dropout masks are a function of the step number: forward and backward agree, and the f64
   // reference of the same step draws the same mask.
+  Status write_loss_scale() {
+    if (!scaler) return Status::Ok();
+    const float scale = static_cast<float>(scaler->scale),
+                inverse = static_cast<float>(1.0 / scaler->scale);
+    TB_RETURN_IF_ERROR(backend.upload(&scale, slots[loss_scale_slot].buffer, sizeof(scale)));
+    if (inverse_scale_slot < 0) return Status::Ok();
+    return backend.upload(&inverse, slots[inverse_scale_slot].buffer, sizeof(inverse));
+  }
   Status set_dropout_step(std::int64_t step) {
     if (dropout_step_slot < 0) return Status::Ok();
     const auto value = static_cast<std::int32_t>(step);
@@ -371,6 +394,7 @@ Status TrainingStep::Impl::build() {
   const std::size_t flat_bytes = static_cast<std::size_t>(param_total) * master_size;
   params_slot = new_slot(flat_bytes);
   grads_slot = new_slot(flat_bytes);
+  if (scaler) loss_scale_slot = host_slot(sizeof(float));
   if (policy.mixed()) {
     compute_params_slot = new_slot();
     CastOp cast;
@@ -537,7 +561,7 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
       ConvOp op;
       op.mb = x.n, op.ic = x.c, op.ih = x.h, op.iw = x.w, op.oc = y.c;
       op.kh = op.kw = layer.kernel, op.sh = op.sw = layer.stride, op.ph = op.pw = layer.pad;
-      op.dtype = dtype, op.layout = options.layout;
+      op.dtype = policy.matmul_dtype(dtype), op.layout = options.layout;
       op.winograd_allowed = options.winograd_allowed;
       TB_RETURN_IF_ERROR(fwd(op, {in_value, weight(0), value[out]}));
       if (has_grad) {
@@ -593,7 +617,7 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
     case LayerKind::fully_connected:
     case LayerKind::linear: {
       FullyConnectedOp op;
-      op.mb = x.n, op.in = x.c * x.h * x.w, op.out = y.c, op.dtype = dtype;
+      op.mb = x.n, op.in = x.c * x.h * x.w, op.out = y.c, op.dtype = policy.matmul_dtype(dtype);
       TB_RETURN_IF_ERROR(fwd(op, {in_value, weight(0), weight(1), value[out]}));
       op.direction = ConvDirection::backward_data;
       TB_RETURN_IF_ERROR(bwd(op, {grad[out], weight(0), diff_target(0)}));
@@ -622,8 +646,10 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
       const int labels = value[layer.inputs.at(1)], probabilities = new_slot();
       loss_slots.push_back(value[out]);
       TB_RETURN_IF_ERROR(fwd(op, {in_value, labels, probabilities, value[out]}));
-      op.pass = Pass::backward;
-      TB_RETURN_IF_ERROR(bwd(op, {probabilities, labels, diff_target(0)}));
+      op.pass = Pass::backward, op.scaled = loss_scale_slot >= 0;
+      TB_RETURN_IF_ERROR(bwd(
+          op, op.scaled ? std::vector<int>{probabilities, labels, loss_scale_slot, diff_target(0)}
+                        : std::vector<int>{probabilities, labels, diff_target(0)}));
       break;
     }
     case LayerKind::embedding: {
@@ -690,7 +716,7 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
       const std::int64_t head_dim = (scores ? x.c : tensors[layer.inputs.at(1)].c) / heads;
       GemmOp op;
       op.batch = x.n / (scores ? sequence : heads * sequence), op.heads = heads;
-      op.a_type = op.b_type = op.c_type = dtype;
+      op.a_type = op.b_type = policy.matmul_dtype(dtype), op.c_type = dtype;
       const int a = value[in], b = value[layer.inputs.at(1)];
       if (scores) {
         op.m = sequence, op.n = sequence, op.k = head_dim, op.trans_b = true;
@@ -737,6 +763,16 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
 }
 
 Status TrainingStep::Impl::add_optimizer() {
+  if (scaler) {  // loss scaling: the gradients are unscaled and checked before any update
+    UnscaleGradientsOp check;
+    check.count = param_total, check.dtype = policy.master;
+    inverse_scale_slot = host_slot(sizeof(float));
+    nonfinite_slot = new_slot(sizeof(std::int32_t));
+    std::vector<Op> list;
+    TB_RETURN_IF_ERROR(
+        add_op(list, check, {grads_slot, inverse_scale_slot, nonfinite_slot}, 0, Phase::optimizer));
+    unscale = std::move(list.front());
+  }
   OptimizerOp op;
   op.kind = options.optimizer, op.count = param_total, op.dtype = policy.master;
   op.tensors = static_cast<std::int64_t>(params.size());
@@ -789,6 +825,8 @@ Status TrainingStep::Impl::allocate() {
   for (std::vector<Op>* list : {&weight_cast, &forward, &backward})
     for (Op& op : *list) resolve(op);
   resolve(optimizer);
+  if (unscale) resolve(*unscale);
+  TB_RETURN_IF_ERROR(write_loss_scale());
   if (tensor_offsets_slot >= 0) {
     std::vector<std::int32_t> offsets;
     for (const ParamView& view : params) offsets.push_back(static_cast<std::int32_t>(view.offset));
@@ -801,10 +839,12 @@ Status TrainingStep::Impl::allocate() {
 
 Status TrainingStep::create(Backend& backend, const Network& network, const StepOptions& options,
                             std::unique_ptr<TrainingStep>* out) {
-  if (options.dtype != DType::f32 && options.dtype != DType::f64 && options.dtype != DType::bf16)
+  const DType d = options.dtype;
+  if (d != DType::f32 && d != DType::f64 && d != DType::bf16 && d != DType::f16 && d != DType::tf32)
     return Status::Unimplemented(
-        fmt::format("training steps run in f32, bf16 (mixed) and f64 (the reference), not {}",
-                    dtype_name(options.dtype)));
+        fmt::format("training steps run in f32, tf32, bf16 and f16 (mixed) and f64 (the "
+                    "reference), not {}",
+                    dtype_name(d)));
   auto impl = std::make_unique<Impl>(backend, network, options);
   TB_RETURN_IF_ERROR(impl->build());
   TB_RETURN_IF_ERROR(impl->allocate());
@@ -929,7 +969,16 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
   for (Impl::Op& op : s.backward) TB_RETURN_IF_ERROR(run_op(op));
   if (update && s.options.evaluation)
     return Status::InvalidArgument("an evaluation step has no optimizer to update with");
-  if (update) {
+  if (s.unscale) TB_RETURN_IF_ERROR(run_op(*s.unscale));
+  bool apply = update;
+  if (update && s.scaler) {  // a step whose gradients overflowed is skipped (a wait for the flag)
+    std::int32_t nonfinite = 0;
+    TB_RETURN_IF_ERROR(
+        s.backend.download(s.slots[s.nonfinite_slot].buffer, &nonfinite, sizeof(nonfinite)));
+    apply = s.scaler->update(nonfinite != 0);
+    TB_RETURN_IF_ERROR(s.write_loss_scale());
+  }
+  if (apply) {
     std::vector<float> hyper = {settings.learning_rate, settings.momentum, settings.weight_decay};
     if (s.options.optimizer != OptimizerKind::sgd_momentum)
       hyper = {settings.learning_rate, settings.beta1,        settings.beta2,
@@ -941,6 +990,24 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
   }
   if (breakdown) breakdown->total_s = total->stop_seconds();
   return Status::Ok();
+}
+
+const DynamicLossScale* TrainingStep::loss_scale() const {
+  return impl_->scaler ? &*impl_->scaler : nullptr;
+}
+
+bool DynamicLossScale::update(bool found_nonfinite) {
+  if (found_nonfinite) {
+    scale *= backoff_factor;
+    clean_steps = 0;
+    ++skipped_steps;
+    return false;
+  }
+  if (++clean_steps == growth_interval) {
+    scale *= growth_factor;
+    clean_steps = 0;
+  }
+  return true;
 }
 
 Status TrainingStep::loss(double* out) {
@@ -1106,7 +1173,10 @@ Status TrainingStep::check_ops(OpCheck* out) {
         const OperandSpec& spec = plan->operands()[i];
         if (!spec.is_output || in_place_operand(spec.name)) continue;
         const int slot = s.root(op.slots[i]);
-        Output output{i, {}, {}, {}, 0, op_tolerance(op.plan->operands()[i].dtype)};
+        // A TF32 product is held to TF32's rounding, whatever its output's storage.
+        const DType rounding =
+            data_type(op.desc) == DType::tf32 ? DType::tf32 : op.plan->operands()[i].dtype;
+        Output output{i, {}, {}, {}, 0, op_tolerance(rounding)};
         status = export_values(*host, *plan, static_cast<int>(i), buffers[i], &output.want);
         if (!status.ok()) break;
         if (opaque_operand(spec.name)) {

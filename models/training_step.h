@@ -43,8 +43,30 @@ struct StepBreakdown {
   double total_s = 0;
 };
 
+// PyTorch's GradScaler: the loss gradient is multiplied by `scale`; a step whose gradients
+// are not all finite is skipped and halves the scale, `growth_interval` applied steps in a row
+// double it.
+struct DynamicLossScale {
+  double scale = 65536.0;
+  double growth_factor = 2.0, backoff_factor = 0.5;
+  std::int64_t growth_interval = 2000;
+  std::int64_t clean_steps = 0;  // applied in a row since the scale last changed
+  std::int64_t skipped_steps = 0;
+  // After a step's gradients were checked: whether to apply the update, with the scale
+  // adjusted for the next step.
+  bool update(bool found_nonfinite);
+};
+
+enum class LossScaling {
+  by_precision,  // dynamic for f16 (models/precision.h), none otherwise
+  none,
+  dynamic,
+};
+
 struct StepOptions {
-  DType dtype = DType::f32;  // f32, bf16 (mixed: models/precision.h), or f64 (the reference)
+  // f32, tf32 (f32 data, TF32 GEMMs and convolutions), bf16 or f16 (mixed:
+  // models/precision.h), or f64 (the reference).
+  DType dtype = DType::f32;
   Layout layout = Layout::native;
   bool winograd_allowed = false;  // convolutions may use Winograd where the library picks it
   OptimizerKind optimizer = OptimizerKind::sgd_momentum;
@@ -52,6 +74,8 @@ struct StepOptions {
   // Forward only, as a model is evaluated: batch norm normalizes with the running statistics,
   // dropout passes its input through, no backward and no optimizer.
   bool evaluation = false;
+  LossScaling loss_scaling = LossScaling::by_precision;
+  double initial_loss_scale = 65536.0;  // PyTorch's GradScaler default
 };
 
 // Every op of a step checked against the same op in f64 (the shared CPU code) fed the step's
@@ -88,7 +112,8 @@ class TrainingStep {
   // What layer `name` computed in the last run, plain, as doubles (an evaluation's logits).
   Status layer_output(const std::string& name, std::vector<double>* out);
   // Runs forward and backward once (no update), checking every op against the same op in f64
-  // fed the inputs the step's op read. Tolerance by the output's dtype: f32 1e-4, bf16 2e-2.
+  // fed the inputs the step's op read. Tolerance by the output's dtype: f32 1e-4, bf16 2e-2,
+  // f16 and TF32 products 5e-3.
   Status check_ops(OpCheck* out);
 
   // Parameters and buffers (running statistics, num_batches_tracked) as the framework's
@@ -99,7 +124,9 @@ class TrainingStep {
 
   std::uint64_t memory_bytes() const;           // arena plus workspace: everything the step touches
   std::uint64_t optimizer_state_bytes() const;  // momentum or moments (and LAMB's offsets)
-  std::int64_t steps_taken() const { return steps_taken_; }
+  std::int64_t steps_taken() const { return steps_taken_; }  // updates applied
+  // The dynamic loss scale and the steps it skipped; null when the step does not scale.
+  const DynamicLossScale* loss_scale() const;
   // What ran, one line per distinct implementation with the number of ops using it.
   std::vector<std::string> implementations() const;
 

@@ -2,7 +2,7 @@
 """PyTorch doing the same work as trainbench's model workloads, for side-by-side figures.
 
   pytorch_reference.py resnet50 [--batch 32] [--image 224] [--width 64] [--classes 1000]
-      [--dtype f32|bf16] [--threads N] [--steps 5] [--warmup 2] [--cuda]
+      [--dtype f32|tf32|bf16|f16] [--threads N] [--steps 5] [--warmup 2] [--cuda]
       [--formats contiguous,channels_last]
       [--peak-from trainbench-report.json] -o report.json
     Times whole training steps (forward, loss, backward, SGD momentum) of torchvision's
@@ -13,7 +13,7 @@
     `trainbench compare --across-backends` puts them side by side.
 
   pytorch_reference.py bert [--model base|large|tiny] [--batch 8] [--seq 128]
-      [--optimizer adamw|lamb] [--dropout 0.1] [--dtype f32|bf16] [--threads N] [--steps 5]
+      [--optimizer adamw|lamb] [--dropout 0.1] [--dtype f32|tf32|bf16|f16] [--threads N] [--steps 5]
       [--warmup 2] [--cuda] [--peak-from trainbench-report.json] -o report.json
     Times BERT pre-training steps (BertForPreTraining as HuggingFace names it, built from
     torch.nn modules, no downloads): masked positions gathered before the language-model
@@ -206,6 +206,35 @@ def seeded_batch(batch, image, classes, seed):
     return images, labels
 
 
+def precision(args, device):
+    """PyTorch's mixed precision for trainbench's dtype: autocast (bf16, f16), GradScaler for
+    f16 (dynamic loss scaling), and the TF32 switches (on for tf32 only: trainbench's f32 is
+    strict, while cuDNN's default allows TF32). Returns (autocast, scaler, implementation,
+    math_mode)."""
+    if args.dtype in ("tf32", "f16") and device.type != "cuda":
+        raise SystemExit(f"--dtype {args.dtype} needs --cuda (no {args.dtype} arithmetic on CPU)")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
+        torch.backends.cudnn.allow_tf32 = args.dtype == "tf32"
+    low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(args.dtype)
+    autocast = torch.autocast(device_type=device.type, dtype=low or torch.bfloat16,
+                              enabled=low is not None)
+    scaler = torch.cuda.amp.GradScaler(enabled=args.dtype == "f16")
+    implementation = {"bf16": ", bf16 autocast", "f16": ", f16 autocast with GradScaler",
+                      "tf32": ", TF32 matmuls and convolutions"}.get(args.dtype, "")
+    math_mode = {"f32": "strict", "bf16": "bf16 inputs, fp32 accumulation",
+                 "f16": "f16 inputs, fp32 accumulation, dynamic loss scaling",
+                 "tf32": "TF32 GEMMs and convolutions, fp32 accumulation"}[args.dtype]
+    return autocast, scaler, implementation, math_mode
+
+
+def scaled_step(loss, optimizer, scaler):
+    """backward and update through the GradScaler (a pass-through unless f16)."""
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+
+
 def resnet50_bench(args):
     torch.set_num_threads(args.threads)
     device = torch.device("cuda" if args.cuda else "cpu")
@@ -230,16 +259,14 @@ def resnet50_bench(args):
         labels = labels.to(device)
         loss_fn = torch.nn.CrossEntropyLoss()
 
-        # bf16: autocast, PyTorch's mixed precision (fp32 master weights and optimizer).
-        autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16,
-                                  enabled=args.dtype == "bf16")
+        # autocast: PyTorch's mixed precision (fp32 master weights and optimizer).
+        autocast, scaler, implementation, math_mode = precision(args, device)
 
         def step():
             optimizer.zero_grad(set_to_none=False)
             with autocast:
                 loss = loss_fn(model(images), labels)
-            loss.backward()
-            optimizer.step()
+            scaled_step(loss, optimizer, scaler)
             return loss
 
         losses, samples, stats, ok = timed_and_checked(step, args, parameters, expected)
@@ -263,9 +290,8 @@ def resnet50_bench(args):
                         "status": "passed" if ok else "failed",
                         "reason": "" if ok else f"parameters {parameters} vs {expected}, losses {losses}",
                         "implementation": f"PyTorch {torch.__version__} eager, {memory_format}"
-                        + (", bf16 autocast" if args.dtype == "bf16" else ""),
-                        "math_mode": "strict" if args.dtype == "f32"
-                        else "bf16 inputs, fp32 accumulation", "details": details,
+                        + implementation,
+                        "math_mode": math_mode, "details": details,
                         "validation": {"passed": ok, "method":
                                        "parameter count equals torchvision's; loss finite and "
                                        "falling on the fixed batch", "error": 0.0,
@@ -503,8 +529,7 @@ def bert_bench(args):
                              for _ in range(args.batch)]).to(device)
     mlm_labels = torch.randint(0, VOCAB, (args.batch, predictions), generator=generator).to(device)
     nsp_labels = torch.randint(0, 2, (args.batch,), generator=generator).to(device)
-    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16,
-                              enabled=args.dtype == "bf16")
+    autocast, scaler, implementation, math_mode = precision(args, device)
 
     def step():
         optimizer.zero_grad(set_to_none=False)
@@ -512,8 +537,7 @@ def bert_bench(args):
             mlm, nsp = model(ids, types, mask, positions)
             loss = (torch.nn.functional.cross_entropy(mlm.float().reshape(-1, VOCAB), mlm_labels.reshape(-1))
                     + torch.nn.functional.cross_entropy(nsp.float(), nsp_labels))
-        loss.backward()
-        optimizer.step()
+        scaled_step(loss, optimizer, scaler)
         return loss
 
     losses, samples, stats, ok = timed_and_checked(step, args, parameters, expected)
@@ -535,8 +559,8 @@ def bert_bench(args):
     result = {"workload": workload, "backend": backend, "dtype": args.dtype,
               "status": "passed" if ok else "failed",
               "reason": "" if ok else f"parameters {parameters} vs {expected}, losses {losses}",
-              "implementation": f"PyTorch {torch.__version__} eager" + (", bf16 autocast" if args.dtype == "bf16" else ""),
-              "math_mode": "strict" if args.dtype == "f32" else "bf16 inputs, fp32 accumulation",
+              "implementation": f"PyTorch {torch.__version__} eager" + implementation,
+              "math_mode": math_mode,
               "details": details,
               "validation": {"passed": ok, "method": "parameter count equals BERT's; loss finite and falling",
                              "error": 0.0, "tolerance": 0.0, "checked": parameters,
@@ -767,8 +791,9 @@ def main():
     bench.add_argument("--steps", type=int, default=5)
     bench.add_argument("--warmup", type=int, default=2)
     bench.add_argument("--lr", type=float)
-    bench.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
-                       help="bf16: autocast (mixed precision), as trainbench's dtype=bf16")
+    bench.add_argument("--dtype", choices=["f32", "tf32", "bf16", "f16"], default="f32",
+                       help="bf16 / f16: autocast (mixed precision; f16 with GradScaler), as "
+                            "trainbench's dtype; tf32 and f16 need --cuda")
     bench.add_argument("--seed", type=int, default=42)
     bench.add_argument("--formats", default="contiguous,channels_last")
     bench.add_argument("--cuda", action="store_true")
@@ -781,7 +806,7 @@ def main():
     bert.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
     bert.add_argument("--dropout", type=float, default=0.1)
     bert.add_argument("--lr", type=float, help="default: 1e-4 for AdamW, 2e-3 for LAMB")
-    bert.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    bert.add_argument("--dtype", choices=["f32", "tf32", "bf16", "f16"], default="f32")
     bert.add_argument("--threads", type=int, default=os.cpu_count())
     bert.add_argument("--steps", type=int, default=5)
     bert.add_argument("--warmup", type=int, default=2)

@@ -63,11 +63,9 @@ class BertTrainWorkload final : public TrainingWorkload {
     return std::log(static_cast<double>(config_.bert.vocab)) + std::log(2.0);
   }
   std::string chance_description() const override { return "near ln(vocabulary) + ln(2)"; }
-  std::string precision_description() const override {
-    return config_.step.dtype == DType::bf16
-               ? "bf16 mixed: bf16 activations, linear layers and embeddings, fp32 master "
-                 "weights, gradients, optimizer state, layer-norm scale and shift, and loss"
-               : std::string(dtype_name(config_.step.dtype));
+  MixedPrecisionParts mixed_precision_parts() const override {
+    return {"activations, linear layers and embeddings",
+            "master weights, gradients, optimizer state, layer-norm scale and shift, and loss"};
   }
   void add_details(nlohmann::json& d) const override {
     const BertConfig& c = config_.bert;
@@ -101,7 +99,7 @@ std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor) {
   const std::int64_t sequence = reader.integer("seq", 128, 2);
   config.bert = bert_config(config.model, batch, sequence);
   config.bert.dropout = static_cast<float>(reader.number("dropout", 0.1));
-  config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16"}));
+  config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "tf32", "bf16", "f16"}));
   const std::string optimizer = reader.choice("optimizer", "adamw", {"adamw", "lamb"});
   config.step.optimizer = optimizer == "adamw" ? OptimizerKind::adamw : OptimizerKind::lamb;
   // The PyTorch peer's settings: betas (0.9, 0.999), epsilon 1e-6, weight decay 0.01; lr 1e-4

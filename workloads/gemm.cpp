@@ -33,6 +33,7 @@ class GemmWorkload final : public OpWorkload {
         .set("alpha", fmt::format("{:g}", op_.alpha))
         .set("beta", fmt::format("{:g}", op_.beta))
         .set("layout", op_.prepacked_b ? "prepacked" : "plain");
+    if (op_.a_type == DType::f8_e4m3) d.set("accum", op_.fast_accumulation ? "fast" : "exact");
     return d;
   }
 
@@ -79,7 +80,7 @@ class GemmWorkload final : public OpWorkload {
         "Freivalds probe on every row and fp64 reference on {} sampled "
         "outputs, NaN-poisoned output",
         kSampledOutputs);
-    result.tolerance = tolerance(op_.c_type, op_.k);
+    result.tolerance = tolerance(op_.c_type, op_.k, op_.fast_accumulation);
     if (!result.passed) return result;
 
     std::mt19937_64 rng(seed_ + 3);
@@ -127,6 +128,9 @@ std::unique_ptr<Workload> make_gemm(const Descriptor& descriptor) {
   op.c_type = parse_dtype(reader.choice("out", "f32", {"f32", "bf16", "f16", "f64"}));
   op.trans_a = reader.choice("ta", "n", {"n", "t"}) == "t";
   op.trans_b = reader.choice("tb", "n", {"n", "t"}) == "t";
+  op.fast_accumulation = reader.choice("accum", "exact", {"exact", "fast"}) == "fast";
+  if (op.fast_accumulation && op.a_type != DType::f8_e4m3)
+    throw UsageError("gemm: accum=fast is an FP8 option (dtype=f8_e4m3)");
   op.alpha = static_cast<float>(reader.number("alpha", 1.0));
   op.beta = static_cast<float>(reader.number("beta", 0.0));
   op.prepacked_b = reader.choice("layout", "plain", {"plain", "prepacked"}) == "prepacked";

@@ -70,11 +70,9 @@ class ResNetTrainWorkload final : public TrainingWorkload {
     return std::log(static_cast<double>(config_.model.classes));
   }
   std::string chance_description() const override { return "near ln(classes)"; }
-  std::string precision_description() const override {
-    return config_.step.dtype == DType::bf16
-               ? "bf16 mixed: bf16 activations and convolutions, fp32 master weights, gradients, "
-                 "optimizer, batch-norm statistics, classifier and loss"
-               : std::string(dtype_name(config_.step.dtype));
+  MixedPrecisionParts mixed_precision_parts() const override {
+    return {"activations and convolutions",
+            "master weights, gradients, optimizer, batch-norm statistics, classifier and loss"};
   }
   void add_details(nlohmann::json& d) const override {
     d["model"] = "resnet50 (torchvision v1.5)";
@@ -101,7 +99,7 @@ ResNetTrainConfig parse_config(const Descriptor& descriptor, bool batch_may_swee
   config.model.image = reader.integer("image", 224, 32);
   config.model.width = reader.integer("width", 64);
   config.model.classes = reader.integer("classes", 1000, 2);
-  config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16"}));
+  config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "tf32", "bf16", "f16"}));
   config.step.layout = reader.choice("layout", "native", {"native", "plain"}) == "native"
                            ? Layout::native
                            : Layout::plain;

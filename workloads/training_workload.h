@@ -48,7 +48,13 @@ class TrainingWorkload : public Workload {
   // far the first loss may be from it.
   virtual double chance_loss() const = 0;
   virtual std::string chance_description() const = 0;
-  virtual std::string precision_description() const = 0;
+  // What a mixed-precision step keeps in the low-precision dtype and what in fp32, in the
+  // model's words ("activations and convolutions"; "master weights, ...").
+  struct MixedPrecisionParts {
+    std::string low_precision, fp32;
+  };
+  virtual MixedPrecisionParts mixed_precision_parts() const = 0;
+  std::string precision_description() const;
   // The model's own entries (name, FLOP convention, sweep, ...).
   virtual void add_details(nlohmann::json& details) const = 0;
 
@@ -79,5 +85,7 @@ bool fold_op_check(const OpCheck& check, Validation* result);
 // every training workload reports.
 std::string step_implementation(const TrainingStep* step);
 std::string training_math_mode(DType dtype);
+// Loss scaling as a report states it: the rule, the final scale and the skipped steps.
+nlohmann::json loss_scale_details(const DynamicLossScale& scale);
 
 }  // namespace tb

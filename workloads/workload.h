@@ -92,8 +92,9 @@ class OpWorkload : public Workload {
 std::vector<float> random_values(std::size_t count, std::uint64_t seed, DType dtype);
 
 // Relative tolerance (against ReferenceValue::magnitude) for a result accumulated over
-// `reduction` terms in fp32 (fp64 for f64) and stored as `output`.
-double tolerance(DType output, std::int64_t reduction);
+// `reduction` terms in fp32 (fp64 for f64; FP8's fast accumulation in about 14 bits) and
+// stored as `output`.
+double tolerance(DType output, std::int64_t reduction, bool fast_accumulation = false);
 
 // ||got - want|| / ||want|| (L2 norms); infinite when got holds a NaN.
 double relative_l2_error(const std::vector<double>& got, const std::vector<double>& want);

@@ -86,4 +86,37 @@ inline float round_to_f16(float value) {
   return f16_to_float(float_to_f16(value));
 }
 
+// FP8 E4M3 (OCP's E4M3FN, what Hopper's Tensor Cores take): 4 exponent bits (bias 7), 3
+// mantissa bits, no infinities, 448 the largest finite value (beyond it: saturated), one NaN.
+inline std::uint8_t float_to_f8_e4m3(float value) {
+  const std::uint8_t sign = std::signbit(value) ? 0x80 : 0;
+  const float magnitude = std::fabs(value);
+  if (std::isnan(value)) return 0x7f;
+  if (magnitude < 0x1p-6f)  // subnormal: multiples of 2^-9 (8 rounds up to the least normal)
+    return static_cast<std::uint8_t>(sign | static_cast<int>(std::nearbyint(magnitude * 512.0f)));
+  int exponent = 0;
+  const float fraction = std::frexp(magnitude, &exponent);  // magnitude = fraction 2^exponent
+  int mantissa = static_cast<int>(std::nearbyint((2 * fraction - 1) * 8));
+  exponent -= 1;  // magnitude = (1 + mantissa / 8) 2^exponent
+  if (mantissa == 8) mantissa = 0, ++exponent;
+  if (exponent > 8 || (exponent == 8 && mantissa == 7)) return sign | 0x7e;  // 448
+  return static_cast<std::uint8_t>(sign | ((exponent + 7) << 3) | mantissa);
+}
+
+inline float f8_e4m3_to_float(std::uint8_t bits) {
+  const int exponent = (bits >> 3) & 0xf, mantissa = bits & 0x7;
+  float magnitude;
+  if (exponent == 15 && mantissa == 7)
+    magnitude = NAN;
+  else if (exponent == 0)
+    magnitude = std::ldexp(static_cast<float>(mantissa), -9);
+  else
+    magnitude = std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+  return bits & 0x80 ? -magnitude : magnitude;
+}
+
+inline float round_to_f8_e4m3(float value) {
+  return f8_e4m3_to_float(float_to_f8_e4m3(value));
+}
+
 }  // namespace tb::cpu

@@ -581,8 +581,9 @@ template <typename T>
 void softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op, std::span<const Buffer> b) {
   const T* probabilities = as<T>(b[0]);
   const std::int32_t* labels = as<std::int32_t>(b[1]);
-  T* diff = as<T>(b[2]);
-  const double scale = 1.0 / static_cast<double>(op.rows);
+  T* diff = as<T>(b[op.scaled ? 3 : 2]);
+  const double loss_scale = op.scaled ? *as<float>(b[2]) : 1.0;
+  const double scale = loss_scale / static_cast<double>(op.rows);
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < op.rows; ++r)
     for (Index c = 0; c < op.classes; ++c)
@@ -684,6 +685,20 @@ void sgd_momentum(Index count, std::span<const Buffer> b) {
   for (Index i = 0; i < count; ++i)
     weights[i] =
         sgd_momentum_weight(learning_rate, mu, weight_decay, weights[i], grads[i], momentum[i]);
+}
+
+// Loss scaling: grads *= inverse_scale in place; the flag says whether any was not finite.
+template <typename T>
+void unscale_gradients(Index count, std::span<const Buffer> b) {
+  T* grads = as<T>(b[0]);
+  const T inverse_scale = *as<float>(b[1]);
+  int nonfinite = 0;
+#pragma omp parallel for simd schedule(static) reduction(| : nonfinite)
+  for (Index i = 0; i < count; ++i) {
+    grads[i] *= inverse_scale;
+    nonfinite |= !std::isfinite(grads[i]);
+  }
+  *as<std::int32_t>(b[2]) = nonfinite;
 }
 
 // f32 <-> bf16, round to nearest even: weights into the compute dtype, activations across a
@@ -863,6 +878,12 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     return make_plan<Bf16Data::accepted>(
         o.dtype, dropout_operands(o), "dropout (counter-based mask, not stored)",
         [o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(o, b); }, out);
+  }
+  if (const auto* op = std::get_if<UnscaleGradientsOp>(&desc)) {
+    const UnscaleGradientsOp o = *op;
+    return make_plan(
+        o.dtype, unscale_gradients_operands(o), "gradient unscale and finite check",
+        [o]<typename T>(T, std::span<const Buffer> b) { unscale_gradients<T>(o.count, b); }, out);
   }
   if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
     const OptimizerOp o = *op;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/kernels.h"
 #include "backends/operands.h"
 
 namespace tb::cuda {
@@ -29,10 +30,15 @@ cudaDataType_t storage_type(DType dtype) {
       return CUDA_R_16BF;
     case DType::f16:
       return CUDA_R_16F;
+    case DType::f8_e4m3:
+      return CUDA_R_8F_E4M3;
     default:
       return CUDA_R_32F;
   }
 }
+
+// FP8: the inputs' device-side scales live after the algorithm's workspace.
+constexpr std::size_t kScaleBytes = 256;
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt gets B as its first
 // matrix and A as its second, with m and n swapped, and no copy is made.
@@ -48,8 +54,7 @@ class LtGemmPlan final : public CudaPlan {
 
   Status init() {
     operands_ = gemm_operands(op_);
-    for (OperandSpec& operand : operands_)  // tf32 data is stored as f32
-      if (operand.dtype == DType::tf32) operand.dtype = DType::f32;
+    for (OperandSpec& operand : operands_) operand.dtype = storage_dtype(operand.dtype);
     // fp32 is strict: CUBLAS_COMPUTE_32F never down-converts to TF32; tf32 asks for it.
     const cublasComputeType_t compute =
         op_.a_type == DType::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -58,6 +63,14 @@ class LtGemmPlan final : public CudaPlan {
                                             : "fp32 accumulation";
     TB_RETURN_IF_ERROR(lt_status(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F),
                                  "cublasLtMatmulDescCreate"));
+    if (fp8()) {
+      // Off by default in cuBLASLt; the datasheet's FP8 rate needs it.
+      const std::int8_t fast = op_.fast_accumulation ? 1 : 0;
+      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
+      math_mode_ = op_.fast_accumulation
+                       ? "fp8 e4m3 inputs, fast accumulation (promoted to fp32 less often)"
+                       : "fp8 e4m3 inputs, fp32 accumulation";
+    }
     const cublasOperation_t first_op = op_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t second_op = op_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &first_op, sizeof(first_op));
@@ -103,7 +116,8 @@ class LtGemmPlan final : public CudaPlan {
                   "cublasLtMatmulAlgoGetHeuristic"));
     if (found == 0) return Status::Unimplemented("cuBLASLt has no algorithm for this GEMM");
     algo_ = result.algo;
-    workspace_bytes_ = result.workspaceSize;
+    algorithm_bytes_ = (result.workspaceSize + kScaleBytes - 1) / kScaleBytes * kScaleBytes;
+    workspace_bytes_ = algorithm_bytes_ + (fp8() ? kScaleBytes : 0);
     int algo_id = 0, tile = 0, stages = 0;
     cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_ID, &algo_id, sizeof(algo_id),
                                          nullptr);
@@ -119,6 +133,18 @@ class LtGemmPlan final : public CudaPlan {
   }
 
   Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
+    if (fp8() && scales_ != static_cast<char*>(workspace.data) + algorithm_bytes_) {
+      // Device-side scales of A and B (1: the inputs are in range), written once per workspace.
+      scales_ = static_cast<char*>(workspace.data) + algorithm_bytes_;
+      auto* scales = static_cast<float*>(scales_);
+      TB_RETURN_IF_ERROR(cuda_status(launch_fill_value(scales, 2, 1.0f, stream), "FP8 scales"));
+      void* a_scale = scales + 1;  // cuBLASLt's A is this op's B, and its B this op's A
+      void* b_scale = scales;
+      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                     sizeof(a_scale));
+      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                     sizeof(b_scale));
+    }
     for (std::int64_t i = 0; i < issues_; ++i) {
       auto at = [&](int index) {
         return static_cast<char*>(operands[index].data) + i * issue_stride_bytes_[index];
@@ -154,23 +180,48 @@ class LtGemmPlan final : public CudaPlan {
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, output_ = nullptr;
   cublasLtMatmulPreference_t preference_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  bool fp8() const { return op_.a_type == DType::f8_e4m3; }
+
+  std::size_t algorithm_bytes_ = 0;          // the algorithm's workspace, before the FP8 scales
+  void* scales_ = nullptr;                   // where the FP8 scales were last written
   std::int64_t issues_ = 1;                  // cublasLtMatmul calls per execution
   std::int64_t issue_stride_bytes_[3] = {};  // a, b, c: offset from one call to the next
 };
 
 }  // namespace
 
-Status plan_cublaslt_gemm(cublasLtHandle_t handle, const GemmOp& op, std::unique_ptr<Plan>* out) {
+Status fp8_supported(const GemmOp& op, int compute_capability) {
+  if (compute_capability < 89)
+    return Status::Unimplemented(
+        fmt::format("cuda: FP8 GEMM needs compute capability 8.9 or later, this GPU has {}.{}",
+                    compute_capability / 10, compute_capability % 10));
+  if (!op.trans_b || op.trans_a)
+    return Status::Unimplemented(
+        "cuda: FP8 GEMM takes cuBLASLt's TN layout only: row-major A (ta=n) times B stored "
+        "transposed (tb=t)");
+  if (op.m % 16 || op.n % 16 || op.k % 16)
+    return Status::Unimplemented("cuda: FP8 GEMM needs m, n and k multiples of 16");
+  if (op.heads > 1) return Status::Unimplemented("cuda: no head-interleaved FP8 GEMM");
+  return Status::Ok();
+}
+
+Status plan_cublaslt_gemm(cublasLtHandle_t handle, const GemmOp& op, std::unique_ptr<Plan>* out,
+                          int compute_capability) {
+  const DType in = op.a_type;
   const bool inputs_ok =
-      op.a_type == op.b_type && (op.a_type == DType::f32 || op.a_type == DType::tf32 ||
-                                 op.a_type == DType::bf16 || op.a_type == DType::f16);
+      in == op.b_type && (in == DType::f32 || in == DType::tf32 || in == DType::bf16 ||
+                          in == DType::f16 || in == DType::f8_e4m3);
   if (!inputs_ok)
     return Status::Unimplemented(
-        fmt::format("cuda: no {} GEMM yet (fp8 comes later)", dtype_name(op.a_type)));
-  const bool low_precision_in = op.a_type == DType::bf16 || op.a_type == DType::f16;
-  if (op.c_type != DType::f32 && !(low_precision_in && op.c_type == op.a_type))
-    return Status::Unimplemented(fmt::format("cuda: {} inputs with a {} output",
-                                             dtype_name(op.a_type), dtype_name(op.c_type)));
+        fmt::format("cuda: no GEMM of {} by {}", dtype_name(in), dtype_name(op.b_type)));
+  if (in == DType::f8_e4m3) TB_RETURN_IF_ERROR(fp8_supported(op, compute_capability));
+  // Outputs: f32 always; bf16 / f16 inputs also their own dtype; FP8 inputs bf16 or f16.
+  const bool half_out = op.c_type == DType::bf16 || op.c_type == DType::f16;
+  const bool output_ok = storage_dtype(op.c_type) == DType::f32 ||
+                         (in == DType::f8_e4m3 ? half_out : half_out && op.c_type == in);
+  if (!output_ok)
+    return Status::Unimplemented(
+        fmt::format("cuda: {} inputs with a {} output", dtype_name(in), dtype_name(op.c_type)));
   if (op.prepacked_b) return Status::Unimplemented("cuda: no pre-packed layout in cuBLASLt");
   auto plan = std::make_unique<LtGemmPlan>(handle, op);
   TB_RETURN_IF_ERROR(plan->init());

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -12,6 +14,7 @@
 #include "backends/cuda/cudnn_conv.h"
 #endif
 #include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/datasheet.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/nvml.h"
 #include "backends/cuda/training_ops.h"
@@ -30,10 +33,28 @@ std::string cuda_version(int version) {
   return fmt::format("{}.{}", version / 1000, version % 1000 / 10);
 }
 
-// Times device work with events recorded on the default stream.
+// What the backend knows about its context: healthy, or broken by a sticky error (then every
+// later GPU case is skipped with this reason instead of failing one by one).
+struct Health {
+  std::string broken;  // empty while healthy
+  // Notes a sticky error (the first one names the call that saw it).
+  void record(cudaError_t error, const char* what) {
+    if (is_sticky(error) && broken.empty())
+      broken = fmt::format("{} failed with a sticky error ({}): GPU cases stop here", what,
+                           cudaGetErrorString(error));
+  }
+  // Records it and returns the status for the call that saw it.
+  Status check(cudaError_t error, const char* what) {
+    record(error, what);
+    return cuda_status(error, what);
+  }
+};
+
+// Times device work with events recorded on the default stream; an error while waiting is
+// recorded in the backend's health (a timer returns seconds only) and the time is NaN.
 class EventTimer final : public Timer {
  public:
-  EventTimer() {
+  explicit EventTimer(std::shared_ptr<Health> health) : health_(std::move(health)) {
     cudaEventCreate(&start_);
     cudaEventCreate(&stop_);
   }
@@ -44,13 +65,17 @@ class EventTimer final : public Timer {
   void start() override { cudaEventRecord(start_); }
   double stop_seconds() override {
     cudaEventRecord(stop_);
-    cudaEventSynchronize(stop_);
     float ms = 0;
+    if (const cudaError_t error = cudaEventSynchronize(stop_); error != cudaSuccess) {
+      health_->record(error, "cudaEventSynchronize");
+      return std::numeric_limits<double>::quiet_NaN();
+    }
     cudaEventElapsedTime(&ms, start_, stop_);
     return ms * 1e-3;
   }
 
  private:
+  std::shared_ptr<Health> health_;
   cudaEvent_t start_{}, stop_{};
 };
 
@@ -126,6 +151,29 @@ class PeakPlan final : public CudaPlan {
   int blocks_;
 };
 
+// The Tensor Core probe (bf16, f16, tf32): WMMA chains in registers, validated like the fp32
+// probe, 8 blocks of 4 warps per multiprocessor.
+class TensorPeakPlan final : public CudaPlan {
+ public:
+  TensorPeakPlan(const PeakOp& op, int multiprocessors) : op_(op), blocks_(multiprocessors * 8) {
+    operands_ = {{"per_block", DType::f64, {blocks_}, blocks_ * sizeof(double), true}};
+    implementation_ = fmt::format(
+        "trainbench WMMA mma.sync chains, {} blocks x {} warps x {} accumulators ({} inputs)",
+        blocks_, kTensorPeakWarps, kTensorPeakChains, dtype_name(op.dtype));
+    math_mode_ = fmt::format("{} inputs, fp32 accumulation (Tensor Cores)", dtype_name(op.dtype));
+    flops_per_execution_ = tensor_peak_flops(op.dtype, op.iterations, blocks_);
+  }
+  Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
+    return cuda_status(launch_tensor_peak(op_.dtype, op_.iterations,
+                                          static_cast<double*>(operands[0].data), blocks_, stream),
+                       "Tensor Core peak kernel");
+  }
+
+ private:
+  PeakOp op_;
+  int blocks_;
+};
+
 #ifdef TRAINBENCH_HAVE_CUDNN
 // cuDNN's handle and the convolution engines chosen with it; absent with a reason when the
 // library cannot start (convolutions then answer unimplemented, everything else runs).
@@ -168,7 +216,7 @@ class Convolutions {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const cudaDeviceProp& properties, cublasLtHandle_t lt)
-      : properties_(properties), lt_(lt) {}
+      : properties_(properties), lt_(lt), nvml_(Nvml::load(&nvml_reason_)) {}
   ~CudaBackend() override {
     release(flush_buffer_);
     cublasLtDestroy(lt_);
@@ -202,6 +250,8 @@ class CudaBackend final : public Backend {
     // CUDA cores: 128 fp32 lanes per multiprocessor on Ampere (GA10x), Ada and Hopper; 64 on A100.
     const int lanes = properties_.major == 8 && properties_.minor == 0 ? 64 : 128;
     info.theoretical_fp32_gflops = 2.0 * lanes * properties_.multiProcessorCount * info.clock_ghz;
+    const std::optional<DatasheetRates> datasheet = datasheet_rates(properties_.name);
+    if (datasheet) info.theoretical_bf16_gflops = datasheet->bf16 * 1e3;
     info.details = {
         {"compute_capability", fmt::format("{}.{}", properties_.major, properties_.minor)},
         {"multiprocessors", properties_.multiProcessorCount},
@@ -213,19 +263,31 @@ class CudaBackend final : public Backend {
                      attribute(cudaDevAttrPciBusId), attribute(cudaDevAttrPciDeviceId))},
         {"last_level_cache_bytes", attribute(cudaDevAttrL2CacheSize)},
         {"fp32_lanes_per_multiprocessor", lanes}};
-    std::string nvml_reason;
-    if (const auto nvml = Nvml::load(&nvml_reason))
-      info.details["nvml"] = nvml->describe(0);
+    if (datasheet)
+      info.details["datasheet_gflops"] = {
+          {"model", datasheet->model},
+          {"f32", datasheet->fp32 * 1e3},
+          {"tf32", datasheet->tf32 * 1e3},
+          {"bf16", datasheet->bf16 * 1e3},
+          {"f16", datasheet->f16 * 1e3},
+          {"f8_e4m3", datasheet->fp8 * 1e3},
+          {"note", "vendor's dense (non-sparse) Tensor Core and CUDA-core rates"}};
+    if (nvml_)
+      info.details["nvml"] = nvml_->describe(0);
     else
-      info.details["nvml_unavailable"] = nvml_reason;
+      info.details["nvml_unavailable"] = nvml_reason_;
     return info;
   }
 
   Status allocate(std::size_t bytes, Buffer* out) override {
+    if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
     void* data = nullptr;
-    if (const cudaError_t error = cudaMalloc(&data, bytes); error != cudaSuccess)
+    if (const cudaError_t error = cudaMalloc(&data, bytes); error != cudaSuccess) {
+      if (error != cudaErrorMemoryAllocation) return health_->check(error, "cudaMalloc");
+      cudaGetLastError();  // clear it: the next launch's check must not report this failure
       return Status::OutOfMemory(fmt::format("cannot allocate {:.2f} GiB on the GPU: {}",
                                              bytes / double(1 << 30), cudaGetErrorString(error)));
+    }
     if (const cudaError_t error = cudaMemset(data, 0, bytes); error != cudaSuccess)
       return Status::Failed(cuda_error("cudaMemset", error));
     *out = Buffer{data, bytes, MemoryKind::device};
@@ -234,8 +296,10 @@ class CudaBackend final : public Backend {
   Status allocate_host(std::size_t bytes, bool pinned, Buffer* out) override {
     void* data = nullptr;
     if (pinned) {
-      if (const cudaError_t error = cudaMallocHost(&data, bytes); error != cudaSuccess)
+      if (const cudaError_t error = cudaMallocHost(&data, bytes); error != cudaSuccess) {
+        cudaGetLastError();  // not sticky: clear it for the next launch's check
         return Status::OutOfMemory(cuda_error("cudaMallocHost", error));
+      }
     } else if (!(data = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096))) {
       return Status::OutOfMemory(
           fmt::format("cannot allocate {:.2f} GiB of host memory", bytes / double(1 << 30)));
@@ -258,13 +322,25 @@ class CudaBackend final : public Backend {
         break;
     }
   }
+  // A host-memory buffer (the step's hyper-parameters, dropout step and loss scale, which
+  // kernels read at launch) is copied on the host: cudaMemcpy would wait for the device.
   Status upload(const void* host, Buffer device, std::size_t bytes) override {
+    if (bytes > device.bytes) return Status::InvalidArgument("upload larger than the buffer");
+    if (device.kind != MemoryKind::device) {
+      std::memcpy(device.data, host, bytes);
+      return Status::Ok();
+    }
     return cuda_status(cudaMemcpy(device.data, host, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
   Status download(Buffer device, void* host, std::size_t bytes) override {
+    if (bytes > device.bytes) return Status::InvalidArgument("download larger than the buffer");
+    if (device.kind != MemoryKind::device) {
+      std::memcpy(host, device.data, bytes);
+      return Status::Ok();
+    }
     return cuda_status(cudaMemcpy(host, device.data, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
-  void synchronize() override { cudaDeviceSynchronize(); }
+  void synchronize() override { health_->record(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
   Status flush_caches() override {
     if (!flush_buffer_.data) {
       int l2 = 0;
@@ -275,26 +351,39 @@ class CudaBackend final : public Backend {
     return cuda_status(cudaMemsetAsync(flush_buffer_.data, flush_value_++, flush_buffer_.bytes),
                        "L2 flush");
   }
-  std::unique_ptr<Timer> make_timer() override { return std::make_unique<EventTimer>(); }
+  std::unique_ptr<Timer> make_timer() override { return std::make_unique<EventTimer>(health_); }
+  std::unique_ptr<TelemetryMonitor> start_telemetry() override {
+    return nvml_ ? Nvml::monitor(nvml_, 0) : nullptr;
+  }
 
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
+    if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
     if (const auto* stream = std::get_if<StreamOp>(&op)) {
       if (stream->n <= 0) return Status::InvalidArgument("stream needs n > 0");
       *out = std::make_unique<StreamPlan>(*stream, properties_.multiProcessorCount);
       return Status::Ok();
     }
-    if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_cublaslt_gemm(lt_, *gemm, out);
+    if (const auto* gemm = std::get_if<GemmOp>(&op))
+      return plan_cublaslt_gemm(lt_, *gemm, out, properties_.major * 10 + properties_.minor);
     if (const auto* conv = std::get_if<ConvOp>(&op)) return convolutions_.plan(*conv, out);
     if (const auto* transfer = std::get_if<TransferOp>(&op)) {
       *out = std::make_unique<TransferPlan>(*transfer);
       return Status::Ok();
     }
     if (const auto* peak = std::get_if<PeakOp>(&op)) {
-      if (peak->dtype != DType::f32)
-        return Status::Unimplemented(
-            fmt::format("cuda: no {} peak probe yet (Tensor Core probes come with cuBLASLt)",
-                        dtype_name(peak->dtype)));
-      *out = std::make_unique<PeakPlan>(*peak, properties_.multiProcessorCount);
+      if (peak->iterations <= 0 || peak->iterations > kPeakMaxIterations)
+        return Status::InvalidArgument("peak iterations must be in [1, 2^22]");
+      if (peak->dtype == DType::f32) {
+        *out = std::make_unique<PeakPlan>(*peak, properties_.multiProcessorCount);
+        return Status::Ok();
+      }
+      const bool tensor =
+          peak->dtype == DType::bf16 || peak->dtype == DType::f16 || peak->dtype == DType::tf32;
+      if (!tensor || properties_.major < 8)
+        return Status::Unimplemented(fmt::format(
+            "cuda: no {} peak probe (Tensor Core probes: bf16, f16, tf32 on sm_80 and up)",
+            dtype_name(peak->dtype)));
+      *out = std::make_unique<TensorPeakPlan>(*peak, properties_.multiProcessorCount);
       return Status::Ok();
     }
     return plan_training_op(lt_, op, out);
@@ -312,14 +401,21 @@ class CudaBackend final : public Backend {
     // Launches are asynchronous: the timer's events and synchronize() bound the work.
     if (workspace.bytes < plan.workspace_bytes())
       return Status::InvalidArgument("workspace smaller than the plan needs");
-    return static_cast<CudaPlan&>(plan).run(operands, workspace, nullptr);
+    if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
+    const Status status = static_cast<CudaPlan&>(plan).run(operands, workspace, nullptr);
+    // A launch reports an earlier kernel's fault too: a sticky one breaks the context.
+    if (!status.ok()) health_->record(cudaPeekAtLastError(), "a kernel before this op");
+    return status;
   }
 
  private:
   cudaDeviceProp properties_;
   cublasLtHandle_t lt_;
   Convolutions convolutions_;
-  Buffer flush_buffer_;  // twice the L2, allocated at the first flush
+  std::shared_ptr<Health> health_ = std::make_shared<Health>();
+  std::string nvml_reason_;
+  std::shared_ptr<const Nvml> nvml_;  // absent (with the reason) where NVML is missing
+  Buffer flush_buffer_;               // twice the L2, allocated at the first flush
   int flush_value_ = 0;
 };
 

@@ -18,10 +18,33 @@ class CudaPlan : public Plan {
   virtual Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) = 0;
 };
 
-// Out of device memory is out_of_memory; every other error fails the case with its name.
+// Errors that leave the CUDA context unusable: every later call in the process fails with
+// them, so the backend stops running GPU cases once one is seen.
+inline bool is_sticky(cudaError_t error) {
+  switch (error) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Out of device memory is out_of_memory; every other error fails the case with its name (a
+// sticky one says so).
 inline Status cuda_status(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return Status::Ok();
-  const std::string message = fmt::format("{}: {}", what, cudaGetErrorString(error));
+  const std::string message =
+      fmt::format("{}: {}{}", what, cudaGetErrorString(error),
+                  is_sticky(error) ? " (sticky: the GPU context is unusable from here on)" : "");
   return error == cudaErrorMemoryAllocation ? Status::OutOfMemory(message)
                                             : Status::Failed(message);
 }

@@ -82,10 +82,6 @@ cudnnDataType_t cudnn_type(DType dtype) {
   }
 }
 
-DType storage(DType dtype) {
-  return dtype == DType::tf32 ? DType::f32 : dtype;
-}
-
 Status make_tensor(std::int64_t uid, DType dtype, std::array<std::int64_t, 4> dims,
                    Descriptor* out) {
   const std::array<std::int64_t, 4> strides = {dims[1] * dims[2] * dims[3], dims[2] * dims[3],
@@ -382,7 +378,7 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
   const std::array<std::int64_t, 4> x = {op.mb, op.ic, op.ih, op.iw},
                                     w = {op.oc, op.ic, op.kh, op.kw},
                                     y = {op.mb, op.oc, op.oh(), op.ow()};
-  const std::size_t element = dtype_size(storage(op.dtype));
+  const std::size_t element = dtype_size(storage_dtype(op.dtype));
   DeviceBlock xs, ws, ys;
   TB_RETURN_IF_ERROR(xs.allocate(elements(x) * element));
   TB_RETURN_IF_ERROR(ws.allocate(elements(w) * element));
@@ -390,7 +386,7 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
   // Seeded data: zeros would time faster than real inputs.
   for (auto [block, dims, seed] : {std::tuple{&xs, x, 1}, {&ws, w, 2}, {&ys, y, 3}})
     TB_RETURN_IF_ERROR(
-        cuda_status(launch_fill_random(storage(op.dtype), block->data(),
+        cuda_status(launch_fill_random(storage_dtype(op.dtype), block->data(),
                                        static_cast<std::int64_t>(elements(dims)), seed, nullptr),
                     "seeding the engine search"));
 
@@ -468,11 +464,11 @@ class CudnnConvPlan final : public CudaPlan {
                 std::shared_ptr<const ConvEngineCache::Engine> engine)
       : handle_(handle), op_(op), engine_(std::move(engine)) {
     operands_ = conv_operands(op);
-    for (OperandSpec& operand : operands_) operand.dtype = storage(operand.dtype);
+    for (OperandSpec& operand : operands_) operand.dtype = storage_dtype(operand.dtype);
     // Low-precision weight gradients come out of cuDNN in the data's dtype and are cast to
     // the fp32 master gradient after it.
     cast_weights_ =
-        op.direction == ConvDirection::backward_weights && storage(op.dtype) != DType::f32;
+        op.direction == ConvDirection::backward_weights && storage_dtype(op.dtype) != DType::f32;
     engine_bytes_ = (static_cast<std::size_t>(engine_->workspace) + kWorkspaceAlignment - 1) /
                     kWorkspaceAlignment * kWorkspaceAlignment;
     workspace_bytes_ =
@@ -515,7 +511,7 @@ class CudnnConvPlan final : public CudaPlan {
 
 Status plan_cudnn_conv(cudnnHandle_t handle, ConvEngineCache& cache, const ConvOp& op,
                        std::unique_ptr<Plan>* out) {
-  if (!kernel_dtype(storage(op.dtype)))
+  if (!kernel_dtype(storage_dtype(op.dtype)))
     return Status::Unimplemented(fmt::format(
         "cuda: convolution runs in f32, tf32, bf16 and f16, not {}", dtype_name(op.dtype)));
   const std::string key = conv_engine_key(op);

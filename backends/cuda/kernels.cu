@@ -1,3 +1,7 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/stream_math.h"
 
@@ -45,26 +49,99 @@ __global__ void dot_kernel(const double* a, const double* b, double* result, lon
   if (threadIdx.x == 0) atomicAdd(result, partial[0]);
 }
 
+// A probe block's mean: the sum of every thread's `sum` (kThreads of them) over `count`
+// values, written by thread 0.
+template <int kThreads>
+__device__ void write_block_mean(double sum, int count, double* per_block_mean) {
+  __shared__ double partial[kThreads];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) per_block_mean[blockIdx.x] = partial[0] / count;
+}
+
 __global__ void fma_peak_kernel(long long iterations, float one, float increment,
                                 double* per_block_mean) {
   float acc[kPeakChains] = {};
   for (long long i = 0; i < iterations; ++i)
 #pragma unroll
     for (int chain = 0; chain < kPeakChains; ++chain) acc[chain] = fmaf(acc[chain], one, increment);
-  __shared__ double partial[kPeakThreadsPerBlock];
   double sum = 0;
   for (float value : acc) sum += value;
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int stride = kPeakThreadsPerBlock / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0)
-    per_block_mean[blockIdx.x] = partial[0] / (kPeakThreadsPerBlock * kPeakChains);
+  write_block_mean<kPeakThreadsPerBlock>(sum, kPeakThreadsPerBlock * kPeakChains, per_block_mean);
+}
+
+// The K of the 16x16xK WMMA shape each dtype's Tensor Core probe uses.
+constexpr int tensor_peak_k(DType dtype) {
+  return dtype == DType::tf32 ? 8 : 16;
+}
+
+template <typename Precision, int K, typename Element>
+__global__ void tensor_peak_kernel(long long iterations, Element a_value, Element b_value,
+                                   double* per_block_mean) {
+  using namespace nvcuda;
+  wmma::fragment<wmma::matrix_a, 16, 16, K, Precision, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, 16, 16, K, Precision, wmma::col_major> b;
+  wmma::fragment<wmma::accumulator, 16, 16, K, float> acc[kTensorPeakChains];
+  wmma::fill_fragment(a, a_value);
+  wmma::fill_fragment(b, b_value);
+  for (auto& c : acc) wmma::fill_fragment(c, 0.0f);
+  for (long long i = 0; i < iterations; ++i)
+#pragma unroll
+    for (int c = 0; c < kTensorPeakChains; ++c) wmma::mma_sync(acc[c], a, b, acc[c]);
+  double sum = 0;
+  for (const auto& c : acc)
+    for (int e = 0; e < c.num_elements; ++e) sum += c.x[e];
+  // Every warp's chains hold 16 x 16 accumulator elements each.
+  write_block_mean<kTensorPeakWarps * 32>(sum, kTensorPeakWarps * kTensorPeakChains * 256,
+                                          per_block_mean);
+}
+
+__global__ void fill_value_kernel(float* data, int count, float value) {
+  if (const int i = blockIdx.x * blockDim.x + threadIdx.x; i < count) data[i] = value;
 }
 
 }  // namespace
+
+cudaError_t launch_fill_value(float* data, int count, float value, cudaStream_t stream) {
+  fill_value_kernel<<<(count + 255) / 256, 256, 0, stream>>>(data, count, value);
+  return cudaGetLastError();
+}
+
+double tensor_peak_flops(DType dtype, long long iterations, int blocks) {
+  return 2.0 * 16 * 16 * tensor_peak_k(dtype) * static_cast<double>(iterations) *
+         kTensorPeakChains * kTensorPeakWarps * blocks;
+}
+
+cudaError_t launch_tensor_peak(DType dtype, long long iterations, double* per_block_mean,
+                               int blocks, cudaStream_t stream) {
+  // Each of the K products of a round is increment / K: a = 2^-8, b = increment / K * 2^8
+  // (powers of two, exact in every input format).
+  const float a = 1.0f / 256, b = static_cast<float>(peak_increment_per_iteration(dtype) /
+                                                     tensor_peak_k(dtype) * 256);
+  constexpr int threads = kTensorPeakWarps * 32;
+  using namespace nvcuda;
+  switch (dtype) {
+    case DType::bf16:
+      tensor_peak_kernel<__nv_bfloat16, 16><<<blocks, threads, 0, stream>>>(
+          iterations, __float2bfloat16(a), __float2bfloat16(b), per_block_mean);
+      break;
+    case DType::f16:
+      tensor_peak_kernel<__half, 16><<<blocks, threads, 0, stream>>>(
+          iterations, __float2half(a), __float2half(b), per_block_mean);
+      break;
+    case DType::tf32:
+      tensor_peak_kernel<wmma::precision::tf32, 8><<<blocks, threads, 0, stream>>>(
+          iterations, a, b, per_block_mean);  // powers of two: already TF32 values
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t launch_stream(const StreamOp& op, double* a, double* b, double* c, double* result,
                           int multiprocessors, cudaStream_t stream) {

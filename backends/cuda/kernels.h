@@ -20,4 +20,18 @@ cudaError_t launch_fma_peak(long long iterations, float one, float increment,
 inline constexpr int kPeakThreadsPerBlock = 256;
 inline constexpr int kPeakChains = 8;  // independent FMA chains per thread
 
+// Tensor Core peak (bf16, f16, tf32 on sm_80 and up): every warp runs `iterations` rounds of
+// independent 16x16xK mma.sync chains (WMMA) on constant fragments scaled so that each
+// accumulator element gains peak_increment_per_iteration(dtype) per round, exactly;
+// per_block_mean receives each block's mean accumulator element.
+cudaError_t launch_tensor_peak(DType dtype, long long iterations, double* per_block_mean,
+                               int blocks, cudaStream_t stream);
+// data[0 .. count) = value.
+cudaError_t launch_fill_value(float* data, int count, float value, cudaStream_t stream);
+
+// FLOPs one launch does.
+double tensor_peak_flops(DType dtype, long long iterations, int blocks);
+inline constexpr int kTensorPeakWarps = 4;   // per block
+inline constexpr int kTensorPeakChains = 4;  // independent accumulators per warp
+
 }  // namespace tb::cuda

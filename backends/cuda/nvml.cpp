@@ -2,6 +2,13 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace tb::cuda {
@@ -110,6 +117,99 @@ nlohmann::json Nvml::describe(unsigned device) const {
   if (now.temperature_c >= 0) d["temperature_c"] = now.temperature_c;
   if (now.sm_clock_mhz >= 0) d["sm_clock_mhz"] = now.sm_clock_mhz;
   return d;
+}
+
+namespace {
+
+// NVML's clocks-event (throttle) reason bits.
+constexpr std::pair<std::uint64_t, const char*> kThrottleReasons[] = {
+    {0x1, "gpu_idle"},
+    {0x2, "applications_clocks_setting"},
+    {0x4, "sw_power_cap"},
+    {0x8, "hw_slowdown"},
+    {0x10, "sync_boost"},
+    {0x20, "sw_thermal_slowdown"},
+    {0x40, "hw_thermal_slowdown"},
+    {0x80, "hw_power_brake_slowdown"},
+    {0x100, "display_clock_setting"}};
+
+class NvmlMonitor final : public TelemetryMonitor {
+ public:
+  NvmlMonitor(std::shared_ptr<const Nvml> nvml, unsigned device, double period_s)
+      : nvml_(std::move(nvml)), device_(device), start_(std::chrono::steady_clock::now()) {
+    samples_.push_back(nvml_->sample(device_));
+    thread_ = std::thread([this, period = std::chrono::duration<double>(period_s)] {
+      std::unique_lock lock(mutex_);
+      while (!wake_.wait_for(lock, period, [this] { return stopping_; }))
+        samples_.push_back(nvml_->sample(device_));
+    });
+  }
+  ~NvmlMonitor() override { stop(); }
+  nlohmann::json finish() override {
+    stop();
+    samples_.push_back(nvml_->sample(device_));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    return summarize(samples_, seconds);
+  }
+
+ private:
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::shared_ptr<const Nvml> nvml_;
+  unsigned device_;
+  std::chrono::steady_clock::time_point start_;
+  std::vector<Nvml::Sample> samples_;  // the thread's until it is joined
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<TelemetryMonitor> Nvml::monitor(std::shared_ptr<const Nvml> nvml, unsigned device,
+                                                double period_s) {
+  return std::make_unique<NvmlMonitor>(std::move(nvml), device, period_s);
+}
+
+nlohmann::json summarize(const std::vector<Nvml::Sample>& samples, double seconds) {
+  nlohmann::json out = {{"source", "NVML"}, {"samples", samples.size()}, {"seconds", seconds}};
+  double power_sum = 0, power_max = -1, temperature_max = -1, clock_sum = 0, clock_min = -1;
+  int powers = 0, clocks = 0;
+  std::uint64_t reasons = 0;
+  double first_energy = -1, last_energy = -1;
+  for (const Nvml::Sample& sample : samples) {
+    if (sample.power_w >= 0) power_sum += sample.power_w, ++powers;
+    power_max = std::max(power_max, sample.power_w);
+    temperature_max = std::max(temperature_max, sample.temperature_c);
+    if (sample.sm_clock_mhz >= 0) {
+      clock_sum += sample.sm_clock_mhz, ++clocks;
+      clock_min = clock_min < 0 ? sample.sm_clock_mhz : std::min(clock_min, sample.sm_clock_mhz);
+    }
+    if (sample.throttle_reasons >= 0)
+      reasons |= static_cast<std::uint64_t>(sample.throttle_reasons);
+    if (sample.energy_j >= 0) {
+      if (first_energy < 0) first_energy = sample.energy_j;
+      last_energy = sample.energy_j;
+    }
+  }
+  if (powers) out["power_w"] = {{"mean", power_sum / powers}, {"max", power_max}};
+  if (temperature_max >= 0) out["temperature_c_max"] = temperature_max;
+  if (clocks) out["sm_clock_mhz"] = {{"mean", clock_sum / clocks}, {"min", clock_min}};
+  nlohmann::json named = nlohmann::json::array();
+  for (const auto& [bit, name] : kThrottleReasons)
+    if (reasons & bit) named.push_back(name);
+  out["throttle_reasons"] = named;
+  if (first_energy >= 0) out["energy_j"] = last_energy - first_energy;
+  return out;
 }
 
 }  // namespace tb::cuda

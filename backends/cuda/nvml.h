@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "backends/backend.h"
 
 namespace tb::cuda {
 
@@ -27,6 +30,10 @@ class Nvml {
   Nvml& operator=(const Nvml&) = delete;
 
   Sample sample(unsigned device) const;
+  // Samples `device` every `period_s` on a thread of its own until finish(), which returns
+  // summarize()'s account of the samples.
+  static std::unique_ptr<TelemetryMonitor> monitor(std::shared_ptr<const Nvml> nvml,
+                                                   unsigned device, double period_s = 0.02);
   // What a report records about the device: enforced power limit, PCIe link, and a sample.
   nlohmann::json describe(unsigned device) const;
 
@@ -37,5 +44,10 @@ class Nvml {
   void* handle_;
   std::unique_ptr<Api> api_;
 };
+
+// What a report records of the samples taken over a case (in order): mean and peak power,
+// peak temperature, lowest and mean SM clock, every throttle reason seen (NVML's clocks-event
+// bits, named), and the energy the counter moved by (where it exists). Device-independent.
+nlohmann::json summarize(const std::vector<Nvml::Sample>& samples, double seconds);
 
 }  // namespace tb::cuda

@@ -348,8 +348,9 @@ __global__ void mean_loss_kernel(const double* row_loss, long long rows, T* loss
 
 template <typename T>
 __global__ void cross_entropy_backward_kernel(const T* probabilities, const int* labels,
-                                              T* diff_logits, long long rows, long long classes) {
-  const float scale = 1.0f / rows;
+                                              T* diff_logits, long long rows, long long classes,
+                                              float loss_scale) {
+  const float scale = loss_scale / rows;
   TB_GRID_STRIDE(i, rows * classes) {
     const long long r = i / classes, c = i % classes;
     diff_logits[i] =
@@ -546,7 +547,16 @@ __global__ void average_pool_backward_kernel(const T* diff_dst, T* diff_src, lon
   }
 }
 
-// --- optimizers on f32 flat buffers ---
+// --- loss scaling and optimizers on f32 flat buffers ---
+
+template <typename T>
+__global__ void unscale_kernel(T* grads, long long n, float inverse_scale, int* found_nonfinite) {
+  TB_GRID_STRIDE(i, n) {
+    const float g = to_float(grads[i]) * inverse_scale;
+    grads[i] = from_float<T>(g);
+    if (!isfinite(g)) *found_nonfinite = 1;  // every writer stores the same value
+  }
+}
 
 __global__ void sgd_kernel(float* weights, const float* grads, float* momentum, long long n,
                            float learning_rate, float mu, float weight_decay) {
@@ -746,12 +756,12 @@ cudaError_t launch_softmax_cross_entropy_forward(const SoftmaxCrossEntropyOp& op
 
 cudaError_t launch_softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op,
                                                   const void* probabilities,
-                                                  const std::int32_t* labels, void* diff_logits,
-                                                  cudaStream_t stream) {
+                                                  const std::int32_t* labels, float loss_scale,
+                                                  void* diff_logits, cudaStream_t stream) {
   return with_type(op.dtype, [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_backward_kernel<<<grid_for(op.rows * op.classes), kThreads, 0, stream>>>(
-        in<T>(probabilities), labels, out<T>(diff_logits), op.rows, op.classes);
+        in<T>(probabilities), labels, out<T>(diff_logits), op.rows, op.classes, loss_scale);
     return cudaGetLastError();
   });
 }
@@ -879,6 +889,19 @@ cudaError_t launch_bias_gradient(DType dtype, std::int64_t rows, std::int64_t co
     using T = decltype(tag);
     return column_sums(BiasColumns<T>{in<T>(diff_dst)}, rows, cols, diff_bias, nullptr, scratch,
                        stream);
+  });
+}
+
+cudaError_t launch_unscale_gradients(const UnscaleGradientsOp& op, void* grads, float inverse_scale,
+                                     std::int32_t* found_nonfinite, cudaStream_t stream) {
+  if (const cudaError_t error = cudaMemsetAsync(found_nonfinite, 0, sizeof(std::int32_t), stream);
+      error != cudaSuccess)
+    return error;
+  return with_type(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    unscale_kernel<<<grid_for(op.count), kThreads, 0, stream>>>(out<T>(grads), op.count,
+                                                                inverse_scale, found_nonfinite);
+    return cudaGetLastError();
   });
 }
 

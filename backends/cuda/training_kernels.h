@@ -49,10 +49,11 @@ cudaError_t launch_softmax_cross_entropy_forward(const SoftmaxCrossEntropyOp& op
                                                  const void* logits, const std::int32_t* labels,
                                                  void* probabilities, void* loss, void* scratch,
                                                  cudaStream_t stream);
+// loss_scale: 1 unless the op is scaled (the host-side scale, read at launch).
 cudaError_t launch_softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op,
                                                   const void* probabilities,
-                                                  const std::int32_t* labels, void* diff_logits,
-                                                  cudaStream_t stream);
+                                                  const std::int32_t* labels, float loss_scale,
+                                                  void* diff_logits, cudaStream_t stream);
 
 // diff_table's dtype: embedding_table_grad_dtype(op) (backends/operands.h).
 cudaError_t launch_embedding_forward(const EmbeddingOp& op, const void* table,
@@ -79,6 +80,10 @@ cudaError_t launch_bias_gradient(DType dtype, std::int64_t rows, std::int64_t co
 
 // One optimizer step on f32 parameters; `hyper` is the host-side hyper-parameter array
 // (optimizer_operands()); lamb's tensor offsets are on the device.
+// Loss scaling: grads *= inverse_scale in place, *found_nonfinite = any of them infinite or NaN.
+cudaError_t launch_unscale_gradients(const UnscaleGradientsOp& op, void* grads, float inverse_scale,
+                                     std::int32_t* found_nonfinite, cudaStream_t stream);
+
 std::size_t optimizer_scratch_bytes(const OptimizerOp& op);
 cudaError_t launch_optimizer(const OptimizerOp& op, float* weights, const float* grads,
                              float* first_moment, float* second_moment,

@@ -95,7 +95,8 @@ class FullyConnectedPlan final : public CudaPlan {
 Status plan_fully_connected(cublasLtHandle_t handle, const FullyConnectedOp& op,
                             std::unique_ptr<Plan>* out) {
   GemmOp gemm;
-  gemm.a_type = gemm.b_type = gemm.c_type = op.dtype;
+  gemm.a_type = gemm.b_type = op.dtype;
+  gemm.c_type = storage_dtype(op.dtype);  // a TF32 product is written as f32
   switch (op.direction) {
     case ConvDirection::forward:  // [mb, in] x [out, in]^T
       gemm.m = op.mb, gemm.n = op.out, gemm.k = op.in, gemm.trans_b = true;
@@ -135,6 +136,19 @@ Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique
                                         });
     return Status::Ok();
   }
+  if (const auto* op = std::get_if<UnscaleGradientsOp>(&desc)) {
+    if (op->dtype != DType::f32)
+      return Status::Unimplemented(
+          fmt::format("cuda: gradients are f32 (master), not {}", dtype_name(op->dtype)));
+    const UnscaleGradientsOp o = *op;
+    *out = std::make_unique<KernelPlan>(
+        unscale_gradients_operands(o), 0, "gradient unscale and finite check", o.dtype,
+        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+          return launch_unscale_gradients(o, b[0].data, *as<float>(b[1]), as<std::int32_t>(b[2]),
+                                          s);
+        });
+    return Status::Ok();
+  }
   if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
     if (op->kind == OptimizerKind::lamb && op->count > std::numeric_limits<std::int32_t>::max())
       return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
@@ -157,7 +171,7 @@ Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique
   }
   if (!dtype)
     return Status::Unimplemented(fmt::format("cuda: op '{}' is not implemented", op_name(desc)));
-  if (!kernel_dtype(*dtype)) return unsupported_dtype(op_name(desc), *dtype);
+  if (!kernel_dtype(storage_dtype(*dtype))) return unsupported_dtype(op_name(desc), *dtype);
   if (const auto* op = std::get_if<FullyConnectedOp>(&desc))
     return plan_fully_connected(handle, *op, out);
 
@@ -221,15 +235,17 @@ Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique
   }
   if (const auto* op = std::get_if<SoftmaxCrossEntropyOp>(&desc)) {
     const SoftmaxCrossEntropyOp o = *op;
-    return plan(softmax_cross_entropy_operands(o), softmax_cross_entropy_scratch_bytes(o),
-                "softmax cross-entropy",
-                [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
-                  if (o.pass == Pass::forward)
-                    return launch_softmax_cross_entropy_forward(
-                        o, b[0].data, as<std::int32_t>(b[1]), b[2].data, b[3].data, scratch, s);
-                  return launch_softmax_cross_entropy_backward(o, b[0].data, as<std::int32_t>(b[1]),
-                                                               b[2].data, s);
-                });
+    return plan(
+        softmax_cross_entropy_operands(o), softmax_cross_entropy_scratch_bytes(o),
+        "softmax cross-entropy", [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+          if (o.pass == Pass::forward)
+            return launch_softmax_cross_entropy_forward(o, b[0].data, as<std::int32_t>(b[1]),
+                                                        b[2].data, b[3].data, scratch, s);
+          // The loss scale lives in host memory: read when the kernel is launched.
+          const float loss_scale = o.scaled ? *as<float>(b[2]) : 1.0f;
+          return launch_softmax_cross_entropy_backward(o, b[0].data, as<std::int32_t>(b[1]),
+                                                       loss_scale, b[o.scaled ? 3 : 2].data, s);
+        });
   }
   if (const auto* op = std::get_if<EmbeddingOp>(&desc)) {
     const EmbeddingOp o = *op;
