@@ -389,10 +389,14 @@ class CudaBackend final : public Backend {
     return plan_training_op(lt_, op, out);
   }
   Status import_operand(const Plan& plan, int index, const void* plain, Buffer device) override {
-    return upload(plain, device, plan.operands().at(index).bytes);
+    if (device.kind != MemoryKind::device)
+      return upload(plain, device, plan.operands().at(index).bytes);
+    return static_cast<const CudaPlan&>(plan).import_operand(index, plain, device);
   }
   Status export_operand(const Plan& plan, int index, Buffer device, void* plain) override {
-    return download(device, plain, plan.operands().at(index).bytes);
+    if (device.kind != MemoryKind::device)
+      return download(device, plain, plan.operands().at(index).bytes);
+    return static_cast<const CudaPlan&>(plan).export_operand(index, device, plain);
   }
   Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
     if (operands.size() != plan.operands().size())

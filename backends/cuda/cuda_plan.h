@@ -12,12 +12,6 @@
 
 namespace tb::cuda {
 
-// Operands are plain (row-major) device buffers; data moves with cudaMemcpy.
-class CudaPlan : public Plan {
- public:
-  virtual Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) = 0;
-};
-
 // Errors that leave the CUDA context unusable: every later call in the process fails with
 // them, so the backend stops running GPU cases once one is seen.
 inline bool is_sticky(cudaError_t error) {
@@ -48,5 +42,20 @@ inline Status cuda_status(cudaError_t error, const char* what) {
   return error == cudaErrorMemoryAllocation ? Status::OutOfMemory(message)
                                             : Status::Failed(message);
 }
+
+// Operands are device buffers, plain (row-major, NCHW) unless the plan converts them in
+// import_operand / export_operand (a channels-last convolution).
+class CudaPlan : public Plan {
+ public:
+  virtual Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) = 0;
+  virtual Status import_operand(int index, const void* plain, Buffer device) const {
+    return cuda_status(cudaMemcpy(device.data, plain, operands_.at(index).bytes, cudaMemcpyDefault),
+                       "cudaMemcpy");
+  }
+  virtual Status export_operand(int index, Buffer device, void* plain) const {
+    return cuda_status(cudaMemcpy(plain, device.data, operands_.at(index).bytes, cudaMemcpyDefault),
+                       "cudaMemcpy");
+  }
+};
 
 }  // namespace tb::cuda

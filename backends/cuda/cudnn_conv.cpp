@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/nhwc.h"
 #include "backends/cuda/training_kernels.h"
 #include "backends/operands.h"
 
@@ -82,10 +84,13 @@ cudnnDataType_t cudnn_type(DType dtype) {
   }
 }
 
+// dims are [n, c, h, w] (weights [k, c, r, s]) in either layout; the strides say where.
 Status make_tensor(std::int64_t uid, DType dtype, std::array<std::int64_t, 4> dims,
-                   Descriptor* out) {
-  const std::array<std::int64_t, 4> strides = {dims[1] * dims[2] * dims[3], dims[2] * dims[3],
-                                               dims[3], 1};  // NCHW
+                   bool channels_last, Descriptor* out) {
+  const std::int64_t c = dims[1], h = dims[2], w = dims[3];
+  const std::array<std::int64_t, 4> strides =
+      channels_last ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c}   // NHWC, KRSC
+                    : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};  // NCHW, KCRS
   const cudnnDataType_t type = cudnn_type(dtype);
   const std::int64_t alignment = 16;
   TB_RETURN_IF_ERROR(out->create(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
@@ -103,9 +108,10 @@ struct Graph {
 };
 
 Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
-  TB_RETURN_IF_ERROR(make_tensor(kX, op.dtype, {op.mb, op.ic, op.ih, op.iw}, &g->x));
-  TB_RETURN_IF_ERROR(make_tensor(kW, op.dtype, {op.oc, op.ic, op.kh, op.kw}, &g->w));
-  TB_RETURN_IF_ERROR(make_tensor(kY, op.dtype, {op.mb, op.oc, op.oh(), op.ow()}, &g->y));
+  const bool nhwc = conv_channels_last(op);
+  TB_RETURN_IF_ERROR(make_tensor(kX, op.dtype, {op.mb, op.ic, op.ih, op.iw}, nhwc, &g->x));
+  TB_RETURN_IF_ERROR(make_tensor(kW, op.dtype, {op.oc, op.ic, op.kh, op.kw}, nhwc, &g->w));
+  TB_RETURN_IF_ERROR(make_tensor(kY, op.dtype, {op.mb, op.oc, op.oh(), op.ow()}, nhwc, &g->y));
 
   const std::int64_t spatial = 2;
   const cudnnDataType_t accumulate = CUDNN_DATA_FLOAT;
@@ -348,11 +354,15 @@ bool engine_allowed(const ConvOp& op, const EngineNotes& notes, std::string* rea
   return true;
 }
 
+bool conv_channels_last(const ConvOp& op) {
+  return op.layout == Layout::any && (op.dtype == DType::bf16 || op.dtype == DType::f16);
+}
+
 std::string conv_engine_key(const ConvOp& op) {
-  return fmt::format("{} {} mb{} ic{} {}x{} oc{} k{}x{} s{}x{} p{}x{} w{}",
+  return fmt::format("{} {} mb{} ic{} {}x{} oc{} k{}x{} s{}x{} p{}x{} w{} {}",
                      static_cast<int>(op.direction), dtype_name(op.dtype), op.mb, op.ic, op.ih,
                      op.iw, op.oc, op.kh, op.kw, op.sh, op.sw, op.ph, op.pw,
-                     op.winograd_allowed ? 1 : 0);
+                     op.winograd_allowed ? 1 : 0, conv_channels_last(op) ? "nhwc" : "nchw");
 }
 
 int fastest_candidate(const std::vector<double>& seconds) {
@@ -473,10 +483,31 @@ class CudnnConvPlan final : public CudaPlan {
                     kWorkspaceAlignment * kWorkspaceAlignment;
     workspace_bytes_ =
         engine_bytes_ + (cast_weights_ ? operands_[2].elements() * dtype_size(op.dtype) : 0);
-    implementation_ = engine_->description + (cast_weights_ ? ", dW cast to f32" : "");
+    channels_last_ = conv_channels_last(op);
+    implementation_ = engine_->description + (channels_last_ ? ", NHWC / KRSC" : ", NCHW") +
+                      (cast_weights_ ? ", dW cast to f32" : "");
     math_mode_ = op.dtype == DType::tf32  ? "tf32 inputs, fp32 accumulation"
                  : op.dtype == DType::f32 ? "strict fp32 (no TF32 engines)"
                                           : "fp32 accumulation";
+  }
+
+  // Channels-last operands are converted on the host from and to the callers' plain NCHW.
+  Status import_operand(int index, const void* plain, Buffer device) const override {
+    if (!channels_last_) return CudaPlan::import_operand(index, plain, device);
+    const OperandSpec& spec = operands_.at(index);
+    std::vector<unsigned char> converted(spec.bytes);
+    nchw_to_nhwc(plain, converted.data(), spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
+                 dtype_size(spec.dtype));
+    return CudaPlan::import_operand(index, converted.data(), device);
+  }
+  Status export_operand(int index, Buffer device, void* plain) const override {
+    if (!channels_last_) return CudaPlan::export_operand(index, device, plain);
+    const OperandSpec& spec = operands_.at(index);
+    std::vector<unsigned char> stored(spec.bytes);
+    TB_RETURN_IF_ERROR(CudaPlan::export_operand(index, device, stored.data()));
+    nhwc_to_nchw(stored.data(), plain, spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
+                 dtype_size(spec.dtype));
+    return Status::Ok();
   }
 
   Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
@@ -504,6 +535,7 @@ class CudnnConvPlan final : public CudaPlan {
   ConvOp op_;
   std::shared_ptr<const ConvEngineCache::Engine> engine_;
   bool cast_weights_ = false;
+  bool channels_last_ = false;
   std::size_t engine_bytes_ = 0;
 };
 

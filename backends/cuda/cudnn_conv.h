@@ -1,5 +1,6 @@
 // Convolution through cuDNN's graph (backend) API, the API cuDNN 9 keeps (its legacy
-// convolution calls are deprecated): forward, backward-data and backward-weights on NCHW data
+// convolution calls are deprecated): forward, backward-data and backward-weights on NCHW or
+// NHWC data
 // in f32 (strict: engines that down-convert to TF32 are refused), tf32, bf16 and f16, all with
 // fp32 accumulation. The engine is chosen once per shape by timing the heuristics' candidates
 // on seeded data, and cached by the backend; its workspace is the plan's workspace.
@@ -27,6 +28,11 @@ struct EngineNotes {
 // dtype accumulates in fp32 (no reduced-precision reduction), Winograd only where the
 // descriptor allows it. `reason` says why not.
 bool engine_allowed(const ConvOp& op, const EngineNotes& notes, std::string* reason);
+
+// Whether the plan keeps the operands channels-last (NHWC activations, KRSC weights): for
+// 16-bit data when the caller lets the plan pick the layout (Layout::any, single-op
+// benchmarks); a network's steps use NCHW (Layout::plain / native), like the other ops here.
+bool conv_channels_last(const ConvOp& op);
 
 // Everything the engine choice depends on, as the cache's key.
 std::string conv_engine_key(const ConvOp& op);

@@ -321,3 +321,37 @@ TEST(CudnnEngineChoice, TheFastestCandidateThatRanWins) {
 }  // namespace
 }  // namespace tb::cuda
 #endif
+
+#include "backends/cuda/nhwc.h"
+
+namespace tb::cuda {
+namespace {
+
+TEST(ChannelsLast, ConversionsRoundTripAndPlaceEveryValue) {
+  const std::int64_t n = 2, c = 3, h = 4, w = 5;
+  std::vector<std::uint16_t> plain(n * c * h * w), nhwc(plain.size()), back(plain.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<std::uint16_t>(i);
+  nchw_to_nhwc(plain.data(), nhwc.data(), n, c, h, w, sizeof(std::uint16_t));
+  // Element (1, 2, 3, 4) of NCHW sits at ((1 * h + 3) * w + 4) * c + 2 in NHWC.
+  EXPECT_EQ(nhwc[((1 * h + 3) * w + 4) * c + 2], plain[((1 * c + 2) * h + 3) * w + 4]);
+  nhwc_to_nchw(nhwc.data(), back.data(), n, c, h, w, sizeof(std::uint16_t));
+  EXPECT_EQ(back, plain);
+}
+
+#ifdef TRAINBENCH_HAVE_CUDNN
+TEST(CudnnEngineChoice, SixteenBitSingleOpConvolutionsGoChannelsLast) {
+  ConvOp op;
+  op.dtype = DType::bf16;
+  EXPECT_TRUE(conv_channels_last(op));  // Layout::any
+  op.layout = Layout::native;           // a network's step: NCHW like its other ops
+  EXPECT_FALSE(conv_channels_last(op));
+  op.layout = Layout::any, op.dtype = DType::f32;
+  EXPECT_FALSE(conv_channels_last(op));
+  ConvOp a, b;
+  a.dtype = b.dtype = DType::f16, b.layout = Layout::plain;
+  EXPECT_NE(conv_engine_key(a), conv_engine_key(b));
+}
+#endif
+
+}  // namespace
+}  // namespace tb::cuda
