@@ -963,7 +963,7 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
     if (op.phase == Phase::weight_cast) breakdown->weight_cast_s += seconds;
     return Status::Ok();
   };
-  TB_RETURN_IF_ERROR(s.set_dropout_step(steps_taken_));
+  TB_RETURN_IF_ERROR(s.set_dropout_step(dropout_step()));
   for (Impl::Op& op : s.weight_cast) TB_RETURN_IF_ERROR(run_op(op));
   for (Impl::Op& op : s.forward) TB_RETURN_IF_ERROR(run_op(op));
   for (Impl::Op& op : s.backward) TB_RETURN_IF_ERROR(run_op(op));
@@ -990,6 +990,11 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
   }
   if (breakdown) breakdown->total_s = total->stop_seconds();
   return Status::Ok();
+}
+
+std::int64_t TrainingStep::dropout_step() const {
+  // A step skipped by loss scaling still draws its masks: the next one gets fresh masks.
+  return steps_taken_ + (impl_->scaler ? impl_->scaler->skipped_steps : 0);
 }
 
 const DynamicLossScale* TrainingStep::loss_scale() const {
@@ -1112,7 +1117,7 @@ Status TrainingStep::check_ops(OpCheck* out) {
   std::map<int, std::vector<double>> reference_state;  // masks and indices the f64 forward made
   // The f64 ops run on the host whatever device the step runs on (a GPU has no f64 ops).
   const std::unique_ptr<Backend> host = cpu::make_host_reference_backend();
-  TB_RETURN_IF_ERROR(s.set_dropout_step(steps_taken_));
+  TB_RETURN_IF_ERROR(s.set_dropout_step(dropout_step()));
   for (Impl::Op& op : s.weight_cast) TB_RETURN_IF_ERROR(s.execute(op));
   for (std::vector<Impl::Op>* list : {&s.forward, &s.backward}) {
     for (Impl::Op& op : *list) {

@@ -136,6 +136,7 @@ class TrainingStep {
   explicit TrainingStep(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   std::int64_t steps_taken_ = 0;
+  std::int64_t dropout_step() const;  // which masks the next run draws
 };
 
 // Bytes a step of `network` will need, estimated before planning (activations, their

@@ -133,10 +133,11 @@ class LtGemmPlan final : public CudaPlan {
   }
 
   Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
-    if (fp8() && scales_ != static_cast<char*>(workspace.data) + algorithm_bytes_) {
-      // Device-side scales of A and B (1: the inputs are in range), written once per workspace.
-      scales_ = static_cast<char*>(workspace.data) + algorithm_bytes_;
-      auto* scales = static_cast<float*>(scales_);
+    if (fp8()) {
+      // Device-side scales of A and B (1: the inputs are in range), written before every
+      // execution: the workspace is shared with other ops.
+      auto* scales =
+          reinterpret_cast<float*>(static_cast<char*>(workspace.data) + algorithm_bytes_);
       TB_RETURN_IF_ERROR(cuda_status(launch_fill_value(scales, 2, 1.0f, stream), "FP8 scales"));
       void* a_scale = scales + 1;  // cuBLASLt's A is this op's B, and its B this op's A
       void* b_scale = scales;
@@ -152,7 +153,7 @@ class LtGemmPlan final : public CudaPlan {
       TB_RETURN_IF_ERROR(
           lt_status(cublasLtMatmul(handle_, desc_, &op_.alpha, at(1), first_, at(0), second_,
                                    &op_.beta, at(2), output_, at(2), output_, &algo_,
-                                   workspace.data, workspace.bytes, stream),
+                                   workspace.data, algorithm_bytes_, stream),
                     "cublasLtMatmul"));
     }
     return Status::Ok();

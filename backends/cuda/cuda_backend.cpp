@@ -62,21 +62,22 @@ class EventTimer final : public Timer {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
   }
-  void start() override { cudaEventRecord(start_); }
+  void start() override { failed_ = cudaEventRecord(start_) != cudaSuccess; }
   double stop_seconds() override {
-    cudaEventRecord(stop_);
     float ms = 0;
-    if (const cudaError_t error = cudaEventSynchronize(stop_); error != cudaSuccess) {
-      health_->record(error, "cudaEventSynchronize");
-      return std::numeric_limits<double>::quiet_NaN();
-    }
-    cudaEventElapsedTime(&ms, start_, stop_);
-    return ms * 1e-3;
+    for (cudaError_t error : {cudaEventRecord(stop_), cudaEventSynchronize(stop_),
+                              cudaEventElapsedTime(&ms, start_, stop_)})
+      if (error != cudaSuccess) {
+        health_->record(error, "CUDA event timing");
+        failed_ = true;
+      }
+    return failed_ ? std::numeric_limits<double>::quiet_NaN() : ms * 1e-3;
   }
 
  private:
   std::shared_ptr<Health> health_;
   cudaEvent_t start_{}, stop_{};
+  bool failed_ = false;  // a sample that failed reads NaN, never 0
 };
 
 class StreamPlan final : public CudaPlan {
@@ -158,7 +159,8 @@ class TensorPeakPlan final : public CudaPlan {
   TensorPeakPlan(const PeakOp& op, int multiprocessors) : op_(op), blocks_(multiprocessors * 8) {
     operands_ = {{"per_block", DType::f64, {blocks_}, blocks_ * sizeof(double), true}};
     implementation_ = fmt::format(
-        "trainbench WMMA mma.sync chains, {} blocks x {} warps x {} accumulators ({} inputs)",
+        "trainbench WMMA mma.sync chains, {} blocks x {} warps x {} accumulators ({} inputs; "
+        "Hopper's wgmma, which the datasheet rate assumes, is not used)",
         blocks_, kTensorPeakWarps, kTensorPeakChains, dtype_name(op.dtype));
     math_mode_ = fmt::format("{} inputs, fp32 accumulation (Tensor Cores)", dtype_name(op.dtype));
     flops_per_execution_ = tensor_peak_flops(op.dtype, op.iterations, blocks_);
@@ -283,13 +285,16 @@ class CudaBackend final : public Backend {
     if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
     void* data = nullptr;
     if (const cudaError_t error = cudaMalloc(&data, bytes); error != cudaSuccess) {
-      if (error != cudaErrorMemoryAllocation) return health_->check(error, "cudaMalloc");
+      if (is_sticky(error)) return health_->check(error, "cudaMalloc");
       cudaGetLastError();  // clear it: the next launch's check must not report this failure
+      if (error != cudaErrorMemoryAllocation) return cuda_status(error, "cudaMalloc");
       return Status::OutOfMemory(fmt::format("cannot allocate {:.2f} GiB on the GPU: {}",
                                              bytes / double(1 << 30), cudaGetErrorString(error)));
     }
-    if (const cudaError_t error = cudaMemset(data, 0, bytes); error != cudaSuccess)
-      return Status::Failed(cuda_error("cudaMemset", error));
+    if (const cudaError_t error = cudaMemset(data, 0, bytes); error != cudaSuccess) {
+      cudaFree(data);
+      return health_->check(error, "cudaMemset");
+    }
     *out = Buffer{data, bytes, MemoryKind::device};
     return Status::Ok();
   }
@@ -322,23 +327,25 @@ class CudaBackend final : public Backend {
         break;
     }
   }
-  // A host-memory buffer (the step's hyper-parameters, dropout step and loss scale, which
-  // kernels read at launch) is copied on the host: cudaMemcpy would wait for the device.
+  // A pageable host buffer (the step's hyper-parameters, dropout step and loss scale, which
+  // kernels read at launch) is copied on the host: cudaMemcpy would wait for the device. A
+  // pinned one may be the target of an asynchronous transfer still in flight: it goes through
+  // cudaMemcpy, which waits for it.
   Status upload(const void* host, Buffer device, std::size_t bytes) override {
     if (bytes > device.bytes) return Status::InvalidArgument("upload larger than the buffer");
-    if (device.kind != MemoryKind::device) {
+    if (device.kind == MemoryKind::host_pageable) {
       std::memcpy(device.data, host, bytes);
       return Status::Ok();
     }
-    return cuda_status(cudaMemcpy(device.data, host, bytes, cudaMemcpyDefault), "cudaMemcpy");
+    return health_->check(cudaMemcpy(device.data, host, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
   Status download(Buffer device, void* host, std::size_t bytes) override {
     if (bytes > device.bytes) return Status::InvalidArgument("download larger than the buffer");
-    if (device.kind != MemoryKind::device) {
+    if (device.kind == MemoryKind::host_pageable) {
       std::memcpy(host, device.data, bytes);
       return Status::Ok();
     }
-    return cuda_status(cudaMemcpy(host, device.data, bytes, cudaMemcpyDefault), "cudaMemcpy");
+    return health_->check(cudaMemcpy(host, device.data, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
   void synchronize() override { health_->record(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
   Status flush_caches() override {
@@ -383,6 +390,10 @@ class CudaBackend final : public Backend {
         return Status::Unimplemented(fmt::format(
             "cuda: no {} peak probe (Tensor Core probes: bf16, f16, tf32 on sm_80 and up)",
             dtype_name(peak->dtype)));
+      if (peak->iterations > kTensorPeakMaxIterations)
+        return Status::InvalidArgument(
+            "Tensor Core peak: at most 2^19 iterations (beyond, a product falls below the "
+            "accumulator's last bit and the exact check would fail)");
       *out = std::make_unique<TensorPeakPlan>(*peak, properties_.multiProcessorCount);
       return Status::Ok();
     }

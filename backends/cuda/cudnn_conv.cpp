@@ -307,7 +307,9 @@ std::size_t elements(std::array<std::int64_t, 4> dims) {
 }  // namespace
 
 struct ConvEngineCache::Engine {
-  Descriptor plan;  // the finalized execution plan
+  // The finalized execution plan, kept with the graph and configuration it was made from.
+  Graph graph;
+  Descriptor config, plan;
   std::int64_t workspace = 0;
   std::string description;
 };
@@ -339,8 +341,15 @@ std::string EngineNotes::describe() const {
 }
 
 bool engine_allowed(const ConvOp& op, const EngineNotes& notes, std::string* reason) {
-  if (op.dtype == DType::f32 && notes.down_convert) {
-    *reason = "down-converts fp32 inputs (TF32): f32 is strict";
+  // cuDNN marks fp32 convolutions on Tensor Cores (TF32) with the tensor-core note, and
+  // engines that convert fp32 inputs to a 16-bit format with down-convert (PyTorch filters
+  // the same way).
+  if (op.dtype == DType::f32 && notes.tensor_core) {
+    *reason = "runs fp32 on Tensor Cores (TF32): f32 is strict";
+    return false;
+  }
+  if (notes.down_convert) {
+    *reason = "down-converts its inputs";
     return false;
   }
   if (notes.reduced_precision_reduction) {
@@ -379,11 +388,11 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
                      std::shared_ptr<const ConvEngineCache::Engine>* out) {
   Graph graph;
   TB_RETURN_IF_ERROR(make_graph(handle, op, &graph));
+  // Heuristic A's ranking first, then the fallback list (either may fail on its own).
   std::vector<Descriptor> configs;
-  TB_RETURN_IF_ERROR(heuristic_configs(graph, CUDNN_HEUR_MODE_A, &configs));
-  if (Status fallback = heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
-      !fallback.ok() && configs.empty())
-    return fallback;
+  const Status ranked = heuristic_configs(graph, CUDNN_HEUR_MODE_A, &configs);
+  const Status fallback = heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
+  if (configs.empty()) return ranked.ok() ? fallback : ranked;
 
   const std::array<std::int64_t, 4> x = {op.mb, op.ic, op.ih, op.iw},
                                     w = {op.oc, op.ic, op.kh, op.kw},
@@ -404,6 +413,7 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
     Descriptor plan;
     std::int64_t workspace = 0;
     EngineIdentity identity;
+    std::size_t config_index = 0;
   };
   std::vector<Candidate> candidates;
   std::vector<double> seconds;
@@ -411,9 +421,11 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
   cudaEvent_t start = nullptr, stop = nullptr;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  for (const Descriptor& config : configs) {
+  for (std::size_t index = 0; index < configs.size(); ++index) {
+    const Descriptor& config = configs[index];
     if (static_cast<int>(candidates.size()) == kMaxCandidates) break;
     Candidate candidate;
+    candidate.config_index = index;
     std::string reason;
     if (!identify(config, &candidate.identity).ok()) continue;
     const bool repeated =
@@ -442,7 +454,13 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
           cudaEventElapsedTime(&ms, start, stop) == cudaSuccess)
         elapsed = ms * 1e-3 / kTimedRuns;
     }
-    cudaGetLastError();  // an engine that failed to launch leaves no error for the next one
+    // An engine that failed to launch leaves no error for the next one, unless the failure
+    // broke the context.
+    if (const cudaError_t error = cudaGetLastError(); is_sticky(error)) {
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+      return cuda_status(error, "cuDNN engine search");
+    }
     candidates.push_back(std::move(candidate));
     seconds.push_back(elapsed);
   }
@@ -464,6 +482,8 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
                   chosen.identity.global_index, chosen.identity.notes.describe(), candidates.size(),
                   seconds[best] * 1e3, chosen.workspace);
   engine->plan = std::move(chosen.plan);
+  engine->config = std::move(configs[chosen.config_index]);
+  engine->graph = std::move(graph);
   *out = std::move(engine);
   return Status::Ok();
 }
@@ -511,6 +531,7 @@ class CudnnConvPlan final : public CudaPlan {
   }
 
   Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
+    TB_CUDNN(cudnnSetStream(handle_, stream));  // the cast after it runs on the same stream
     void* scratch = workspace.data;
     void* cast_source = static_cast<char*>(workspace.data) + engine_bytes_;
     switch (op_.direction) {

@@ -33,5 +33,8 @@ cudaError_t launch_fill_value(float* data, int count, float value, cudaStream_t 
 double tensor_peak_flops(DType dtype, long long iterations, int blocks);
 inline constexpr int kTensorPeakWarps = 4;   // per block
 inline constexpr int kTensorPeakChains = 4;  // independent accumulators per warp
+// Each round adds products of 2^-15 or 2^-16: past 2^19 rounds they fall below the fp32
+// accumulator's last bit, which Tensor Cores truncate.
+inline constexpr long long kTensorPeakMaxIterations = 1LL << 19;
 
 }  // namespace tb::cuda

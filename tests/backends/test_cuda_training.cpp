@@ -268,13 +268,16 @@ namespace {
 TEST(CudnnEngineChoice, NumericalNotesDecideWhichEnginesMayRun) {
   ConvOp op;
   std::string reason;
-  EngineNotes tf32;
-  tf32.tensor_core = tf32.down_convert = true;
+  EngineNotes tf32;  // cuDNN's fp32 engines on Tensor Cores carry the tensor-core note
+  tf32.tensor_core = true;
   op.dtype = DType::f32;
   EXPECT_FALSE(engine_allowed(op, tf32, &reason));
   EXPECT_NE(reason.find("TF32"), std::string::npos) << reason;
   op.dtype = DType::tf32;
   EXPECT_TRUE(engine_allowed(op, tf32, &reason));
+  EngineNotes down_convert;  // fp32 inputs converted to a 16-bit format: never
+  down_convert.tensor_core = down_convert.down_convert = true;
+  EXPECT_FALSE(engine_allowed(op, down_convert, &reason));
   EngineNotes half_accumulation;
   half_accumulation.reduced_precision_reduction = true;
   op.dtype = DType::f16;
@@ -287,7 +290,7 @@ TEST(CudnnEngineChoice, NumericalNotesDecideWhichEnginesMayRun) {
   EXPECT_TRUE(engine_allowed(op, winograd, &reason));
   EXPECT_TRUE(engine_allowed(op, EngineNotes{}, &reason));
   EXPECT_EQ(EngineNotes{}.describe(), "none");
-  EXPECT_EQ(tf32.describe(), "tensor core, down-converts inputs");
+  EXPECT_EQ(down_convert.describe(), "tensor core, down-converts inputs");
 }
 
 // The cache key tells apart everything the engine depends on, and nothing else.
