@@ -5,6 +5,7 @@
 # Usage: scripts/pack_for_gpu.sh [BUILD_DIR] [OUT.tar.xz]
 # On the GPU machine: tar xJf OUT.tar.xz && trainbench-gpu/run.sh [trainbench arguments]
 #                 or: trainbench-gpu/run.sh check   (GPU tests, then the quick suite on every backend)
+#                 or: trainbench-gpu/run.sh gpu -o gpu.json   (the GPU suite, then torch.matmul peers)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build/release}"
@@ -14,6 +15,7 @@ mkdir -p "$stage/bin" "$stage/lib"
 programs=("$build/bench/trainbench")
 [ -x "$build/tests/test_cuda" ] && programs+=("$build/tests/test_cuda")
 cp "${programs[@]}" "$stage/bin/"
+cp "$root/scripts/pytorch_reference.py" "$stage/"  # the PyTorch peer, run with the machine's torch
 for program in "${programs[@]}"; do ldd "$program"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   while read -r library; do
     case "$(basename "$library")" in
@@ -43,6 +45,16 @@ if [ "${1:-}" = "check" ]; then
   shift
   [ -x "$here/bin/test_cuda" ] && "$here/bin/test_cuda" --gtest_brief=1
   exec "$here/bin/trainbench" run --suite quick "$@"
+fi
+if [ "${1:-}" = "gpu" ]; then  # the GPU suite, then torch.matmul on the same GEMMs
+  shift
+  status=0
+  "$here/bin/trainbench" run -b cuda --suite gpu "$@" || status=$?
+  for dtype in f32 tf32 bf16 f16; do
+    python3 "$here/pytorch_reference.py" matmul --cuda --m 8192 --dtype "$dtype" \
+      -o "pytorch-matmul-$dtype.json" || status=$?
+  done
+  exit "$status"
 fi
 exec "$here/bin/trainbench" "$@"
 RUN

@@ -21,6 +21,11 @@
     backward, AdamW or LAMB, on seeded random tokens. Checks the parameter count (base
     110,106,428; large 336,226,108) and writes the `bert-train` workload line.
 
+  pytorch_reference.py matmul [--m 8192] [--n N] [--k K] [--dtype f32|tf32|bf16|f16]
+      [--reps 10] [--steps 10] [--cuda] -o report.json
+    torch.matmul on seeded random inputs (output in the inputs' dtype), checked on sampled
+    outputs against fp64 and timed back to back: the peer of `gemm ... out=<dtype>`.
+
   pytorch_reference.py resnet50-step --state STATE --batch BATCH --width W --classes C -o OUT
     One forward and backward (no update) from trainbench's saved state and batch
     (safetensors files); writes the loss and every parameter gradient to OUT, for trainbench's
@@ -137,7 +142,6 @@ def time_steps(step, args):
             torch.cuda.synchronize()
         samples.append(time.perf_counter() - start)
         losses.append(float(loss))
-    return losses, samples
     return losses, samples
 
 
@@ -779,6 +783,74 @@ def bert_step(args):
     return write_loss_and_gradients(args.output, loss, model)
 
 
+def matmul_bench(args):
+    """torch.matmul on seeded random inputs, the peer of trainbench's `gemm m n k dtype` with
+    the output in the inputs' dtype (what torch.matmul returns); each sample times `--reps`
+    matmuls back to back (CUDA events on GPU), after a check of sampled outputs against fp64."""
+    device = torch.device("cuda" if args.cuda else "cpu")
+    torch.set_num_threads(args.threads)
+    if args.dtype in ("tf32", "f16") and not args.cuda:
+        raise SystemExit(f"--dtype {args.dtype} needs --cuda")
+    if args.cuda:
+        torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
+    dtype = {"f32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
+             "f16": torch.float16}[args.dtype]
+    n, k = args.n or args.m, args.k or args.m
+    generator = torch.Generator().manual_seed(args.seed)
+    a = (torch.rand(args.m, k, generator=generator) * 2 - 1).to(device=device, dtype=dtype)
+    b = (torch.rand(k, n, generator=generator) * 2 - 1).to(device=device, dtype=dtype)
+    c = torch.matmul(a, b)
+    rows, cols = slice(0, 16), slice(0, 16)
+    want = a[rows].double() @ b[:, cols].double()
+    magnitude = a[rows].double().abs() @ b[:, cols].double().abs()
+    error = float(((c[rows, cols].double() - want).abs() / magnitude).max())
+    tolerance = {"f32": 1e-5, "tf32": 2e-3, "bf16": 1e-2, "f16": 2e-3}[args.dtype]
+
+    def sample():
+        if args.cuda:
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(args.reps):
+                torch.matmul(a, b)
+            stop.record()
+            stop.synchronize()
+            return start.elapsed_time(stop) * 1e-3 / args.reps
+        began = time.perf_counter()
+        for _ in range(args.reps):
+            torch.matmul(a, b)
+        return (time.perf_counter() - began) / args.reps
+
+    for _ in range(args.warmup):
+        sample()
+    samples = [sample() for _ in range(args.steps)]
+    stats = summarize(samples)
+    flops = 2.0 * args.m * n * k
+    ok = math.isfinite(error) and error <= tolerance
+    out = args.dtype if args.dtype in ("bf16", "f16") else "f32"
+    backend = "pytorch-cuda" if args.cuda else "pytorch-cpu"
+    workload = (f"gemm m={args.m} n={n} k={k} dtype={args.dtype} out={out} ta=n tb=n alpha=1 "
+                f"beta=0 layout=plain")
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = {"workload": workload, "backend": backend, "dtype": args.dtype,
+              "status": "passed" if ok else "failed",
+              "reason": "" if ok else f"sampled error {error:.3g} > {tolerance:g}",
+              "implementation": f"PyTorch {torch.__version__} torch.matmul",
+              "math_mode": "TF32" if args.dtype == "tf32" else "strict" if args.dtype == "f32"
+              else f"{args.dtype} inputs, fp32 accumulation",
+              "details": {"reps_per_sample": args.reps, "torch_version": torch.__version__},
+              "validation": {"passed": ok, "method": "16 x 16 sampled outputs against fp64, "
+                             "relative to the sum of absolute terms", "error": error,
+                             "tolerance": tolerance, "checked": 256, "message": ""},
+              "samples_s": samples, "units_per_sample": args.reps, "warmup_runs": args.warmup,
+              "stats": stats, "metrics": {"flops": flops, "tflops": flops / stats["median_s"] / 1e12}}
+    backends = [{"name": backend, "variant_of": None, "environment": environment(),
+                 "available": True, "reason": "", "device": None, "peaks": {}}]
+    write_report(args, started, backends, [result])
+    print(f"{backend} {workload}: {flops / stats['median_s'] / 1e12:.1f} TFLOP/s "
+          f"(median {stats['median_s'] * 1e3:.3f} ms, sampled error {error:.2g})", file=sys.stderr)
+    return 0 if ok else 1
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -839,9 +911,22 @@ def main():
     bert_one.add_argument("--threads", type=int, default=os.cpu_count())
     bert_one.add_argument("--double", action="store_true")
     bert_one.add_argument("-o", "--output", required=True)
+    matmul = sub.add_parser("matmul")
+    matmul.add_argument("--m", type=int, default=8192)
+    matmul.add_argument("--n", type=int)
+    matmul.add_argument("--k", type=int)
+    matmul.add_argument("--dtype", choices=["f32", "tf32", "bf16", "f16"], default="bf16")
+    matmul.add_argument("--reps", type=int, default=10)
+    matmul.add_argument("--threads", type=int, default=os.cpu_count())
+    matmul.add_argument("--steps", type=int, default=10)
+    matmul.add_argument("--warmup", type=int, default=2)
+    matmul.add_argument("--seed", type=int, default=42)
+    matmul.add_argument("--cuda", action="store_true")
+    matmul.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
     commands = {"resnet50": resnet50_bench, "bert": bert_bench, "resnet50-step": resnet50_step,
-                "bert-step": bert_step, "fashion-mnist": fashion_mnist_bench}
+                "bert-step": bert_step, "fashion-mnist": fashion_mnist_bench,
+                "matmul": matmul_bench}
     return commands[args.command](args)
 
 

@@ -1,6 +1,6 @@
 #include "backends/cuda/cublaslt_gemm.h"
 
-#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -40,8 +40,7 @@ cudaDataType_t storage_type(DType dtype) {
 // FP8: the inputs' device-side scales live after the algorithm's workspace.
 constexpr std::size_t kScaleBytes = 256;
 
-// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt gets B as its first
-// matrix and A as its second, with m and n swapped, and no copy is made.
+// cuBLASLt on the shape lt_gemm_shape() gives: no copies, row-major operands as they are.
 class LtGemmPlan final : public CudaPlan {
  public:
   LtGemmPlan(cublasLtHandle_t handle, const GemmOp& op) : handle_(handle), op_(op) {}
@@ -71,31 +70,18 @@ class LtGemmPlan final : public CudaPlan {
                        ? "fp8 e4m3 inputs, fast accumulation (promoted to fp32 less often)"
                        : "fp8 e4m3 inputs, fp32 accumulation";
     }
-    const cublasOperation_t first_op = op_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t second_op = op_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const LtGemmShape shape = lt_gemm_shape(op_);
+    const cublasOperation_t first_op = shape.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t second_op = shape.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &first_op, sizeof(first_op));
     cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &second_op,
                                    sizeof(second_op));
-    // Batch and heads: one strided batch when every operand's batch stride is heads times its
-    // head stride; otherwise (head-interleaved operands) a strided batch over the heads, issued
-    // once per batch entry.
-    const GemmOperandLayout a = gemm_layout(op_, GemmOperand::a),
-                            b = gemm_layout(op_, GemmOperand::b),
-                            c = gemm_layout(op_, GemmOperand::c);
-    const bool uniform = a.batch == op_.heads * a.head && b.batch == op_.heads * b.head &&
-                         c.batch == op_.heads * c.head;
-    issues_ = uniform ? 1 : op_.batch;
-    const std::int64_t count = uniform ? op_.batch * op_.heads : op_.heads;
-    const std::int64_t m = op_.m, n = op_.n, k = op_.k;
-    // Column-major views of the row-major stored matrices: stored rows x cols is cols x rows.
-    TB_RETURN_IF_ERROR(layout(&first_, storage_type(op_.b_type), op_.trans_b ? k : n,
-                              op_.trans_b ? n : k, b, count));
-    TB_RETURN_IF_ERROR(layout(&second_, storage_type(op_.a_type), op_.trans_a ? m : k,
-                              op_.trans_a ? k : m, a, count));
-    TB_RETURN_IF_ERROR(layout(&output_, storage_type(op_.c_type), n, m, c, count));
-    for (auto [stride, index, dtype] :
-         {std::tuple{a.batch, 0, op_.a_type}, {b.batch, 1, op_.b_type}, {c.batch, 2, op_.c_type}})
-      issue_stride_bytes_[index] = stride * dtype_size(dtype);
+    TB_RETURN_IF_ERROR(layout(&first_, storage_type(op_.b_type), shape.first, shape.count));
+    TB_RETURN_IF_ERROR(layout(&second_, storage_type(op_.a_type), shape.second, shape.count));
+    TB_RETURN_IF_ERROR(layout(&output_, storage_type(op_.c_type), shape.output, shape.count));
+    calls_ = shape.calls;
+    for (auto [index, dtype] : {std::pair{0, op_.a_type}, {1, op_.b_type}, {2, op_.c_type}})
+      call_stride_bytes_[index] = shape.call_stride[index] * dtype_size(dtype);
 
     TB_RETURN_IF_ERROR(
         lt_status(cublasLtMatmulPreferenceCreate(&preference_), "cublasLtMatmulPreferenceCreate"));
@@ -128,7 +114,7 @@ class LtGemmPlan final : public CudaPlan {
     implementation_ =
         fmt::format("cublasLt algo {} tile {} stages {} (waves {:.2f}, workspace {} B{})", algo_id,
                     tile, stages, result.wavesCount, result.workspaceSize,
-                    issues_ > 1 ? fmt::format(", {} calls of {} heads", issues_, op_.heads) : "");
+                    calls_ > 1 ? fmt::format(", {} calls of {} heads", calls_, op_.heads) : "");
     return Status::Ok();
   }
 
@@ -146,9 +132,9 @@ class LtGemmPlan final : public CudaPlan {
       cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
                                      sizeof(b_scale));
     }
-    for (std::int64_t i = 0; i < issues_; ++i) {
+    for (std::int64_t i = 0; i < calls_; ++i) {
       auto at = [&](int index) {
-        return static_cast<char*>(operands[index].data) + i * issue_stride_bytes_[index];
+        return static_cast<char*>(operands[index].data) + i * call_stride_bytes_[index];
       };
       TB_RETURN_IF_ERROR(
           lt_status(cublasLtMatmul(handle_, desc_, &op_.alpha, at(1), first_, at(0), second_,
@@ -160,17 +146,17 @@ class LtGemmPlan final : public CudaPlan {
   }
 
  private:
-  static Status layout(cublasLtMatrixLayout_t* out, cudaDataType_t type, std::int64_t rows,
-                       std::int64_t cols, const GemmOperandLayout& stored, std::int64_t count) {
-    TB_RETURN_IF_ERROR(lt_status(cublasLtMatrixLayoutCreate(out, type, rows, cols, stored.ld),
-                                 "cublasLtMatrixLayoutCreate"));
+  static Status layout(cublasLtMatrixLayout_t* out, cudaDataType_t type, const LtMatrix& matrix,
+                       std::int64_t count) {
+    TB_RETURN_IF_ERROR(
+        lt_status(cublasLtMatrixLayoutCreate(out, type, matrix.rows, matrix.cols, matrix.ld),
+                  "cublasLtMatrixLayoutCreate"));
     if (count > 1) {
       const int batch = static_cast<int>(count);
-      const std::int64_t stride = stored.head;
       cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
                                        sizeof(batch));
-      cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                       sizeof(stride));
+      cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                       &matrix.batch_stride, sizeof(matrix.batch_stride));
     }
     return Status::Ok();
   }
@@ -183,13 +169,31 @@ class LtGemmPlan final : public CudaPlan {
   cublasLtMatmulAlgo_t algo_{};
   bool fp8() const { return op_.a_type == DType::f8_e4m3; }
 
-  std::size_t algorithm_bytes_ = 0;          // the algorithm's workspace, before the FP8 scales
-  void* scales_ = nullptr;                   // where the FP8 scales were last written
-  std::int64_t issues_ = 1;                  // cublasLtMatmul calls per execution
-  std::int64_t issue_stride_bytes_[3] = {};  // a, b, c: offset from one call to the next
+  std::size_t algorithm_bytes_ = 0;         // the algorithm's workspace, before the FP8 scales
+  std::int64_t calls_ = 1;                  // cublasLtMatmul calls per execution
+  std::int64_t call_stride_bytes_[3] = {};  // a, b, c: offset from one call to the next
 };
 
 }  // namespace
+
+LtGemmShape lt_gemm_shape(const GemmOp& op) {
+  const GemmOperandLayout a = gemm_layout(op, GemmOperand::a), b = gemm_layout(op, GemmOperand::b),
+                          c = gemm_layout(op, GemmOperand::c);
+  // One strided batch when every operand's batch stride is heads times its head stride;
+  // otherwise (head-interleaved operands) a strided batch over the heads, once per batch entry.
+  const bool uniform =
+      a.batch == op.heads * a.head && b.batch == op.heads * b.head && c.batch == op.heads * c.head;
+  LtGemmShape shape;
+  shape.calls = uniform ? 1 : op.batch;
+  shape.count = uniform ? op.batch * op.heads : op.heads;
+  // A row-major stored matrix of r x c is the column-major c x r.
+  const std::int64_t m = op.m, n = op.n, k = op.k;
+  shape.first = {op.trans_b ? k : n, op.trans_b ? n : k, b.ld, b.head, op.trans_b};
+  shape.second = {op.trans_a ? m : k, op.trans_a ? k : m, a.ld, a.head, op.trans_a};
+  shape.output = {n, m, c.ld, c.head, false};
+  shape.call_stride[0] = a.batch, shape.call_stride[1] = b.batch, shape.call_stride[2] = c.batch;
+  return shape;
+}
 
 Status fp8_supported(const GemmOp& op, int compute_capability) {
   if (compute_capability < 89)

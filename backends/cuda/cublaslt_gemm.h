@@ -6,11 +6,29 @@
 
 #include <cublasLt.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "backends/backend.h"
 
 namespace tb::cuda {
+
+// How cuBLASLt sees a row-major GEMM. Row-major C = op(A) op(B) is column-major
+// C^T = op(B)^T op(A)^T, so cuBLASLt's A is this op's B and its B this op's A, m and n swapped.
+// Each call runs a strided batch of `count`; `calls` calls (one per batch entry when the heads
+// are interleaved) are offset by `call_stride` elements of this op's a, b and c.
+// Device-independent.
+struct LtMatrix {
+  std::int64_t rows = 0, cols = 0, ld = 0;  // column-major, as stored
+  std::int64_t batch_stride = 0;            // elements between a batch's matrices
+  bool transposed = false;                  // the op cuBLASLt applies
+};
+struct LtGemmShape {
+  LtMatrix first, second, output;  // cuBLASLt's A (this op's B), B (this op's A), C and D
+  std::int64_t count = 1, calls = 1;
+  std::int64_t call_stride[3] = {};
+};
+LtGemmShape lt_gemm_shape(const GemmOp& op);
 
 // `compute_capability` (major * 10 + minor) decides whether FP8 runs (8.9 and later).
 Status plan_cublaslt_gemm(cublasLtHandle_t handle, const GemmOp& op, std::unique_ptr<Plan>* out,

@@ -358,3 +358,90 @@ TEST(CudnnEngineChoice, SixteenBitSingleOpConvolutionsGoChannelsLast) {
 
 }  // namespace
 }  // namespace tb::cuda
+
+#include "backends/cuda/cublaslt_gemm.h"
+
+namespace tb::cuda {
+namespace {
+
+// cuBLASLt's matmul as documented, on the host: D = alpha op(A) op(B) + beta C with
+// column-major matrices, strided batches and the calls lt_gemm_shape() asks for, fed this
+// op's row-major buffers (cuBLASLt's A is this op's B).
+void emulate_cublaslt(const GemmOp& op, const LtGemmShape& s, const std::vector<double>& a,
+                      const std::vector<double>& b, std::vector<double>& c) {
+  const std::int64_t rows = s.output.rows, cols = s.output.cols;
+  const std::int64_t depth = s.first.transposed ? s.first.rows : s.first.cols;
+  for (std::int64_t call = 0; call < s.calls; ++call)
+    for (std::int64_t t = 0; t < s.count; ++t) {
+      const double* first = b.data() + call * s.call_stride[1] + t * s.first.batch_stride;
+      const double* second = a.data() + call * s.call_stride[0] + t * s.second.batch_stride;
+      double* out = c.data() + call * s.call_stride[2] + t * s.output.batch_stride;
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) {
+          double sum = 0;
+          for (std::int64_t p = 0; p < depth; ++p) {
+            const double x =
+                s.first.transposed ? first[p + i * s.first.ld] : first[i + p * s.first.ld];
+            const double y =
+                s.second.transposed ? second[j + p * s.second.ld] : second[p + j * s.second.ld];
+            sum += x * y;
+          }
+          double& d = out[i + j * s.output.ld];
+          d = op.alpha * sum + op.beta * d;
+        }
+    }
+}
+
+// Every layout the GEMM op takes (transposes, batches, attention's head-interleaved operands)
+// mapped onto cuBLASLt gives what the shared f64 GEMM gives: the mapping is right before any
+// GPU runs it.
+TEST(CublasLtMapping, RowMajorOperandsMapOntoColumnMajorBatches) {
+  auto cpu = make_backend("cpu-onednn");
+  if (!cpu) cpu = make_backend("cpu-openblas");
+  if (!cpu) GTEST_SKIP() << "no CPU backend in this build";
+  std::vector<GemmOp> cases;
+  GemmOp base;
+  base.m = 5, base.n = 7, base.k = 3, base.a_type = base.b_type = base.c_type = DType::f64;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      GemmOp op = base;
+      op.trans_a = ta, op.trans_b = tb, op.batch = ta ? 3 : 1, op.alpha = 0.5, op.beta = 0.25;
+      cases.push_back(op);
+    }
+  GemmOp attention = base;  // BERT's scores, context and their gradients (training_step.cpp)
+  attention.batch = 2, attention.heads = 3, attention.m = 4, attention.n = 4, attention.k = 2;
+  GemmOp scores = attention;
+  scores.trans_b = true, scores.a_interleaved = scores.b_interleaved = true;
+  GemmOp dq = attention;
+  dq.n = 2, dq.k = 4, dq.b_interleaved = dq.c_interleaved = true;
+  GemmOp dk = dq;
+  dk.trans_a = true;
+  GemmOp context = attention;
+  context.n = 2, context.k = 4, context.b_interleaved = context.c_interleaved = true;
+  GemmOp dp = context;
+  dp.n = 4, dp.k = 2, dp.trans_b = true, dp.a_interleaved = dp.b_interleaved = true,
+  dp.c_interleaved = false;
+  GemmOp dv = context;
+  dv.trans_a = true;
+  cases.insert(cases.end(), {scores, dq, dk, context, dp, dv, attention});
+  int seed = 0;
+  for (const GemmOp& op : cases) {
+    const std::vector<OperandSpec> specs = gemm_operands(op);
+    const std::vector<double> a = random(specs[0].elements(), ++seed),
+                              b = random(specs[1].elements(), ++seed),
+                              c0 = random(specs[2].elements(), ++seed);
+    const std::vector<double> want = run_op(*cpu, op, {a, b, c0}).at(2);
+    std::vector<double> got = c0;
+    const LtGemmShape shape = lt_gemm_shape(op);
+    emulate_cublaslt(op, shape, a, b, got);
+    EXPECT_LT(relative_l2_error(got, want), 1e-14)
+        << "m " << op.m << " n " << op.n << " k " << op.k << " ta " << op.trans_a << " tb "
+        << op.trans_b << " batch " << op.batch << " heads " << op.heads << " interleaved "
+        << op.a_interleaved << op.b_interleaved << op.c_interleaved;
+  }
+  EXPECT_EQ(lt_gemm_shape(scores).calls, 2);  // interleaved: one call per sequence
+  EXPECT_EQ(lt_gemm_shape(cases[1]).calls, 1);
+}
+
+}  // namespace
+}  // namespace tb::cuda
