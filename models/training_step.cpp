@@ -374,6 +374,8 @@ struct TrainingStep::Impl {
     if (inverse_scale_slot < 0) return Status::Ok();
     return backend.upload(&inverse, slots[inverse_scale_slot].buffer, sizeof(inverse));
   }
+  // The forward op that writes layer `name`'s output, and which of its operands that is.
+  Status find_output(const std::string& name, const Op** op, int* operand) const;
   Status set_dropout_step(std::int64_t step) {
     if (dropout_step_slot < 0) return Status::Ok();
     const auto value = static_cast<std::int32_t>(step);
@@ -1027,20 +1029,73 @@ Status TrainingStep::loss(double* out) {
   return Status::Ok();
 }
 
-Status TrainingStep::layer_output(const std::string& name, std::vector<double>* out) {
-  Impl& s = *impl_;
-  const std::vector<Layer>& layers = s.network.layers();
+Status TrainingStep::Impl::find_output(const std::string& name, const Op** op_out,
+                                       int* operand) const {
+  const std::vector<Layer>& layers = network.layers();
   for (std::size_t l = 0; l < layers.size(); ++l) {
     if (layers[l].name != name) continue;
-    const int slot = s.root(s.value[layers[l].output]);
-    for (const Impl::Op& op : s.forward)
+    const int slot = root(value[layers[l].output]);
+    for (const Op& op : forward)
       for (std::size_t i = 0; i < op.slots.size(); ++i)
-        if (op.layer == static_cast<int>(l) && s.root(op.slots[i]) == slot &&
-            op.plan->operands()[i].is_output)
-          return export_values(s.backend, *op.plan, static_cast<int>(i), s.slots[slot].buffer, out,
-                               &s.export_scratch);
+        if (op.layer == static_cast<int>(l) && root(op.slots[i]) == slot &&
+            op.plan->operands()[i].is_output) {
+          *op_out = &op;
+          *operand = static_cast<int>(i);
+          return Status::Ok();
+        }
   }
   return Status::InvalidArgument(fmt::format("no layer '{}' writes an output", name));
+}
+
+Status TrainingStep::layer_output(const std::string& name, std::vector<double>* out) {
+  Impl& s = *impl_;
+  const Impl::Op* op = nullptr;
+  int operand = 0;
+  TB_RETURN_IF_ERROR(s.find_output(name, &op, &operand));
+  return export_values(s.backend, *op->plan, operand, s.slots[s.root(op->slots[operand])].buffer,
+                       out, &s.export_scratch);
+}
+
+Status TrainingStep::layer_argmax(const std::string& name, std::int64_t cols,
+                                  std::vector<std::int32_t>* out) {
+  Impl& s = *impl_;
+  const Impl::Op* op = nullptr;
+  int operand = 0;
+  TB_RETURN_IF_ERROR(s.find_output(name, &op, &operand));
+  const OperandSpec& spec = op->plan->operands()[operand];
+  const std::int64_t count = static_cast<std::int64_t>(spec.elements());
+  if (cols <= 0 || count % cols != 0)
+    return Status::InvalidArgument(
+        fmt::format("{}: {} values are not rows of {}", name, count, cols));
+  s.export_scratch.resize(static_cast<std::size_t>(count) * dtype_size(spec.dtype));
+  TB_RETURN_IF_ERROR(s.backend.export_operand(
+      *op->plan, operand, s.slots[s.root(op->slots[operand])].buffer, s.export_scratch.data()));
+  out->resize(static_cast<std::size_t>(count / cols));
+  auto argmax = [&]<typename T>(T, auto widen) {
+    const T* values = reinterpret_cast<const T*>(s.export_scratch.data());
+    for (std::int64_t r = 0; r < count / cols; ++r) {
+      const T* row = values + r * cols;
+      std::int64_t best = 0;
+      float top = widen(row[0]);
+      for (std::int64_t c = 1; c < cols; ++c)
+        if (const float v = widen(row[c]); v > top) top = v, best = c;
+      (*out)[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(best);
+    }
+  };
+  switch (spec.dtype) {
+    case DType::bf16:
+      argmax(std::uint16_t{}, [](std::uint16_t v) { return cpu::bf16_to_float(v); });
+      break;
+    case DType::f16:
+      argmax(std::uint16_t{}, [](std::uint16_t v) { return cpu::f16_to_float(v); });
+      break;
+    case DType::f64:
+      argmax(double{}, [](double v) { return static_cast<float>(v); });
+      break;
+    default:
+      argmax(float{}, [](float v) { return v; });
+  }
+  return Status::Ok();
 }
 
 Status TrainingStep::state(std::vector<NamedTensor>* out) {

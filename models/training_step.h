@@ -111,6 +111,9 @@ class TrainingStep {
   Status loss(double* out);  // the sum of the network's loss layers, from the last run
   // What layer `name` computed in the last run, plain, as doubles (an evaluation's logits).
   Status layer_output(const std::string& name, std::vector<double>* out);
+  // The index of the largest value in each row of `cols` values of that output (the first on
+  // ties): an evaluation's predictions, read in the output's own dtype, never widened.
+  Status layer_argmax(const std::string& name, std::int64_t cols, std::vector<std::int32_t>* out);
   // Runs forward and backward once (no update), checking every op against the same op in f64
   // fed the inputs the step's op read. Tolerance by the output's dtype: f32 1e-4, bf16 2e-2,
   // f16 and TF32 products 5e-3.

@@ -78,17 +78,15 @@ class TttFashionMnist final : public TimeToTrainWorkload {
     const LabelledImages& test = data_.test;
     std::vector<std::int64_t> rows(static_cast<std::size_t>(kEvalBatch));
     std::int64_t correct = 0;
-    std::vector<double> logits;
+    std::vector<std::int32_t> predicted;
     for (std::int64_t first = 0; first < test.count; first += kEvalBatch) {
       for (std::int64_t k = 0; k < kEvalBatch; ++k) rows[k] = first + k;
       TB_RETURN_IF_ERROR(eval.set_batch(batch_of(test, rows.data(), kEvalBatch)));
       TB_RETURN_IF_ERROR(eval.run(/*update=*/false, {}));
-      TB_RETURN_IF_ERROR(eval.layer_output("fc", &logits));
-      for (std::int64_t k = 0; k < kEvalBatch; ++k) {
-        const auto row = logits.begin() + k * kFashionMnistClasses;
-        const auto predicted = std::max_element(row, row + kFashionMnistClasses) - row;
-        correct += predicted == test.labels[static_cast<std::size_t>(first + k)];
-      }
+      TB_RETURN_IF_ERROR(eval.layer_argmax("fc", kFashionMnistClasses, &predicted));
+      for (std::int64_t k = 0; k < kEvalBatch; ++k)
+        correct += predicted[static_cast<std::size_t>(k)] ==
+                   test.labels[static_cast<std::size_t>(first + k)];
     }
     *accuracy = static_cast<double>(correct) / static_cast<double>(test.count);
     return Status::Ok();

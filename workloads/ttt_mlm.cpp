@@ -150,20 +150,19 @@ class TttMlm final : public TimeToTrainWorkload {
   Status evaluate(TrainingStep& eval, double* accuracy) override {
     const std::int64_t sequences = corpus_.heldout.count();
     std::int64_t correct = 0, asked = 0;
-    std::vector<double> logits;
+    std::vector<std::int32_t> predicted;
     for (std::size_t b = 0; b < heldout_batches_.size(); ++b) {
       const std::vector<NamedTensor>& batch = heldout_batches_[b];
       TB_RETURN_IF_ERROR(eval.set_batch(batch));
       TB_RETURN_IF_ERROR(eval.run(/*update=*/false, {}));
-      TB_RETURN_IF_ERROR(eval.layer_output("cls.predictions.decoder", &logits));
+      TB_RETURN_IF_ERROR(eval.layer_argmax("cls.predictions.decoder", recipe_.vocab, &predicted));
       const std::vector<double>& labels = batch.back().values;
       const std::int64_t own =
           std::min(kEvalBatch, sequences - static_cast<std::int64_t>(b) * kEvalBatch) *
           bert_.predictions;
       for (std::int64_t k = 0; k < own; ++k) {
-        const auto row = logits.begin() + k * recipe_.vocab;
-        const auto predicted = std::max_element(row, row + recipe_.vocab) - row;
-        correct += predicted == static_cast<std::int64_t>(labels[static_cast<std::size_t>(k)]);
+        correct += predicted[static_cast<std::size_t>(k)] ==
+                   static_cast<std::int64_t>(labels[static_cast<std::size_t>(k)]);
         ++asked;
       }
     }

@@ -132,6 +132,15 @@ TEST(EvaluationStep, UsesRunningStatisticsAndRefusesUpdates) {
   EXPECT_GT(relative_l2_error(eval_logits, training_logits), 1e-3);
   EXPECT_EQ(eval->run(true, {}).code(), StatusCode::invalid_argument);
   EXPECT_FALSE(eval->layer_output("no-such-layer", &eval_logits).ok());
+  // The argmax the evaluations read equals the argmax of the widened logits.
+  std::vector<std::int32_t> predicted;
+  ASSERT_TRUE(eval->layer_argmax("fc", 10, &predicted).ok());
+  ASSERT_EQ(predicted.size() * 10, eval_logits.size());
+  for (std::size_t r = 0; r < predicted.size(); ++r) {
+    const auto row = eval_logits.begin() + static_cast<std::ptrdiff_t>(r * 10);
+    EXPECT_EQ(predicted[r], std::max_element(row, row + 10) - row) << r;
+  }
+  EXPECT_EQ(eval->layer_argmax("fc", 7, &predicted).code(), StatusCode::invalid_argument);
 }
 
 TEST(OneCycle, FollowsPyTorchsOneCycleLR) {
