@@ -134,43 +134,46 @@ Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
       c.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides.data()));
   TB_RETURN_IF_ERROR(c.finalize());
 
+  // One node of the op's direction; the three kinds differ only in their attribute names.
+  struct Attributes {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t x, w, y, convolution, alpha, beta;
+  };
+  static constexpr Attributes kForward = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+  static constexpr Attributes kBackwardData = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+  static constexpr Attributes kBackwardWeights = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+  const Attributes& a = op.direction == ConvDirection::forward         ? kForward
+                        : op.direction == ConvDirection::backward_data ? kBackwardData
+                                                                       : kBackwardWeights;
   const float alpha = 1.0f, beta = 0.0f;
   Descriptor& o = g->operation;
-  switch (op.direction) {
-    case ConvDirection::forward:
-      TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, g->x));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, g->w));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, g->y));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, c));
-      TB_RETURN_IF_ERROR(
-          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-      TB_RETURN_IF_ERROR(
-          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-      break;
-    case ConvDirection::backward_data:
-      TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, g->x));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, g->w));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, g->y));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, c));
-      TB_RETURN_IF_ERROR(
-          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-      TB_RETURN_IF_ERROR(
-          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-      break;
-    case ConvDirection::backward_weights:
-      TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, g->x));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, g->w));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, g->y));
-      TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, c));
-      TB_RETURN_IF_ERROR(
-          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-      TB_RETURN_IF_ERROR(
-          o.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-      break;
-  }
+  TB_RETURN_IF_ERROR(o.create(a.type));
+  TB_RETURN_IF_ERROR(o.set(a.x, g->x));
+  TB_RETURN_IF_ERROR(o.set(a.w, g->w));
+  TB_RETURN_IF_ERROR(o.set(a.y, g->y));
+  TB_RETURN_IF_ERROR(o.set(a.convolution, c));
+  TB_RETURN_IF_ERROR(o.set(a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha));
+  TB_RETURN_IF_ERROR(o.set(a.beta, CUDNN_TYPE_FLOAT, 1, &beta));
   TB_RETURN_IF_ERROR(o.finalize());
 
   TB_RETURN_IF_ERROR(g->graph.create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
@@ -300,6 +303,21 @@ class DeviceBlock {
   void* data_ = nullptr;
 };
 
+// A pair of CUDA events for the search's timing, destroyed on every way out.
+struct TimingEvents {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TimingEvents() {
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+  }
+  ~TimingEvents() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+};
+
 std::size_t elements(std::array<std::int64_t, 4> dims) {
   return static_cast<std::size_t>(dims[0] * dims[1] * dims[2] * dims[3]);
 }
@@ -418,9 +436,8 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
   std::vector<Candidate> candidates;
   std::vector<double> seconds;
   std::vector<std::string> refused;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
+  const TimingEvents events;
+  cudaEvent_t start = events.start, stop = events.stop;
   for (std::size_t index = 0; index < configs.size(); ++index) {
     const Descriptor& config = configs[index];
     if (static_cast<int>(candidates.size()) == kMaxCandidates) break;
@@ -456,16 +473,11 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
     }
     // An engine that failed to launch leaves no error for the next one, unless the failure
     // broke the context.
-    if (const cudaError_t error = cudaGetLastError(); is_sticky(error)) {
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
+    if (const cudaError_t error = cudaGetLastError(); is_sticky(error))
       return cuda_status(error, "cuDNN engine search");
-    }
     candidates.push_back(std::move(candidate));
     seconds.push_back(elapsed);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   const int best = fastest_candidate(seconds);
   if (best < 0) {
     std::string why;

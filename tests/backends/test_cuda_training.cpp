@@ -18,6 +18,7 @@ namespace tb::cuda {
 namespace {
 
 using testing_support::make_backend;
+using testing_support::make_cpu_backend;
 using testing_support::random;
 using testing_support::run_op;
 
@@ -25,8 +26,7 @@ using testing_support::run_op;
 class CudaTrainingMath : public testing::Test {
  protected:
   void SetUp() override {
-    cpu_ = make_backend("cpu-onednn");
-    if (!cpu_) cpu_ = make_backend("cpu-openblas");
+    cpu_ = make_cpu_backend();
     if (!cpu_) GTEST_SKIP() << "no CPU backend in this build";
   }
   std::unique_ptr<Backend> cpu_;
@@ -396,8 +396,7 @@ void emulate_cublaslt(const GemmOp& op, const LtGemmShape& s, const std::vector<
 // mapped onto cuBLASLt gives what the shared f64 GEMM gives: the mapping is right before any
 // GPU runs it.
 TEST(CublasLtMapping, RowMajorOperandsMapOntoColumnMajorBatches) {
-  auto cpu = make_backend("cpu-onednn");
-  if (!cpu) cpu = make_backend("cpu-openblas");
+  auto cpu = make_cpu_backend();
   if (!cpu) GTEST_SKIP() << "no CPU backend in this build";
   std::vector<GemmOp> cases;
   GemmOp base;

@@ -24,6 +24,12 @@ inline std::unique_ptr<Backend> make_backend(const char* name) {
   return backend;
 }
 
+// A CPU backend (cpu-onednn, else cpu-openblas), or null when neither is in this build.
+inline std::unique_ptr<Backend> make_cpu_backend() {
+  auto backend = make_backend("cpu-onednn");
+  return backend ? std::move(backend) : make_backend("cpu-openblas");
+}
+
 // Runs `op` once with `inputs` for its leading non-output operands (plain layout, as doubles;
 // integers for i32 operands) and returns every operand afterwards, plain, as doubles.
 inline std::vector<std::vector<double>> run_op(Backend& backend, const OpDesc& op,

@@ -18,6 +18,7 @@ namespace tb {
 namespace {
 
 using testing_support::make_backend;
+using testing_support::make_cpu_backend;
 
 // Small enough for a finite-difference check in f64, with every layer kind and padding.
 BertConfig micro() {
@@ -114,8 +115,7 @@ TEST(Bert, BatchHasDistinctMaskedPositionsInsideEachLength) {
 // The reference itself: gradients against central differences of its own loss, for an entry
 // of every parameter (dropout on: its mask depends on the step number, not on the values).
 TEST(BertReference, GradientsMatchFiniteDifferences) {
-  auto backend = make_backend("cpu-onednn");
-  if (!backend) backend = make_backend("cpu-openblas");
+  auto backend = make_cpu_backend();
   if (!backend) GTEST_SKIP() << "no CPU backend in this build";
   const BertConfig c = micro();
   testing_support::FiniteDifferences probe(*backend, build_bert(c), bert_batch(c, 3, true), 5);
@@ -226,8 +226,7 @@ TEST(BertBackendAgreement, BackendsAgreeWithOnednn) {
 
 // A malformed batch is refused with a reason, before any step runs.
 TEST(BertBatch, MalformedBatchesAreRefused) {
-  auto backend = make_backend("cpu-onednn");
-  if (!backend) backend = make_backend("cpu-openblas");
+  auto backend = make_cpu_backend();
   if (!backend) GTEST_SKIP() << "no CPU backend in this build";
   const BertConfig c = micro();
   std::unique_ptr<TrainingStep> step;

@@ -15,6 +15,7 @@ namespace tb {
 namespace {
 
 using testing_support::make_backend;
+using testing_support::make_cpu_backend;
 
 TEST(PrecisionPolicy, Tf32AndF16Policies) {
   const PrecisionPolicy tf32 = PrecisionPolicy::for_compute(DType::tf32);
@@ -55,8 +56,7 @@ TEST(DynamicLossScale, HalvesOnOverflowAndGrowsAfterCleanSteps) {
 class LossScalingTest : public testing::Test {
  protected:
   void SetUp() override {
-    backend_ = make_backend("cpu-onednn");
-    if (!backend_) backend_ = make_backend("cpu-openblas");
+    backend_ = make_cpu_backend();
     if (!backend_) GTEST_SKIP() << "no CPU backend in this build";
     config_ = bert_config("tiny", 2, 32);
     config_.dropout = 0;

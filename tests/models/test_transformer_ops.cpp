@@ -12,14 +12,14 @@ namespace tb {
 namespace {
 
 using testing_support::make_backend;
+using testing_support::make_cpu_backend;
 using testing_support::random;
 using testing_support::run_op;
 
 class TransformerOps : public testing::Test {
  protected:
   void SetUp() override {
-    backend_ = make_backend("cpu-onednn");
-    if (!backend_) backend_ = make_backend("cpu-openblas");
+    backend_ = make_cpu_backend();
     if (!backend_) GTEST_SKIP() << "no CPU backend in this build";
   }
 
@@ -254,8 +254,7 @@ TEST(AttentionGemm, HeadInterleavedOperandsOnEveryCpuBackend) {
   // dK-like: [b, j, h, d] = sum_i P[b, h, i, j] Q[b, i, h, d]  (A transposed, contiguous)
   GemmOp transposed = context;
   transposed.trans_a = true;
-  auto reference_backend = make_backend("cpu-onednn");
-  if (!reference_backend) reference_backend = make_backend("cpu-openblas");
+  auto reference_backend = make_cpu_backend();
   if (!reference_backend) GTEST_SKIP() << "no CPU backend in this build";
   const auto s = run_op(*reference_backend, scores, {q, k}).at(2);
   const auto c = run_op(*reference_backend, context, {p, k}).at(2);
