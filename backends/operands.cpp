@@ -234,4 +234,20 @@ std::vector<OperandSpec> cast_operands(const CastOp& op) {
   return {spec("src", op.from, {op.count}, false), spec("dst", op.to, {op.count}, true)};
 }
 
+std::vector<OperandSpec> attention_operands(const AttentionOp& op) {
+  const std::vector<std::int64_t> rows = {op.batch, op.sequence, op.heads, op.head_dim};
+  const DType stats_dtype = op.dtype == DType::f64 ? DType::f64 : DType::f32;
+  std::vector<OperandSpec> operands = {
+      spec("q", op.dtype, rows, false), spec("k", op.dtype, rows, false),
+      spec("v", op.dtype, rows, false), spec("key_lengths", DType::i32, {op.batch}, false)};
+  const bool forward = op.pass == Pass::forward;
+  operands.push_back(spec("out", op.dtype, rows, forward));
+  operands.push_back(spec("stats", stats_dtype, {op.batch, op.heads, op.sequence}, forward));
+  if (forward) return operands;
+  operands.push_back(spec("diff_out", op.dtype, rows, false));
+  for (const char* name : {"diff_q", "diff_k", "diff_v"})
+    operands.push_back(spec(name, op.dtype, rows, true));
+  return operands;
+}
+
 }  // namespace tb

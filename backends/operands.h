@@ -31,5 +31,6 @@ std::vector<OperandSpec> softmax_cross_entropy_operands(const SoftmaxCrossEntrop
 std::vector<OperandSpec> dropout_operands(const DropoutOp& op);
 std::vector<OperandSpec> cast_operands(const CastOp& op);
 std::vector<OperandSpec> unscale_gradients_operands(const UnscaleGradientsOp& op);
+std::vector<OperandSpec> attention_operands(const AttentionOp& op);
 
 }  // namespace tb

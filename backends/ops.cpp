@@ -88,7 +88,8 @@ std::string_view op_name(const OpDesc& op) {
       "softmax",    "softmax_cross_entropy",
       "layer_norm", "embedding",
       "dropout",    "cast",
-      "optimizer",  "unscale_gradients"};
+      "optimizer",  "unscale_gradients",
+      "attention"};
   return kNames[op.index()];
 }
 

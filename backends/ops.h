@@ -271,10 +271,24 @@ struct UnscaleGradientsOp {
   DType dtype = DType::f32;
 };
 
+// Fused multi-head attention (scaled dot-product, flash style: the S x S probabilities are
+// never stored), per sequence b and head h: P = softmax(scale Q K^T) over the keys before
+// key_lengths[b] (the rest get probability 0, as BERT's padding mask), O = P V. Queries, keys,
+// values and the output are head-interleaved as linear layers write them: [batch, sequence,
+// heads, head_dim]. No dropout on P. forward: q, k, v, key_lengths (i32 [batch]) -> out, stats
+// (per row the log-sum-exp of its scaled scores, [batch, heads, sequence], f32; f64 in f64);
+// backward: q, k, v, key_lengths, out, stats, diff_out -> diff_q, diff_k, diff_v.
+struct AttentionOp {
+  Pass pass = Pass::forward;
+  std::int64_t batch = 1, heads = 1, sequence = 1, head_dim = 1;
+  float scale = 1.0f;
+  DType dtype = DType::f32;
+};
+
 using OpDesc =
     std::variant<GemmOp, ConvOp, StreamOp, PeakOp, TransferOp, BatchNormOp, EltwiseOp, PoolOp,
                  BinaryOp, FullyConnectedOp, SoftmaxOp, SoftmaxCrossEntropyOp, LayerNormOp,
-                 EmbeddingOp, DropoutOp, CastOp, OptimizerOp, UnscaleGradientsOp>;
+                 EmbeddingOp, DropoutOp, CastOp, OptimizerOp, UnscaleGradientsOp, AttentionOp>;
 
 // The dtype an op's data is in, for ops that have one field for it (GEMM: its inputs').
 std::optional<DType> data_type(const OpDesc& op);

@@ -66,7 +66,8 @@ class Builder {
                  net_.tensors()[row_ids].elements(), net_.tensors()[source].c);
   }
 
-  // Self-attention, its output projection, residual and layer norm.
+  // Self-attention, its output projection, residual and layer norm. `mask`: the additive
+  // mask [B, S], or for fused attention the lengths [B].
   int attention(const std::string& name, int x, int mask) {
     const std::int64_t b = config_.batch, s = config_.sequence, heads = config_.heads;
     const std::string self = name + ".self";
@@ -79,6 +80,11 @@ class Builder {
       part.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config_.hidden / heads)));
       return part;
     };
+    if (config_.fused_attention)
+      return output(
+          name + ".output",
+          layer(attention_layer("", LayerKind::attention, {q, k, v, mask}), b * s, config_.hidden),
+          x);
     int p =
         layer(attention_layer(".scores", LayerKind::attention_scores, {q, k}), b * heads * s, s);
     p = layer(attention_layer(".softmax", LayerKind::attention_softmax, {p, mask}), b * heads * s,
@@ -139,7 +145,9 @@ Network build_bert(const BertConfig& c) {
   const int input_ids = indices("input_ids", tokens, c.vocab);
   const int token_type_ids = indices("token_type_ids", tokens, c.token_types);
   const int position_ids = indices("position_ids", tokens, c.positions);
-  const int attention_mask = net.add_input({"attention_mask"}, {c.batch, c.sequence, 1, 1});
+  const int attention_mask = c.fused_attention
+                                 ? indices("attention_lengths", c.batch, c.sequence + 1)
+                                 : net.add_input({"attention_mask"}, {c.batch, c.sequence, 1, 1});
   const int first_tokens = c.next_sentence ? indices("first_token_rows", c.batch, tokens) : -1;
   const int masked_rows = indices("masked_lm_rows", masked, tokens);
   const int masked_labels = indices("masked_lm_labels", masked, c.vocab);
@@ -205,6 +213,7 @@ std::vector<NamedTensor> bert_batch(const BertConfig& c, std::uint64_t seed, boo
   NamedTensor ids{"input_ids", {tokens}, {}, true}, types{"token_type_ids", {tokens}, {}, true},
       positions{"position_ids", {tokens}, {}, true},
       mask{"attention_mask", {c.batch, c.sequence}, {}, false},
+      lengths{"attention_lengths", {c.batch}, {}, true},
       first{"first_token_rows", {c.batch}, {}, true}, rows{"masked_lm_rows", {masked}, {}, true},
       labels{"masked_lm_labels", {masked}, {}, true},
       next{"next_sentence_labels", {c.batch}, {}, true};
@@ -218,6 +227,7 @@ std::vector<NamedTensor> bert_batch(const BertConfig& c, std::uint64_t seed, boo
       positions.values.push_back(static_cast<double>(s));
       mask.values.push_back(s < length ? 0.0 : kMaskedLogit);
     }
+    lengths.values.push_back(static_cast<double>(length));
     if (c.next_sentence) first.values.push_back(static_cast<double>(b * c.sequence));
     // Distinct positions inside the length: a partial Fisher-Yates shuffle.
     std::vector<std::int64_t> order(static_cast<std::size_t>(length));
@@ -229,8 +239,9 @@ std::vector<NamedTensor> bert_batch(const BertConfig& c, std::uint64_t seed, boo
     }
     if (c.next_sentence) next.values.push_back(static_cast<double>(draw(2)));
   }
-  if (!c.next_sentence) return {ids, types, positions, mask, rows, labels};
-  return {ids, types, positions, mask, first, rows, labels, next};
+  NamedTensor& keys = c.fused_attention ? lengths : mask;
+  if (!c.next_sentence) return {ids, types, positions, keys, rows, labels};
+  return {ids, types, positions, keys, first, rows, labels, next};
 }
 
 }  // namespace tb

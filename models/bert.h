@@ -28,6 +28,11 @@ struct BertConfig {
   std::int64_t batch = 8, sequence = 128;
   std::int64_t predictions = 20;  // masked positions per sequence (20 at 128, 76 at 512)
   float dropout = 0.1f;           // 0 removes the dropout layers
+  // One fused attention op per layer (LayerKind::attention: a library's flash attention)
+  // instead of scores, softmax, dropout and context. It has no dropout on the attention
+  // probabilities (the others keep `dropout`) and takes each sequence's length
+  // ("attention_lengths") instead of the additive mask.
+  bool fused_attention = false;
   // false: masked-LM only, without the pooler and the next-sentence head (as RoBERTa trains)
   bool next_sentence = true;
 };
@@ -44,8 +49,8 @@ Network build_bert(const BertConfig& config);
 // A seeded pre-training batch: random token ids, segment A then B (token types 0 then 1),
 // `predictions` distinct masked positions per sequence with random labels, random
 // next-sentence labels (without the next-sentence head: no pooler rows and no such labels). With
-// `padded`, each sequence has a seeded length in [S/2, S]: the attention mask drops the rest and
-// the masked positions fall inside the length.
+// `padded`, each sequence has a seeded length in [S/2, S]: the attention mask (or, for fused
+// attention, the lengths) drops the rest and the masked positions fall inside the length.
 std::vector<NamedTensor> bert_batch(const BertConfig& config, std::uint64_t seed,
                                     bool padded = false);
 

@@ -37,6 +37,7 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::attention_scores:
     case LayerKind::attention_softmax:
     case LayerKind::attention_context:
+    case LayerKind::attention:
       return "attention";
   }
   return "unknown";
@@ -97,6 +98,8 @@ double Network::forward_macs_per_sample() const {
       macs += static_cast<double>(out.n) * out.c * (in.c / layer.heads);
     if (layer.kind == LayerKind::attention_context)
       macs += static_cast<double>(out.n) * out.c * layer.sequence;
+    if (layer.kind == LayerKind::attention)  // both GEMMs, as the unfused layers count them
+      macs += 2.0 * static_cast<double>(out.n) * out.c * layer.sequence;
   }
   return macs / static_cast<double>(batch);
 }

@@ -38,6 +38,10 @@ enum class LayerKind {
   attention_softmax,  // inputs: scores, additive mask [B, S] (a values input); scaled by
                       // 1 / sqrt(head_dim)
   attention_context,  // inputs: probabilities, values -> [B * S, heads * head_dim]
+  // The three above as one fused op (AttentionOp: the probabilities are never stored, no
+  // dropout on them): inputs queries, keys, values, key lengths [B] (an index input: keys from
+  // there on are masked) -> context [B * S, heads * head_dim]; `scale` as attention_softmax.
+  attention,
 };
 
 // "conv", "batch_norm", "max_pool", ...: how reports name a layer's kind.
@@ -64,7 +68,7 @@ struct Layer {
   std::int64_t kernel = 1, stride = 1, pad = 0, out_channels = 0;
   bool relu = false;                     // batch norm followed by ReLU
   float probability = 0;                 // dropout
-  float scale = 1;                       // attention_softmax: 1 / sqrt(head_dim)
+  float scale = 1;                       // attention(_softmax): 1 / sqrt(head_dim)
   std::int64_t heads = 1, sequence = 1;  // attention
 };
 

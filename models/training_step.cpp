@@ -537,9 +537,11 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
   const bool joins = layer.kind == LayerKind::add_relu || layer.kind == LayerKind::add ||
                      layer.kind == LayerKind::attention_scores ||
                      layer.kind == LayerKind::attention_context;
-  if (joins && (tensor_dtype[layer.inputs.at(1)] != dtype || cast_input))
-    return Status::Failed(
-        fmt::format("{}: a layer with several inputs must share their dtype", layer.name));
+  const std::size_t data_inputs = layer.kind == LayerKind::attention ? 3 : joins ? 2 : 1;
+  for (std::size_t i = 1; i < data_inputs; ++i)
+    if (tensor_dtype[layer.inputs.at(i)] != dtype || cast_input)
+      return Status::Failed(
+          fmt::format("{}: a layer with several inputs must share their dtype", layer.name));
   int in_value = value[in], cast_diff = -1;
   if (cast_input) {
     CastOp cast;
@@ -743,6 +745,18 @@ Status TrainingStep::Impl::add_layer_ops(int l, const std::vector<DType>& tensor
         dv.trans_a = true;
         TB_RETURN_IF_ERROR(bwd(dv, {a, grad[out], diff_target(1)}));
       }
+      break;
+    }
+    case LayerKind::attention: {  // queries, keys, values (head-interleaved), key lengths
+      AttentionOp op;
+      op.sequence = layer.sequence, op.heads = layer.heads, op.batch = x.n / layer.sequence;
+      op.head_dim = x.c / layer.heads, op.scale = layer.scale, op.dtype = dtype;
+      const int keys = value[layer.inputs.at(1)], values = value[layer.inputs.at(2)],
+                lengths = value[layer.inputs.at(3)], stats = new_slot();
+      TB_RETURN_IF_ERROR(fwd(op, {in_value, keys, values, lengths, value[out], stats}));
+      op.pass = Pass::backward;
+      TB_RETURN_IF_ERROR(bwd(op, {in_value, keys, values, lengths, value[out], stats, grad[out],
+                                  diff_target(0), diff_target(1), diff_target(2)}));
       break;
     }
     case LayerKind::attention_softmax: {

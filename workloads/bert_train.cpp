@@ -44,6 +44,7 @@ class BertTrainWorkload final : public TrainingWorkload {
         .set("optimizer", optimizer_name(config_.step.optimizer))
         .set("dropout", fmt::format("{:g}", config_.bert.dropout))
         .set("lr", fmt::format("{:g}", config_.settings.learning_rate));
+    if (config_.bert.fused_attention) d.set("attention", "fused");  // a separate variant
     return d;
   }
 
@@ -51,6 +52,7 @@ class BertTrainWorkload final : public TrainingWorkload {
   ReducedCase reduced_case(std::uint64_t seed) const override {
     BertConfig tiny = bert_config("tiny", 2, 32);
     tiny.dropout = config_.bert.dropout;
+    tiny.fused_attention = config_.bert.fused_attention;
     Network network = build_bert(tiny);
     return {std::move(network), bert_batch(tiny, seed, /*padded=*/true),
             "tiny BERT (2 layers, hidden 128, batch 2 of 32 tokens, padded)",
@@ -70,20 +72,26 @@ class BertTrainWorkload final : public TrainingWorkload {
   void add_details(nlohmann::json& d) const override {
     const BertConfig& c = config_.bert;
     d["model"] = fmt::format("BertForPreTraining ({}, HuggingFace names)", config_.model);
-    d["config"] = {{"layers", c.layers},
-                   {"hidden", c.hidden},
-                   {"heads", c.heads},
-                   {"intermediate", c.intermediate},
-                   {"vocabulary", c.vocab},
-                   {"sequence", c.sequence},
-                   {"predictions_per_sequence", c.predictions},
-                   {"dropout", c.dropout}};
+    d["config"] = {
+        {"layers", c.layers},
+        {"hidden", c.hidden},
+        {"heads", c.heads},
+        {"intermediate", c.intermediate},
+        {"vocabulary", c.vocab},
+        {"sequence", c.sequence},
+        {"predictions_per_sequence", c.predictions},
+        {"dropout", c.dropout},
+        {"attention", c.fused_attention ? "fused (one op per layer; no dropout on the attention "
+                                          "probabilities; padding by sequence length)"
+                                        : "unfused (scores GEMM, masked softmax, dropout, context "
+                                          "GEMM)"}};
     d["tokens_per_step"] = c.batch * c.sequence;
     d["flop_formula"] =
         "per sequence, 3 x forward x 2 FLOPs per multiply-add of every GEMM: per layer "
         "4 S H^2 (Q, K, V, output) + 2 S H F (feed-forward) + 2 S^2 H (attention scores and "
         "context); pooler H^2; masked-LM head P H^2 + P H V on the P gathered positions; "
-        "next-sentence 2 H";
+        "next-sentence 2 H (fused attention counts the same two attention GEMMs, not its "
+        "backward's recomputation of the scores)";
   }
 
   BertTrainConfig config_;
@@ -99,6 +107,8 @@ std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor) {
   const std::int64_t sequence = reader.integer("seq", 128, 2);
   config.bert = bert_config(config.model, batch, sequence);
   config.bert.dropout = static_cast<float>(reader.number("dropout", 0.1));
+  config.bert.fused_attention =
+      reader.choice("attention", "unfused", {"unfused", "fused"}) == "fused";
   config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "tf32", "bf16", "f16"}));
   const std::string optimizer = reader.choice("optimizer", "adamw", {"adamw", "lamb"});
   config.step.optimizer = optimizer == "adamw" ? OptimizerKind::adamw : OptimizerKind::lamb;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <numbers>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -319,6 +320,91 @@ void softmax_backward(const SoftmaxOp& op, std::span<const Buffer> b) {
       diff_src[r * op.cols + c] =
           static_cast<T>(op.scale * dst[r * op.cols + c] * (diff_dst[r * op.cols + c] - dot));
   }
+}
+
+// --- fused attention, f64 only: the reference for the libraries' fused kernels ---
+
+// Element (b, s, h, d) of a head-interleaved [batch, sequence, heads, head_dim] tensor.
+struct InterleavedRows {
+  const AttentionOp& op;
+  Index at(Index b, Index s, Index h) const {
+    return ((b * op.sequence + s) * op.heads + h) * op.head_dim;
+  }
+  double dot(const double* x, const double* y) const {
+    double sum = 0;
+    for (Index d = 0; d < op.head_dim; ++d) sum += x[d] * y[d];
+    return sum;
+  }
+};
+
+Index key_length(const AttentionOp& op, const std::int32_t* lengths, Index b) {
+  return std::clamp<Index>(lengths[b], 0, op.sequence);
+}
+
+void attention_forward(const AttentionOp& op, std::span<const Buffer> b) {
+  const double *q = as<double>(b[0]), *k = as<double>(b[1]), *v = as<double>(b[2]);
+  const std::int32_t* lengths = as<std::int32_t>(b[3]);
+  double *out = as<double>(b[4]), *stats = as<double>(b[5]);
+  const InterleavedRows rows{op};
+#pragma omp parallel for collapse(2) schedule(static)
+  for (Index n = 0; n < op.batch; ++n)
+    for (Index h = 0; h < op.heads; ++h) {
+      const Index keys = key_length(op, lengths, n);
+      std::vector<double> scores(static_cast<std::size_t>(keys));
+      for (Index i = 0; i < op.sequence; ++i) {
+        const double* query = q + rows.at(n, i, h);
+        double top = -INFINITY;
+        for (Index j = 0; j < keys; ++j) {
+          scores[j] = op.scale * rows.dot(query, k + rows.at(n, j, h));
+          top = std::max(top, scores[j]);
+        }
+        double sum = 0;
+        for (Index j = 0; j < keys; ++j) sum += std::exp(scores[j] - top);
+        const double log_sum_exp = top + std::log(sum);
+        stats[(n * op.heads + h) * op.sequence + i] = log_sum_exp;
+        double* o = out + rows.at(n, i, h);
+        std::fill(o, o + op.head_dim, 0.0);
+        for (Index j = 0; j < keys; ++j) {
+          const double p = std::exp(scores[j] - log_sum_exp);
+          const double* value = v + rows.at(n, j, h);
+          for (Index d = 0; d < op.head_dim; ++d) o[d] += p * value[d];
+        }
+      }
+    }
+}
+
+// From the forward's log-sum-exp, as flash attention's backward: P = exp(scale Q K^T - stats),
+// dP = dO V^T, dS = P (dP - rowsum(dO * O)), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO.
+void attention_backward(const AttentionOp& op, std::span<const Buffer> b) {
+  const double *q = as<double>(b[0]), *k = as<double>(b[1]), *v = as<double>(b[2]);
+  const std::int32_t* lengths = as<std::int32_t>(b[3]);
+  const double *out = as<double>(b[4]), *stats = as<double>(b[5]), *diff_out = as<double>(b[6]);
+  double *diff_q = as<double>(b[7]), *diff_k = as<double>(b[8]), *diff_v = as<double>(b[9]);
+  const InterleavedRows rows{op};
+#pragma omp parallel for collapse(2) schedule(static)
+  for (Index n = 0; n < op.batch; ++n)
+    for (Index h = 0; h < op.heads; ++h) {
+      for (Index i = 0; i < op.sequence; ++i)
+        for (double* grad : {diff_q, diff_k, diff_v})
+          std::fill(grad + rows.at(n, i, h), grad + rows.at(n, i, h) + op.head_dim, 0.0);
+      const Index keys = key_length(op, lengths, n);
+      for (Index i = 0; i < op.sequence; ++i) {
+        const Index row = rows.at(n, i, h);
+        const double delta = rows.dot(diff_out + row, out + row);
+        const double log_sum_exp = stats[(n * op.heads + h) * op.sequence + i];
+        for (Index j = 0; j < keys; ++j) {
+          const Index key = rows.at(n, j, h);
+          const double p = std::exp(op.scale * rows.dot(q + row, k + key) - log_sum_exp);
+          const double dp = rows.dot(diff_out + row, v + key);
+          const double ds = op.scale * p * (dp - delta);
+          for (Index d = 0; d < op.head_dim; ++d) {
+            diff_q[row + d] += ds * k[key + d];
+            diff_k[key + d] += ds * q[row + d];
+            diff_v[key + d] += p * diff_out[row + d];
+          }
+        }
+      }
+    }
 }
 
 template <typename T>
@@ -901,6 +987,22 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
             case OptimizerKind::lamb:
               return lamb<T>(o.tensors, b);
           }
+        },
+        out);
+  }
+  if (const auto* op = std::get_if<AttentionOp>(&desc)) {
+    if (op->dtype != DType::f64)
+      return Status::Unimplemented(
+          "no fused attention on the CPU: oneDNN 2.6 has no scaled dot-product attention "
+          "primitive and OpenBLAS none (the shared CPU code holds the f64 reference only)");
+    const AttentionOp o = *op;
+    if (o.batch < 1 || o.heads < 1 || o.sequence < 1 || o.head_dim < 1)
+      return Status::InvalidArgument("attention: batch, heads, sequence and head_dim must be >= 1");
+    return make_plan(
+        o.dtype, attention_operands(o), "fused attention",
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          if constexpr (std::is_same_v<T, double>)
+            o.pass == Pass::forward ? attention_forward(o, b) : attention_backward(o, b);
         },
         out);
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/seeded.h"
 #include "models/bert.h"
 #include "models/reference_check.h"
@@ -247,6 +248,100 @@ TEST(BertBatch, MalformedBatchesAreRefused) {
   EXPECT_FALSE(step->set_batch(bad).ok());
 }
 
+// Fused attention (one op per layer) computes what the unfused layers compute: in f64, from
+// the same weights and batch (padded; lengths instead of the mask), the same loss and gradients.
+// Dropout off: the fused op has none on the probabilities.
+TEST(BertFusedAttention, ReferenceMatchesTheUnfusedLayers) {
+  auto backend = make_cpu_backend();
+  if (!backend) GTEST_SKIP() << "no CPU backend in this build";
+  BertConfig c = micro();
+  c.dropout = 0;
+  auto step_of = [&](bool fused, double* loss, std::vector<NamedTensor>* grads) {
+    c.fused_attention = fused;
+    std::unique_ptr<TrainingStep> step;
+    ASSERT_TRUE(prepared_step(*backend, build_bert(c), {DType::f64, Layout::plain},
+                              bert_batch(c, 41, true), 43, &step)
+                    .ok());
+    ASSERT_TRUE(step->run(false, {}).ok());
+    ASSERT_TRUE(step->loss(loss).ok());
+    ASSERT_TRUE(step->gradients(grads).ok());
+  };
+  double unfused_loss = 0, fused_loss = 0;
+  std::vector<NamedTensor> unfused, fused;
+  step_of(false, &unfused_loss, &unfused);
+  step_of(true, &fused_loss, &fused);
+  ASSERT_EQ(unfused.size(), fused.size());
+  EXPECT_NEAR(fused_loss, unfused_loss, 1e-12 * unfused_loss);
+  const GradientError worst = worst_gradient_error(fused, unfused);
+  EXPECT_LT(worst.error, 1e-10) << worst.parameter;
+}
+
+// The fused op's own backward against central differences of the loss (hidden dropout on).
+TEST(BertFusedAttention, GradientsMatchFiniteDifferences) {
+  auto backend = make_cpu_backend();
+  if (!backend) GTEST_SKIP() << "no CPU backend in this build";
+  BertConfig c = micro();
+  c.fused_attention = true;
+  testing_support::FiniteDifferences probe(*backend, build_bert(c), bert_batch(c, 47, true), 53);
+  int checked = 0;
+  for (const NamedTensor& grad : probe.gradients()) {
+    if (grad.name.find(".attention.self.") == std::string::npos) continue;
+    for (std::size_t k = 0; k < 3; ++k) {
+      const std::size_t index = mix64(checked++) % grad.values.size();
+      const double numeric = probe.derivative(grad.name, index, 1e-5);
+      EXPECT_NEAR(grad.values[index], numeric, 1e-7 + 1e-5 * std::fabs(numeric))
+          << grad.name << "[" << index << "]";
+    }
+  }
+  EXPECT_EQ(checked, 18);  // query, key and value weights and biases, 3 entries each
+}
+
+// A key length masks the keys after it: moving a key past the length cannot change the output,
+// and its gradients are zero.
+TEST(BertFusedAttention, KeysAfterTheLengthAreMasked) {
+  auto reference = cpu::make_host_reference_backend();
+  AttentionOp op;
+  op.batch = 2, op.heads = 2, op.sequence = 5, op.head_dim = 3, op.scale = 0.5f;
+  op.dtype = DType::f64;
+  const std::size_t count = static_cast<std::size_t>(op.batch * op.sequence * op.heads * 3);
+  const std::vector<double> q = testing_support::random(count, 1),
+                            k = testing_support::random(count, 2),
+                            v = testing_support::random(count, 3), lengths = {3, 5};
+  const auto before = testing_support::run_op(*reference, op, {q, k, v, lengths});
+  std::vector<double> k_moved = k, v_moved = v;
+  for (std::size_t d = 0; d < 6; ++d) {  // sequence 0, position 4 (past its length 3)
+    k_moved[4 * 6 + d] += 10.0;
+    v_moved[4 * 6 + d] -= 10.0;
+  }
+  const auto after = testing_support::run_op(*reference, op, {q, k_moved, v_moved, lengths});
+  ASSERT_EQ(before.size(), 6u);
+  EXPECT_EQ(before[4], after[4]);  // out
+  EXPECT_EQ(before[5], after[5]);  // stats
+  op.pass = Pass::backward;
+  const auto grads = testing_support::run_op(
+      *reference, op, {q, k, v, lengths, before[4], before[5], testing_support::random(count, 4)});
+  ASSERT_EQ(grads.size(), 10u);
+  for (std::size_t d = 0; d < 6; ++d) {
+    EXPECT_EQ(grads[8][4 * 6 + d], 0.0);  // diff_k
+    EXPECT_EQ(grads[9][4 * 6 + d], 0.0);  // diff_v
+  }
+  EXPECT_NE(grads[8][(5 + 4) * 6], 0.0);  // sequence 1, position 4: inside its length 5
+}
+
+// No CPU library here has a fused attention: the step is refused with the reason.
+TEST(BertFusedAttention, CpuBackendsRefuseWithTheReason) {
+  BertConfig c = micro();
+  c.fused_attention = true;
+  for (const char* name : {"cpu-onednn", "cpu-openblas"}) {
+    auto backend = make_backend(name);
+    if (!backend) continue;
+    std::unique_ptr<TrainingStep> step;
+    const Status status = TrainingStep::create(*backend, build_bert(c), {}, &step);
+    EXPECT_EQ(status.code(), StatusCode::unimplemented) << name;
+    EXPECT_NE(status.message().find("no fused attention"), std::string::npos) << status.message();
+  }
+}
+
 TEST(BertTrainDescriptor, BadDescriptorsAreUsageErrors) {
   EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train model=huge")), UsageError);
   EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train seq=1024")), UsageError);
@@ -258,6 +353,14 @@ TEST(BertTrainDescriptor, BadDescriptorsAreUsageErrors) {
             "bert-train model=tiny batch=8 seq=128 dtype=f32 optimizer=lamb dropout=0.1 lr=0.002");
   EXPECT_EQ(workload->counts().items, 8);
   EXPECT_EQ(workload->counts().tokens, 8 * 128);
+  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train attention=flash")), UsageError);
+  // The fused variant is a separate case; its work is counted as the unfused layers'.
+  const auto fused = make_bert_train(Descriptor::parse("bert-train model=tiny attention=fused"));
+  EXPECT_EQ(fused->descriptor().to_string(),
+            "bert-train model=tiny batch=8 seq=128 dtype=f32 optimizer=adamw dropout=0.1 lr=0.0001 "
+            "attention=fused");
+  const auto unfused = make_bert_train(Descriptor::parse("bert-train model=tiny"));
+  EXPECT_EQ(fused->counts().flops, unfused->counts().flops);
 }
 
 }  // namespace
