@@ -331,9 +331,13 @@ def bert_flops_per_sequence(layers, hidden, intermediate, seq, predictions):
     return 2 * 3 * (layers * layer + head)
 
 
-def make_bert(model, dropout):
+def make_bert(model, dropout, fused_attention=False):
+    """fused_attention: torch's scaled_dot_product_attention with no dropout on the
+    probabilities, as trainbench's attention=fused runs it."""
     layers, hidden, heads, intermediate = BERT_CONFIGS[model]
     nn = torch.nn
+    if fused_attention and not hasattr(nn.functional, "scaled_dot_product_attention"):
+        raise SystemExit(f"--attention fused needs PyTorch 2.0 or later (this is {torch.__version__})")
 
     class SelfAttention(nn.Module):
         def __init__(self):
@@ -345,6 +349,10 @@ def make_bert(model, dropout):
             b, s, _ = x.shape
             split = lambda t: t.view(b, s, heads, hidden // heads).transpose(1, 2)
             q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+            if fused_attention:
+                context = nn.functional.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask_bias.to(q.dtype), dropout_p=0.0)
+                return context.transpose(1, 2).reshape(b, s, hidden)
             scores = q @ k.transpose(-1, -2) / math.sqrt(hidden // heads) + mask_bias
             context = self.dropout(scores.softmax(-1)) @ v
             return context.transpose(1, 2).reshape(b, s, hidden)
@@ -514,12 +522,13 @@ def bert_bench(args):
     predictions = 20 if args.seq <= 128 else 76
     lr = args.lr if args.lr is not None else BERT_LEARNING_RATES[args.optimizer]
     workload = (f"bert-train model={args.model} batch={args.batch} seq={args.seq} "
-                f"dtype={args.dtype} optimizer={args.optimizer} dropout={args.dropout:g} lr={lr:g}")
+                f"dtype={args.dtype} optimizer={args.optimizer} dropout={args.dropout:g} lr={lr:g}"
+                + (" attention=fused" if args.attention == "fused" else ""))
     flops = bert_flops_per_sequence(layers, hidden, intermediate, args.seq, predictions) * args.batch
     peak = peak_from(args.peak_from, args.dtype)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     torch.manual_seed(args.seed)
-    model = make_bert(args.model, args.dropout).to(device)
+    model = make_bert(args.model, args.dropout, args.attention == "fused").to(device)
     parameters = sum(p.numel() for p in model.parameters())  # the tied decoder counts once
     expected = BERT_PARAMETERS.get(args.model, parameters)
     optimizer = (torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-6,
@@ -879,6 +888,8 @@ def main():
     bert.add_argument("--dropout", type=float, default=0.1)
     bert.add_argument("--lr", type=float, help="default: 1e-4 for AdamW, 2e-3 for LAMB")
     bert.add_argument("--dtype", choices=["f32", "tf32", "bf16", "f16"], default="f32")
+    bert.add_argument("--attention", choices=["unfused", "fused"], default="unfused",
+                      help="fused: scaled_dot_product_attention, no dropout on the probabilities")
     bert.add_argument("--threads", type=int, default=os.cpu_count())
     bert.add_argument("--steps", type=int, default=5)
     bert.add_argument("--warmup", type=int, default=2)

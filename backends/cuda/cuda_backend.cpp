@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cublaslt_gemm.h"
 #ifdef TRAINBENCH_HAVE_CUDNN
+#include "backends/cuda/cudnn_attention.h"
 #include "backends/cuda/cudnn_conv.h"
 #endif
 #include "backends/cuda/cuda_plan.h"
@@ -177,17 +178,18 @@ class TensorPeakPlan final : public CudaPlan {
 };
 
 #ifdef TRAINBENCH_HAVE_CUDNN
-// cuDNN's handle and the convolution engines chosen with it; absent with a reason when the
-// library cannot start (convolutions then answer unimplemented, everything else runs).
-class Convolutions {
+// cuDNN's handle, and the convolution engines chosen with it; absent with a reason when the
+// library cannot start (convolution and fused attention then answer unimplemented, everything
+// else runs).
+class Cudnn {
  public:
-  Convolutions() {
+  Cudnn() {
     if (const cudnnStatus_t status = cudnnCreate(&handle_); status != CUDNN_STATUS_SUCCESS) {
       handle_ = nullptr;
       reason_ = fmt::format("cudnnCreate: {}", cudnnGetErrorString(status));
     }
   }
-  ~Convolutions() {
+  ~Cudnn() {
     engines_.reset();  // the engines' plans go before their handle
     if (handle_) cudnnDestroy(handle_);
   }
@@ -195,10 +197,11 @@ class Convolutions {
     if (!handle_) return Status::Unimplemented("cuda: no convolution: " + reason_);
     return plan_cudnn_conv(handle_, *engines_, op, out);
   }
-  std::string version() const {
-    const std::size_t v = cudnnGetVersion();
-    return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+  Status plan(const AttentionOp& op, std::unique_ptr<Plan>* out) {
+    if (!handle_) return Status::Unimplemented("cuda: no fused attention: " + reason_);
+    return plan_cudnn_attention(handle_, op, out);
   }
+  std::string version() const { return cudnn_runtime_version(); }
 
  private:
   cudnnHandle_t handle_ = nullptr;
@@ -206,10 +209,13 @@ class Convolutions {
   std::unique_ptr<ConvEngineCache> engines_ = std::make_unique<ConvEngineCache>();
 };
 #else
-class Convolutions {
+class Cudnn {
  public:
   Status plan(const ConvOp&, std::unique_ptr<Plan>*) {
     return Status::Unimplemented("cuda: built without cuDNN, so no convolution");
+  }
+  Status plan(const AttentionOp&, std::unique_ptr<Plan>*) {
+    return Status::Unimplemented("cuda: built without cuDNN, so no fused attention");
   }
   std::string version() const { return "not built in"; }
 };
@@ -241,7 +247,7 @@ class CudaBackend final : public Backend {
                       {"CUDA driver", cuda_version(driver)},
                       {"cuBLASLt", fmt::format("{}.{}.{}", lt_version / 10000,
                                                lt_version / 100 % 100, lt_version % 100)},
-                      {"cuDNN", convolutions_.version()}};
+                      {"cuDNN", cudnn_.version()}};
     // CUDA 13 removed the clock fields of cudaDeviceProp: attributes instead.
     auto attribute = [](cudaDeviceAttr which) {
       int value = 0;
@@ -372,7 +378,8 @@ class CudaBackend final : public Backend {
     }
     if (const auto* gemm = std::get_if<GemmOp>(&op))
       return plan_cublaslt_gemm(lt_, *gemm, out, properties_.major * 10 + properties_.minor);
-    if (const auto* conv = std::get_if<ConvOp>(&op)) return convolutions_.plan(*conv, out);
+    if (const auto* conv = std::get_if<ConvOp>(&op)) return cudnn_.plan(*conv, out);
+    if (const auto* attention = std::get_if<AttentionOp>(&op)) return cudnn_.plan(*attention, out);
     if (const auto* transfer = std::get_if<TransferOp>(&op)) {
       *out = std::make_unique<TransferPlan>(*transfer);
       return Status::Ok();
@@ -426,7 +433,7 @@ class CudaBackend final : public Backend {
  private:
   cudaDeviceProp properties_;
   cublasLtHandle_t lt_;
-  Convolutions convolutions_;
+  Cudnn cudnn_;
   std::shared_ptr<Health> health_ = std::make_shared<Health>();
   std::string nvml_reason_;
   std::shared_ptr<const Nvml> nvml_;  // absent (with the reason) where NVML is missing

@@ -27,98 +27,34 @@ constexpr std::size_t kWorkspaceAlignment = 256;
 // Tensor ids in the graph and the variant pack: x (or dx), w (or dw), y (or dy).
 constexpr std::int64_t kX = 1, kW = 2, kY = 3;
 
-Status cudnn_status(cudnnStatus_t status, const char* what) {
-  if (status == CUDNN_STATUS_SUCCESS) return Status::Ok();
-  const std::string message = fmt::format("{}: {}", what, cudnnGetErrorString(status));
-  const int code = static_cast<int>(status);
-  if (code >= 3000 && code < 4000) return Status::Unimplemented(message);  // NOT_SUPPORTED_*
-  if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
-      status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED)
-    return Status::OutOfMemory(message);
-  return Status::Failed(message);
-}
-#define TB_CUDNN(call) TB_RETURN_IF_ERROR(cudnn_status((call), #call))
-
-// A backend descriptor, destroyed with its owner.
-class Descriptor {
- public:
-  Descriptor() = default;
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  Descriptor(Descriptor&& other) noexcept : d_(std::exchange(other.d_, nullptr)) {}
-  Descriptor& operator=(Descriptor&& other) noexcept {
-    std::swap(d_, other.d_);
-    return *this;
-  }
-  ~Descriptor() {
-    if (d_) cudnnBackendDestroyDescriptor(d_);
-  }
-  Status create(cudnnBackendDescriptorType_t type) {
-    return cudnn_status(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor");
-  }
-  cudnnBackendDescriptor_t get() const { return d_; }
-  template <typename T>
-  Status set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, std::int64_t count,
-             const T* values) {
-    return cudnn_status(cudnnBackendSetAttribute(d_, name, type, count, values),
-                        "cudnnBackendSetAttribute");
-  }
-  Status set(cudnnBackendAttributeName_t name, const Descriptor& value) {
-    cudnnBackendDescriptor_t raw = value.get();
-    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
-  }
-  Status finalize() { return cudnn_status(cudnnBackendFinalize(d_), "cudnnBackendFinalize"); }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
-};
-
-cudnnDataType_t cudnn_type(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    default:
-      return CUDNN_DATA_FLOAT;  // f32 and tf32 data
-  }
-}
-
 // dims are [n, c, h, w] (weights [k, c, r, s]) in either layout; the strides say where.
-Status make_tensor(std::int64_t uid, DType dtype, std::array<std::int64_t, 4> dims,
-                   bool channels_last, Descriptor* out) {
+Status conv_tensor(std::int64_t uid, DType dtype, std::array<std::int64_t, 4> dims,
+                   bool channels_last, BackendDescriptor* out) {
   const std::int64_t c = dims[1], h = dims[2], w = dims[3];
-  const std::array<std::int64_t, 4> strides =
-      channels_last ? std::array<std::int64_t, 4>{h * w * c, 1, w * c, c}   // NHWC, KRSC
-                    : std::array<std::int64_t, 4>{c * h * w, h * w, w, 1};  // NCHW, KCRS
-  const cudnnDataType_t type = cudnn_type(dtype);
-  const std::int64_t alignment = 16;
-  TB_RETURN_IF_ERROR(out->create(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
-  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
-  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data()));
-  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data()));
-  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment));
-  return out->finalize();
+  const std::vector<std::int64_t> strides =
+      channels_last ? std::vector<std::int64_t>{h * w * c, 1, w * c, c}   // NHWC, KRSC
+                    : std::vector<std::int64_t>{c * h * w, h * w, w, 1};  // NCHW, KCRS
+  const TensorSpec spec{uid, dtype, {dims.begin(), dims.end()}, strides, /*by_value=*/false};
+  return make_tensor(spec, out);
 }
 
 // The convolution's operation graph: one node of the op's direction.
 struct Graph {
-  Descriptor x, w, y, convolution, operation, graph;
+  BackendDescriptor x, w, y, convolution, operation, graph;
 };
 
 Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
   const bool nhwc = conv_channels_last(op);
-  TB_RETURN_IF_ERROR(make_tensor(kX, op.dtype, {op.mb, op.ic, op.ih, op.iw}, nhwc, &g->x));
-  TB_RETURN_IF_ERROR(make_tensor(kW, op.dtype, {op.oc, op.ic, op.kh, op.kw}, nhwc, &g->w));
-  TB_RETURN_IF_ERROR(make_tensor(kY, op.dtype, {op.mb, op.oc, op.oh(), op.ow()}, nhwc, &g->y));
+  TB_RETURN_IF_ERROR(conv_tensor(kX, op.dtype, {op.mb, op.ic, op.ih, op.iw}, nhwc, &g->x));
+  TB_RETURN_IF_ERROR(conv_tensor(kW, op.dtype, {op.oc, op.ic, op.kh, op.kw}, nhwc, &g->w));
+  TB_RETURN_IF_ERROR(conv_tensor(kY, op.dtype, {op.mb, op.oc, op.oh(), op.ow()}, nhwc, &g->y));
 
   const std::int64_t spatial = 2;
   const cudnnDataType_t accumulate = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const std::array<std::int64_t, 2> padding = {op.ph, op.pw}, strides = {op.sh, op.sw},
                                     dilations = {1, 1};
-  Descriptor& c = g->convolution;
+  BackendDescriptor& c = g->convolution;
   TB_RETURN_IF_ERROR(c.create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
   TB_RETURN_IF_ERROR(c.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial));
   TB_RETURN_IF_ERROR(c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &accumulate));
@@ -166,7 +102,7 @@ Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
                         : op.direction == ConvDirection::backward_data ? kBackwardData
                                                                        : kBackwardWeights;
   const float alpha = 1.0f, beta = 0.0f;
-  Descriptor& o = g->operation;
+  BackendDescriptor& o = g->operation;
   TB_RETURN_IF_ERROR(o.create(a.type));
   TB_RETURN_IF_ERROR(o.set(a.x, g->x));
   TB_RETURN_IF_ERROR(o.set(a.w, g->w));
@@ -175,113 +111,15 @@ Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
   TB_RETURN_IF_ERROR(o.set(a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha));
   TB_RETURN_IF_ERROR(o.set(a.beta, CUDNN_TYPE_FLOAT, 1, &beta));
   TB_RETURN_IF_ERROR(o.finalize());
-
-  TB_RETURN_IF_ERROR(g->graph.create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
-  cudnnBackendDescriptor_t operations = o.get();
-  TB_RETURN_IF_ERROR(
-      g->graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &operations));
-  TB_RETURN_IF_ERROR(g->graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
-  return g->graph.finalize();
-}
-
-// The engine configurations cuDNN's heuristics rank for the graph, best first.
-Status heuristic_configs(const Graph& g, cudnnBackendHeurMode_t mode,
-                         std::vector<Descriptor>* out) {
-  Descriptor heuristics;
-  TB_RETURN_IF_ERROR(heuristics.create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
-  TB_RETURN_IF_ERROR(heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, g.graph));
-  TB_RETURN_IF_ERROR(heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
-  TB_RETURN_IF_ERROR(heuristics.finalize());
-  std::int64_t count = 0;
-  TB_CUDNN(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
-  std::vector<Descriptor> configs(static_cast<std::size_t>(count));
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (Descriptor& config : configs) {
-    TB_RETURN_IF_ERROR(config.create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-    raw.push_back(config.get());
-  }
-  std::int64_t returned = 0;
-  TB_CUDNN(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned, raw.data()));
-  configs.resize(static_cast<std::size_t>(std::min(returned, count)));
-  for (Descriptor& config : configs) out->push_back(std::move(config));
-  return Status::Ok();
-}
-
-struct EngineIdentity {
-  std::int64_t global_index = -1;
-  EngineNotes notes;
-};
-
-Status identify(const Descriptor& config, EngineIdentity* out) {
-  Descriptor engine;
-  TB_RETURN_IF_ERROR(engine.create(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
-  cudnnBackendDescriptor_t raw = engine.get();
-  std::int64_t count = 0;
-  TB_CUDNN(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw));
-  TB_CUDNN(cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
-                                    &count, &out->global_index));
-  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
-  TB_CUDNN(cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                    CUDNN_TYPE_NUMERICAL_NOTE, notes.size(), &count, notes.data()));
-  for (std::int64_t i = 0; i < std::min<std::int64_t>(count, notes.size()); ++i) {
-    switch (notes[i]) {
-      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
-        out->notes.tensor_core = true;
-        break;
-      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
-        out->notes.down_convert = true;
-        break;
-      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
-        out->notes.reduced_precision_reduction = true;
-        break;
-      case CUDNN_NUMERICAL_NOTE_FFT:
-        out->notes.fft = true;
-        break;
-      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
-        out->notes.nondeterministic = true;
-        break;
-      case CUDNN_NUMERICAL_NOTE_WINOGRAD:
-      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
-      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
-      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13:
-        out->notes.winograd = true;
-        break;
-      default:
-        break;
-    }
-  }
-  return Status::Ok();
-}
-
-Status make_execution_plan(cudnnHandle_t handle, const Descriptor& config, Descriptor* plan,
-                           std::int64_t* workspace) {
-  TB_RETURN_IF_ERROR(plan->create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
-  TB_RETURN_IF_ERROR(plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
-  TB_RETURN_IF_ERROR(plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config));
-  TB_RETURN_IF_ERROR(plan->finalize());
-  std::int64_t count = 0;
-  TB_CUDNN(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                    CUDNN_TYPE_INT64, 1, &count, workspace));
-  return Status::Ok();
+  return make_operation_graph(handle, o, &g->graph);
 }
 
 // Runs `plan` on x, w, y (by their ids) with `workspace`.
-Status execute(cudnnHandle_t handle, const Descriptor& plan, void* x, void* w, void* y,
+Status execute(cudnnHandle_t handle, const BackendDescriptor& plan, void* x, void* w, void* y,
                void* workspace) {
-  Descriptor pack;
-  TB_RETURN_IF_ERROR(pack.create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
-  void* pointers[] = {x, w, y};
   const std::int64_t ids[] = {kX, kW, kY};
-  TB_RETURN_IF_ERROR(
-      pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers));
-  TB_RETURN_IF_ERROR(pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids));
-  TB_RETURN_IF_ERROR(
-      pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
-  TB_RETURN_IF_ERROR(pack.finalize());
-  return cudnn_status(cudnnBackendExecute(handle, plan.get(), pack.get()), "cudnnBackendExecute");
+  void* const pointers[] = {x, w, y};
+  return execute_plan(handle, plan, ids, pointers, workspace);
 }
 
 // Device memory for the search, freed when it ends.
@@ -327,7 +165,7 @@ std::size_t elements(std::array<std::int64_t, 4> dims) {
 struct ConvEngineCache::Engine {
   // The finalized execution plan, kept with the graph and configuration it was made from.
   Graph graph;
-  Descriptor config, plan;
+  BackendDescriptor config, plan;
   std::int64_t workspace = 0;
   std::string description;
 };
@@ -342,20 +180,6 @@ std::shared_ptr<const ConvEngineCache::Engine> ConvEngineCache::find(const std::
 
 void ConvEngineCache::insert(const std::string& key, std::shared_ptr<const Engine> engine) {
   engines_[key] = std::move(engine);
-}
-
-std::string EngineNotes::describe() const {
-  std::string out;
-  auto add = [&](bool on, const char* name) {
-    if (on) out += (out.empty() ? "" : ", ") + std::string(name);
-  };
-  add(tensor_core, "tensor core");
-  add(down_convert, "down-converts inputs");
-  add(reduced_precision_reduction, "reduced-precision reduction");
-  add(fft, "FFT");
-  add(winograd, "Winograd");
-  add(nondeterministic, "nondeterministic");
-  return out.empty() ? "none" : out;
 }
 
 bool engine_allowed(const ConvOp& op, const EngineNotes& notes, std::string* reason) {
@@ -407,9 +231,9 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
   Graph graph;
   TB_RETURN_IF_ERROR(make_graph(handle, op, &graph));
   // Heuristic A's ranking first, then the fallback list (either may fail on its own).
-  std::vector<Descriptor> configs;
-  const Status ranked = heuristic_configs(graph, CUDNN_HEUR_MODE_A, &configs);
-  const Status fallback = heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
+  std::vector<BackendDescriptor> configs;
+  const Status ranked = heuristic_configs(graph.graph, CUDNN_HEUR_MODE_A, &configs);
+  const Status fallback = heuristic_configs(graph.graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
   if (configs.empty()) return ranked.ok() ? fallback : ranked;
 
   const std::array<std::int64_t, 4> x = {op.mb, op.ic, op.ih, op.iw},
@@ -428,7 +252,7 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
                     "seeding the engine search"));
 
   struct Candidate {
-    Descriptor plan;
+    BackendDescriptor plan;
     std::int64_t workspace = 0;
     EngineIdentity identity;
     std::size_t config_index = 0;
@@ -439,7 +263,7 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
   const TimingEvents events;
   cudaEvent_t start = events.start, stop = events.stop;
   for (std::size_t index = 0; index < configs.size(); ++index) {
-    const Descriptor& config = configs[index];
+    const BackendDescriptor& config = configs[index];
     if (static_cast<int>(candidates.size()) == kMaxCandidates) break;
     Candidate candidate;
     candidate.config_index = index;

@@ -14,15 +14,9 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/cudnn_graph.h"
 
 namespace tb::cuda {
-
-// What cuDNN says about an engine's numerics (CUDNN_ATTR_ENGINE_NUMERICAL_NOTE).
-struct EngineNotes {
-  bool tensor_core = false, down_convert = false, reduced_precision_reduction = false, fft = false,
-       winograd = false, nondeterministic = false;
-  std::string describe() const;  // "tensor core, winograd", or "none"
-};
 
 // Whether an engine with `notes` may run `op`: f32 is strict (no TF32 down-conversion), every
 // dtype accumulates in fp32 (no reduced-precision reduction), Winograd only where the

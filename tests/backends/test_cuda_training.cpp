@@ -259,6 +259,7 @@ TEST(CudaTrainingPlans, WhatTheKernelsCannotDoIsRefusedWithAReason) {
 }  // namespace tb::cuda
 
 #ifdef TRAINBENCH_HAVE_CUDNN
+#include "backends/cuda/cudnn_attention.h"
 #include "backends/cuda/cudnn_conv.h"
 
 namespace tb::cuda {
@@ -353,6 +354,41 @@ TEST(CudnnEngineChoice, SixteenBitSingleOpConvolutionsGoChannelsLast) {
   ConvOp a, b;
   a.dtype = b.dtype = DType::f16, b.layout = Layout::plain;
   EXPECT_NE(conv_engine_key(a), conv_engine_key(b));
+}
+
+// cuDNN's fused attention reads queries, keys and values where the unfused path's attention
+// GEMMs read them (head-interleaved, as the projections write them).
+TEST(CudnnAttention, TensorsDescribeTheInterleavedLayoutTheGemmsRead) {
+  AttentionOp op;
+  op.batch = 3, op.heads = 4, op.sequence = 5, op.head_dim = 8, op.dtype = DType::bf16;
+  const TensorSpec tensor = interleaved_attention_tensor(7, op);
+  EXPECT_EQ(tensor.uid, 7);
+  EXPECT_EQ(tensor.dims, (std::vector<std::int64_t>{3, 4, 5, 8}));  // cuDNN's b, h, s, d
+  GemmOp scores;  // the unfused scores GEMM: A = Q [s x d] per (batch, head), interleaved
+  scores.batch = op.batch, scores.heads = op.heads, scores.m = op.sequence, scores.n = op.sequence;
+  scores.k = op.head_dim, scores.trans_b = true, scores.a_interleaved = true;
+  const GemmOperandLayout q = gemm_layout(scores, GemmOperand::a);
+  EXPECT_EQ(tensor.strides, (std::vector<std::int64_t>{q.batch, q.head, q.row, q.col}));
+  // ... which is the [batch, sequence, heads, head_dim] order the operands declare.
+  const std::vector<OperandSpec> operands = attention_operands(op);
+  EXPECT_EQ(operands[0].dims, (std::vector<std::int64_t>{3, 5, 4, 8}));
+  EXPECT_EQ(operands[5].name, "stats");
+  EXPECT_EQ(operands[5].dtype, DType::f32);
+}
+
+TEST(CudnnAttention, WhatCudnnCannotRunIsRefusedWithAReason) {
+  AttentionOp op;
+  op.head_dim = 64, op.dtype = DType::bf16;
+  EXPECT_EQ(attention_unsupported_reason(op, 91900), "");
+  op.dtype = DType::f16;
+  EXPECT_EQ(attention_unsupported_reason(op, kCudnnSdpaVersion), "");
+  EXPECT_NE(attention_unsupported_reason(op, 91600).find("9.16 has no SDPA"), std::string::npos);
+  op.dtype = DType::f32;
+  EXPECT_NE(attention_unsupported_reason(op, 91900).find("bf16 and f16"), std::string::npos);
+  op.dtype = DType::bf16, op.head_dim = 12;
+  EXPECT_NE(attention_unsupported_reason(op, 91900).find("multiple of 8"), std::string::npos);
+  op.head_dim = 512;
+  EXPECT_FALSE(attention_unsupported_reason(op, 91900).empty());
 }
 #endif
 

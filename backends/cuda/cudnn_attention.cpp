@@ -1,0 +1,201 @@
+#include "backends/cuda/cudnn_attention.h"
+
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_plan.h"
+#include "backends/operands.h"
+
+namespace tb::cuda {
+namespace {
+
+constexpr std::int64_t kMaxWorkspace = std::int64_t{1} << 30;
+
+// Tensor ids in the graphs and the variant packs.
+enum Uid : std::int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kScale,
+  kQueryLengths,
+  kKeyLengths,
+  kDiffO,
+  kDiffQ,
+  kDiffK,
+  kDiffV
+};
+
+// One SDPA node, its graph and the plan made from it; the tensors live as long as the node.
+struct AttentionGraph {
+  std::vector<BackendDescriptor> tensors;
+  BackendDescriptor operation, graph, config, plan;
+  std::int64_t workspace = 0;
+  EngineIdentity engine;
+};
+
+Status make_node(cudnnHandle_t handle, const AttentionOp& op, AttentionGraph* g) {
+  const std::int64_t b = op.batch, h = op.heads, s = op.sequence;
+  const bool forward = op.pass == Pass::forward;
+  struct Binding {
+    cudnnBackendAttributeName_t attribute;
+    TensorSpec tensor;
+  };
+  const TensorSpec stats{kStats, DType::f32, {b, h, s, 1}, {h * s, s, 1, 1}, false};
+  const TensorSpec scale{kScale, DType::f32, {1, 1, 1, 1}, {1, 1, 1, 1}, /*by_value=*/true};
+  const TensorSpec query_lengths{kQueryLengths, DType::i32, {b, 1, 1, 1}, {1, 1, 1, 1}, false};
+  const TensorSpec key_lengths{kKeyLengths, DType::i32, {b, 1, 1, 1}, {1, 1, 1, 1}, false};
+  auto rows = [&](Uid uid) { return interleaved_attention_tensor(uid, op); };
+  const std::vector<Binding> bindings =
+      forward ? std::vector<Binding>{{CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, rows(kQ)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, rows(kK)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, rows(kV)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, rows(kO)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, stats},
+                                     {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, scale},
+                                     {CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_QDESC, query_lengths},
+                                     {CUDNN_ATTR_OPERATION_SDPA_FWD_SEQ_LEN_KVDESC, key_lengths}}
+              : std::vector<Binding>{{CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, rows(kQ)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_KDESC, rows(kK)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_VDESC, rows(kV)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_ODESC, rows(kO)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_STATSDESC, stats},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_SCALEDESC, scale},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_SEQ_LEN_QDESC, query_lengths},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_SEQ_LEN_KVDESC, key_lengths},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_DODDESC, rows(kDiffO)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC, rows(kDiffQ)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, rows(kDiffK)},
+                                     {CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, rows(kDiffV)}};
+  TB_RETURN_IF_ERROR(g->operation.create(forward ? CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR
+                                                 : CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR));
+  g->tensors.resize(bindings.size());
+  for (std::size_t i = 0; i < bindings.size(); ++i) {
+    TB_RETURN_IF_ERROR(make_tensor(bindings[i].tensor, &g->tensors[i]));
+    TB_RETURN_IF_ERROR(g->operation.set(bindings[i].attribute, g->tensors[i]));
+  }
+  TB_RETURN_IF_ERROR(g->operation.finalize());
+  TB_RETURN_IF_ERROR(make_operation_graph(handle, g->operation, &g->graph));
+
+  // Heuristic A's ranking, then the fallback list; the first engine that builds a plan.
+  std::vector<BackendDescriptor> configs;
+  const Status ranked = heuristic_configs(g->graph, CUDNN_HEUR_MODE_A, &configs);
+  const Status fallback = heuristic_configs(g->graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
+  if (configs.empty()) return ranked.ok() ? fallback : ranked;
+  Status last = Status::Unimplemented("cuDNN: no SDPA engine builds a plan for this shape");
+  for (BackendDescriptor& config : configs) {
+    BackendDescriptor plan;
+    std::int64_t workspace = 0;
+    last = make_execution_plan(handle, config, &plan, &workspace);
+    if (!last.ok()) continue;
+    if (workspace > kMaxWorkspace) {
+      last = Status::Unimplemented(
+          fmt::format("cuDNN SDPA engine wants {} B of workspace", workspace));
+      continue;
+    }
+    if (!identify(config, &g->engine).ok()) g->engine = {};
+    g->plan = std::move(plan);
+    g->config = std::move(config);
+    g->workspace = workspace;
+    return Status::Ok();
+  }
+  return last;
+}
+
+// Device memory the plan owns: the query lengths (every query of a sequence is kept).
+struct DeviceFree {
+  void operator()(void* data) const { cudaFree(data); }
+};
+
+class CudnnAttentionPlan final : public CudaPlan {
+ public:
+  CudnnAttentionPlan(cudnnHandle_t handle, const AttentionOp& op,
+                     std::unique_ptr<AttentionGraph> graph,
+                     std::unique_ptr<void, DeviceFree> query_lengths)
+      : handle_(handle),
+        op_(op),
+        graph_(std::move(graph)),
+        query_lengths_(std::move(query_lengths)),
+        scale_(op.scale) {
+    operands_ = attention_operands(op);
+    workspace_bytes_ = static_cast<std::size_t>(graph_->workspace);
+    implementation_ = fmt::format(
+        "cuDNN scaled dot-product attention {} (graph API SDPA operation, cuDNN {}), engine {} "
+        "({}), workspace {} B",
+        op.pass == Pass::forward ? "forward" : "backward", cudnn_runtime_version(),
+        graph_->engine.global_index, graph_->engine.notes.describe(), graph_->workspace);
+    math_mode_ = fmt::format("{} inputs, fp32 softmax and accumulation", dtype_name(op.dtype));
+  }
+
+  Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
+    TB_CUDNN(cudnnSetStream(handle_, stream));
+    void* const query_lengths = query_lengths_.get();
+    void* const scale = &scale_;
+    if (op_.pass == Pass::forward) {  // q, k, v, key_lengths, out, stats
+      const std::int64_t ids[] = {kQ, kK, kV, kKeyLengths, kO, kStats, kScale, kQueryLengths};
+      void* const pointers[] = {b[0].data, b[1].data, b[2].data, b[3].data,
+                                b[4].data, b[5].data, scale,     query_lengths};
+      return execute_plan(handle_, graph_->plan, ids, pointers, workspace.data);
+    }
+    // q, k, v, key_lengths, out, stats, diff_out, diff_q, diff_k, diff_v
+    const std::int64_t ids[] = {kQ,     kK,     kV,     kKeyLengths, kO,     kStats,
+                                kDiffO, kDiffQ, kDiffK, kDiffV,      kScale, kQueryLengths};
+    void* const pointers[] = {b[0].data, b[1].data, b[2].data, b[3].data, b[4].data, b[5].data,
+                              b[6].data, b[7].data, b[8].data, b[9].data, scale,     query_lengths};
+    return execute_plan(handle_, graph_->plan, ids, pointers, workspace.data);
+  }
+
+ private:
+  cudnnHandle_t handle_;
+  AttentionOp op_;
+  std::unique_ptr<AttentionGraph> graph_;
+  std::unique_ptr<void, DeviceFree> query_lengths_;
+  float scale_;  // handed over by value at every execution
+};
+
+}  // namespace
+
+std::string attention_unsupported_reason(const AttentionOp& op, std::size_t version) {
+  if (op.dtype != DType::bf16 && op.dtype != DType::f16)
+    return fmt::format("cuDNN's fused attention runs on bf16 and f16 data, not {}",
+                       dtype_name(op.dtype));
+  if (op.head_dim % 8 != 0 || op.head_dim > 256)
+    return fmt::format(
+        "cuDNN's fused attention needs a head size that is a multiple of 8, at "
+        "most 256 (not {})",
+        op.head_dim);
+  if (version < kCudnnSdpaVersion)
+    return fmt::format("cuDNN {}.{} has no SDPA operation (9.17 and later)", version / 10000,
+                       version / 100 % 100);
+  return "";
+}
+
+TensorSpec interleaved_attention_tensor(std::int64_t uid, const AttentionOp& op) {
+  const std::int64_t h = op.heads, s = op.sequence, d = op.head_dim;
+  return {uid, op.dtype, {op.batch, h, s, d}, {s * h * d, d, h * d, 1}, /*by_value=*/false};
+}
+
+Status plan_cudnn_attention(cudnnHandle_t handle, const AttentionOp& op,
+                            std::unique_ptr<Plan>* out) {
+  if (const std::string why = attention_unsupported_reason(op, cudnnGetVersion()); !why.empty())
+    return Status::Unimplemented("cuda: " + why);
+  auto graph = std::make_unique<AttentionGraph>();
+  TB_RETURN_IF_ERROR(make_node(handle, op, graph.get()));
+  void* raw = nullptr;
+  const std::size_t bytes = static_cast<std::size_t>(op.batch) * sizeof(std::int32_t);
+  TB_RETURN_IF_ERROR(cuda_status(cudaMalloc(&raw, bytes), "cudaMalloc (attention query lengths)"));
+  std::unique_ptr<void, DeviceFree> query_lengths(raw);
+  const std::vector<std::int32_t> lengths(static_cast<std::size_t>(op.batch),
+                                          static_cast<std::int32_t>(op.sequence));
+  TB_RETURN_IF_ERROR(cuda_status(cudaMemcpy(raw, lengths.data(), bytes, cudaMemcpyHostToDevice),
+                                 "cudaMemcpy (attention query lengths)"));
+  *out =
+      std::make_unique<CudnnAttentionPlan>(handle, op, std::move(graph), std::move(query_lengths));
+  return Status::Ok();
+}
+
+}  // namespace tb::cuda

@@ -1,0 +1,89 @@
+// What every cuDNN graph (backend API) here shares: cuDNN statuses as Status, descriptors that
+// destroy themselves, tensors, one-node operation graphs, the heuristics' engine
+// configurations with their numerical notes, execution plans and their variant packs.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace tb::cuda {
+
+// NOT_SUPPORTED_* is unimplemented, an allocation failure out of memory, the rest failed.
+Status cudnn_status(cudnnStatus_t status, const char* what);
+#define TB_CUDNN(call) TB_RETURN_IF_ERROR(::tb::cuda::cudnn_status((call), #call))
+
+// "9.19.0" from cudnnGetVersion(): the library that runs, not the headers it was built with.
+std::string cudnn_runtime_version();
+
+// A backend descriptor, destroyed with its owner.
+class BackendDescriptor {
+ public:
+  BackendDescriptor() = default;
+  BackendDescriptor(const BackendDescriptor&) = delete;
+  BackendDescriptor& operator=(const BackendDescriptor&) = delete;
+  BackendDescriptor(BackendDescriptor&& other) noexcept;
+  BackendDescriptor& operator=(BackendDescriptor&& other) noexcept;
+  ~BackendDescriptor();
+  Status create(cudnnBackendDescriptorType_t type);
+  cudnnBackendDescriptor_t get() const { return d_; }
+  template <typename T>
+  Status set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, std::int64_t count,
+             const T* values) {
+    return cudnn_status(cudnnBackendSetAttribute(d_, name, type, count, values),
+                        "cudnnBackendSetAttribute");
+  }
+  Status set(cudnnBackendAttributeName_t name, const BackendDescriptor& value);
+  Status finalize();
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// f32 and tf32 data are CUDNN_DATA_FLOAT, i32 INT32, bf16 and f16 themselves.
+cudnnDataType_t cudnn_type(DType dtype);
+
+// A tensor of the graph: its id in the variant pack, dims and strides in elements; a by-value
+// tensor is a host scalar handed over with the variant pack (a scale).
+struct TensorSpec {
+  std::int64_t uid = 0;
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> dims, strides;
+  bool by_value = false;
+};
+Status make_tensor(const TensorSpec& spec, BackendDescriptor* out);
+
+// The operation graph of one finalized operation node.
+Status make_operation_graph(cudnnHandle_t handle, const BackendDescriptor& operation,
+                            BackendDescriptor* graph);
+
+// The engine configurations the heuristics of `mode` rank for `graph`, best first, appended.
+Status heuristic_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode,
+                         std::vector<BackendDescriptor>* out);
+
+// What cuDNN says about an engine's numerics (CUDNN_ATTR_ENGINE_NUMERICAL_NOTE).
+struct EngineNotes {
+  bool tensor_core = false, down_convert = false, reduced_precision_reduction = false, fft = false,
+       winograd = false, nondeterministic = false;
+  std::string describe() const;  // "tensor core, winograd", or "none"
+};
+struct EngineIdentity {
+  std::int64_t global_index = -1;
+  EngineNotes notes;
+};
+Status identify(const BackendDescriptor& config, EngineIdentity* out);
+
+Status make_execution_plan(cudnnHandle_t handle, const BackendDescriptor& config,
+                           BackendDescriptor* plan, std::int64_t* workspace);
+
+// Runs `plan` with pointers[i] bound to the tensor whose id is ids[i].
+Status execute_plan(cudnnHandle_t handle, const BackendDescriptor& plan,
+                    std::span<const std::int64_t> ids, std::span<void* const> pointers,
+                    void* workspace);
+
+}  // namespace tb::cuda
