@@ -43,7 +43,8 @@ constexpr std::size_t kScaleBytes = 256;
 // cuBLASLt on the shape lt_gemm_shape() gives: no copies, row-major operands as they are.
 class LtGemmPlan final : public CudaPlan {
  public:
-  LtGemmPlan(cublasLtHandle_t handle, const GemmOp& op) : handle_(handle), op_(op) {}
+  LtGemmPlan(cublasLtHandle_t handle, const GemmOp& op, LtEpilogue epilogue)
+      : handle_(handle), op_(op), epilogue_(epilogue) {}
   ~LtGemmPlan() override {
     if (preference_) cublasLtMatmulPreferenceDestroy(preference_);
     for (auto* layout : {first_, second_, output_})
@@ -62,6 +63,17 @@ class LtGemmPlan final : public CudaPlan {
                                             : "fp32 accumulation";
     TB_RETURN_IF_ERROR(lt_status(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F),
                                  "cublasLtMatmulDescCreate"));
+    if (epilogue_ != LtEpilogue::none) {
+      OperandSpec bias;
+      TB_RETURN_IF_ERROR(epilogue_operand(op_, epilogue_, &bias));
+      const cublasLtEpilogue_t kind =
+          epilogue_ == LtEpilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+      const cudaDataType_t bias_type = storage_type(bias.dtype);
+      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof(kind));
+      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                     sizeof(bias_type));
+      operands_.push_back(std::move(bias));
+    }
     if (fp8()) {
       // Off by default in cuBLASLt; the datasheet's FP8 rate needs it.
       const std::int8_t fast = op_.fast_accumulation ? 1 : 0;
@@ -112,9 +124,12 @@ class LtGemmPlan final : public CudaPlan {
     cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
                                          sizeof(stages), nullptr);
     implementation_ =
-        fmt::format("cublasLt algo {} tile {} stages {} (waves {:.2f}, workspace {} B{})", algo_id,
-                    tile, stages, result.wavesCount, result.workspaceSize,
-                    calls_ > 1 ? fmt::format(", {} calls of {} heads", calls_, op_.heads) : "");
+        fmt::format("cublasLt algo {} tile {} stages {} (waves {:.2f}, workspace {} B{}{})",
+                    algo_id, tile, stages, result.wavesCount, result.workspaceSize,
+                    calls_ > 1 ? fmt::format(", {} calls of {} heads", calls_, op_.heads) : "",
+                    epilogue_ == LtEpilogue::bias            ? ", bias in the epilogue"
+                    : epilogue_ == LtEpilogue::bias_gradient ? ", bias gradient in the epilogue"
+                                                             : "");
     return Status::Ok();
   }
 
@@ -131,6 +146,10 @@ class LtGemmPlan final : public CudaPlan {
                                      sizeof(a_scale));
       cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
                                      sizeof(b_scale));
+    }
+    if (epilogue_ != LtEpilogue::none) {  // the bias (or its gradient) is operand 3
+      void* bias = operands[3].data;
+      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
     }
     for (std::int64_t i = 0; i < calls_; ++i) {
       auto at = [&](int index) {
@@ -163,6 +182,7 @@ class LtGemmPlan final : public CudaPlan {
 
   cublasLtHandle_t handle_;
   GemmOp op_;
+  LtEpilogue epilogue_;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, output_ = nullptr;
   cublasLtMatmulPreference_t preference_ = nullptr;
@@ -210,8 +230,23 @@ Status fp8_supported(const GemmOp& op, int compute_capability) {
   return Status::Ok();
 }
 
+Status epilogue_operand(const GemmOp& op, LtEpilogue epilogue, OperandSpec* out) {
+  if (op.batch != 1 || op.heads != 1)
+    return Status::Unimplemented("cuda: GEMM epilogues here are for single, unbatched GEMMs");
+  const bool bias = epilogue == LtEpilogue::bias;
+  const DType dtype = bias ? storage_dtype(op.c_type) : DType::f32;
+  const std::int64_t length = bias ? op.n : op.m;
+  *out = OperandSpec{};
+  out->name = bias ? "bias" : "diff_bias";
+  out->dtype = dtype;
+  out->dims = {length};
+  out->bytes = static_cast<std::size_t>(length) * dtype_size(dtype);
+  out->is_output = !bias;
+  return Status::Ok();
+}
+
 Status plan_cublaslt_gemm(cublasLtHandle_t handle, const GemmOp& op, std::unique_ptr<Plan>* out,
-                          int compute_capability) {
+                          int compute_capability, LtEpilogue epilogue) {
   const DType in = op.a_type;
   const bool inputs_ok =
       in == op.b_type && (in == DType::f32 || in == DType::tf32 || in == DType::bf16 ||
@@ -228,7 +263,9 @@ Status plan_cublaslt_gemm(cublasLtHandle_t handle, const GemmOp& op, std::unique
     return Status::Unimplemented(
         fmt::format("cuda: {} inputs with a {} output", dtype_name(in), dtype_name(op.c_type)));
   if (op.prepacked_b) return Status::Unimplemented("cuda: no pre-packed layout in cuBLASLt");
-  auto plan = std::make_unique<LtGemmPlan>(handle, op);
+  if (epilogue != LtEpilogue::none && in == DType::f8_e4m3)
+    return Status::Unimplemented("cuda: no FP8 GEMM with a bias epilogue");
+  auto plan = std::make_unique<LtGemmPlan>(handle, op, epilogue);
   TB_RETURN_IF_ERROR(plan->init());
   *out = std::move(plan);
   return Status::Ok();

@@ -30,9 +30,21 @@ struct LtGemmShape {
 };
 LtGemmShape lt_gemm_shape(const GemmOp& op);
 
+// What cuBLASLt fuses after the product, for fully connected layers: `bias` adds a bias to
+// every row of the row-major C = op(A) op(B) (one value per column n: cuBLASLt's EPILOGUE_BIAS
+// on the column-major transpose); `bias_gradient` also writes the sums of op(A)'s rows over k
+// (one value per row m, in f32: EPILOGUE_BGRADB, since op(A) is cuBLASLt's B). Either adds
+// one operand after a, b and c.
+enum class LtEpilogue { none, bias, bias_gradient };
+
+// The epilogue's operand ("bias" [n] in C's dtype, or "diff_bias" [m] in f32), or
+// Unimplemented for a batched or head-interleaved GEMM. Device-independent.
+Status epilogue_operand(const GemmOp& op, LtEpilogue epilogue, OperandSpec* out);
+
 // `compute_capability` (major * 10 + minor) decides whether FP8 runs (8.9 and later).
+// Unimplemented when cuBLASLt has no algorithm for the GEMM with that epilogue.
 Status plan_cublaslt_gemm(cublasLtHandle_t handle, const GemmOp& op, std::unique_ptr<Plan>* out,
-                          int compute_capability = 0);
+                          int compute_capability = 0, LtEpilogue epilogue = LtEpilogue::none);
 
 // Whether cuBLASLt runs this FP8 GEMM here: compute capability 8.9 or later, the TN layout
 // (ta=n, tb=t), dimensions multiples of 16. Device-independent.

@@ -49,26 +49,31 @@ T* as(const Buffer& buffer) {
 }
 
 // Fully connected layers as GEMMs on the row-major operands (y = x W^T + b; dx = dy W;
-// dW = dy^T x), the bias through own kernels.
+// dW = dy^T x). The bias and its gradient come from cuBLASLt's epilogue where it has an
+// algorithm for it, else from own kernels after the GEMM.
 class FullyConnectedPlan final : public CudaPlan {
  public:
-  FullyConnectedPlan(const FullyConnectedOp& op, std::unique_ptr<Plan> gemm)
-      : op_(op), gemm_(std::move(gemm)) {
+  FullyConnectedPlan(const FullyConnectedOp& op, std::unique_ptr<Plan> gemm, LtEpilogue epilogue)
+      : op_(op), gemm_(std::move(gemm)), fused_(epilogue != LtEpilogue::none) {
     operands_ = fully_connected_operands(op);
+    const bool own_bias_gradient = !fused_ && op.direction == ConvDirection::backward_weights;
     // The GEMM and the bias kernels run one after the other on one stream: they share it.
     workspace_bytes_ =
-        std::max(gemm_->workspace_bytes(), op.direction == ConvDirection::backward_weights
-                                               ? column_sums_scratch_bytes(op.out)
-                                               : std::size_t{0});
+        std::max(gemm_->workspace_bytes(),
+                 own_bias_gradient ? column_sums_scratch_bytes(op.out) : std::size_t{0});
     implementation_ =
         gemm_->implementation() +
-        (op.direction == ConvDirection::backward_data ? "" : " + trainbench bias kernel");
+        (op.direction == ConvDirection::backward_data || fused_ ? "" : " + trainbench bias kernel");
     math_mode_ = gemm_->math_mode();
   }
   Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
     auto& gemm = static_cast<CudaPlan&>(*gemm_);
     switch (op_.direction) {
       case ConvDirection::forward: {  // src, weights, bias, dst
+        if (fused_) {
+          const Buffer gemm_operands[] = {b[0], b[1], b[3], b[2]};
+          return gemm.run(gemm_operands, workspace, stream);
+        }
         const Buffer gemm_operands[] = {b[0], b[1], b[3]};
         TB_RETURN_IF_ERROR(gemm.run(gemm_operands, workspace, stream));
         return cuda_status(
@@ -77,6 +82,10 @@ class FullyConnectedPlan final : public CudaPlan {
       case ConvDirection::backward_data:  // diff_dst, weights, diff_src
         return gemm.run(b, workspace, stream);
       case ConvDirection::backward_weights: {  // src, diff_dst, diff_weights, diff_bias
+        if (fused_) {
+          const Buffer gemm_operands[] = {b[1], b[0], b[2], b[3]};
+          return gemm.run(gemm_operands, workspace, stream);
+        }
         const Buffer gemm_operands[] = {b[1], b[0], b[2]};
         TB_RETURN_IF_ERROR(gemm.run(gemm_operands, workspace, stream));
         return cuda_status(launch_bias_gradient(op_.dtype, op_.mb, op_.out, b[1].data,
@@ -90,10 +99,35 @@ class FullyConnectedPlan final : public CudaPlan {
  private:
   FullyConnectedOp op_;
   std::unique_ptr<Plan> gemm_;
+  bool fused_;  // the bias (gradient) is the GEMM's epilogue
 };
 
 Status plan_fully_connected(cublasLtHandle_t handle, const FullyConnectedOp& op,
                             std::unique_ptr<Plan>* out) {
+  const GemmOp gemm = fully_connected_gemm(op);
+  LtEpilogue epilogue = op.direction == ConvDirection::forward ? LtEpilogue::bias
+                        : op.direction == ConvDirection::backward_weights
+                            ? LtEpilogue::bias_gradient
+                            : LtEpilogue::none;
+  std::unique_ptr<Plan> plan;
+  Status status = plan_cublaslt_gemm(handle, gemm, &plan, 0, epilogue);
+  if (status.code() == StatusCode::unimplemented && epilogue != LtEpilogue::none) {
+    epilogue = LtEpilogue::none;  // no algorithm with the epilogue: own bias kernels
+    status = plan_cublaslt_gemm(handle, gemm, &plan, 0, epilogue);
+  }
+  TB_RETURN_IF_ERROR(status);
+  *out = std::make_unique<FullyConnectedPlan>(op, std::move(plan), epilogue);
+  return Status::Ok();
+}
+
+Status unsupported_dtype(std::string_view what, DType dtype) {
+  return Status::Unimplemented(
+      fmt::format("cuda: {} runs on f32, bf16 and f16 data, not {}", what, dtype_name(dtype)));
+}
+
+}  // namespace
+
+GemmOp fully_connected_gemm(const FullyConnectedOp& op) {
   GemmOp gemm;
   gemm.a_type = gemm.b_type = op.dtype;
   gemm.c_type = storage_dtype(op.dtype);  // a TF32 product is written as f32
@@ -109,18 +143,8 @@ Status plan_fully_connected(cublasLtHandle_t handle, const FullyConnectedOp& op,
       gemm.c_type = DType::f32;
       break;
   }
-  std::unique_ptr<Plan> plan;
-  TB_RETURN_IF_ERROR(plan_cublaslt_gemm(handle, gemm, &plan));
-  *out = std::make_unique<FullyConnectedPlan>(op, std::move(plan));
-  return Status::Ok();
+  return gemm;
 }
-
-Status unsupported_dtype(std::string_view what, DType dtype) {
-  return Status::Unimplemented(
-      fmt::format("cuda: {} runs on f32, bf16 and f16 data, not {}", what, dtype_name(dtype)));
-}
-
-}  // namespace
 
 Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique_ptr<Plan>* out) {
   const std::optional<DType> dtype = data_type(desc);

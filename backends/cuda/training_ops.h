@@ -1,8 +1,9 @@
-// The cuda backend's training ops: fully connected layers through cuBLASLt (with own bias
-// kernels), and own kernels (training_kernels.cu) for batch and layer norm, ReLU / GELU / tanh,
-// add, dropout, pooling, scaled masked softmax, row gather / scatter-add, softmax
-// cross-entropy, casts and the SGD, AdamW and LAMB updates. Data in f32, bf16 or f16; 4-D
-// activations in plain NCHW (the backend's native layout).
+// The cuda backend's training ops: fully connected layers through cuBLASLt (the bias and its
+// gradient in its epilogue, or own kernels where it has no algorithm for that), and own kernels
+// (training_kernels.cu) for batch and layer norm, ReLU / GELU / tanh, add, dropout, pooling,
+// scaled masked softmax, row gather / scatter-add, softmax cross-entropy, casts and the SGD,
+// AdamW and LAMB updates. Data in f32, bf16 or f16; 4-D activations in plain NCHW (the
+// backend's native layout).
 #pragma once
 
 #include <cublasLt.h>
@@ -12,6 +13,11 @@
 #include "backends/backend.h"
 
 namespace tb::cuda {
+
+// The GEMM a fully connected layer's direction runs on its row-major operands (forward: src
+// times weights transposed; backward-data: diff_dst times weights; backward-weights: diff_dst
+// transposed times src, into fp32). Device-independent.
+GemmOp fully_connected_gemm(const FullyConnectedOp& op);
 
 // Unimplemented for an op or dtype not listed above (GEMM, convolution and the benchmark
 // ops are planned elsewhere).

@@ -478,5 +478,48 @@ TEST(CublasLtMapping, RowMajorOperandsMapOntoColumnMajorBatches) {
   EXPECT_EQ(lt_gemm_shape(cases[1]).calls, 1);
 }
 
+// A fully connected layer's bias epilogues as cuBLASLt documents them, on the host (BIAS: one
+// value per row of the column-major D, added along its columns; BGRADB: cuBLASLt's B, after
+// its transpose, summed over k, one value per column of D), on the GEMMs the layer runs, give
+// the shared f64 layer's output and bias gradient.
+TEST(CublasLtMapping, BiasEpiloguesAreTheLayersBiasAndItsGradient) {
+  auto cpu = make_cpu_backend();
+  if (!cpu) GTEST_SKIP() << "no CPU backend in this build";
+  FullyConnectedOp fc;
+  fc.mb = 6, fc.in = 5, fc.out = 4, fc.dtype = DType::f64;
+  const std::vector<double> x = random(30, 1), w = random(20, 2), bias = random(4, 3),
+                            dy = random(24, 4);
+
+  const GemmOp forward = fully_connected_gemm(fc);
+  OperandSpec spec;
+  ASSERT_TRUE(epilogue_operand(forward, LtEpilogue::bias, &spec).ok());
+  EXPECT_EQ(spec.dims, std::vector<std::int64_t>{fc.out});
+  EXPECT_FALSE(spec.is_output);
+  const LtGemmShape shape = lt_gemm_shape(forward);
+  std::vector<double> y(24, 0.0);
+  emulate_cublaslt(forward, shape, x, w, y);
+  for (std::int64_t i = 0; i < shape.output.rows; ++i)
+    for (std::int64_t j = 0; j < shape.output.cols; ++j) y[i + j * shape.output.ld] += bias[i];
+  EXPECT_LT(relative_l2_error(y, run_op(*cpu, fc, {x, w, bias}).at(3)), 1e-14);
+
+  fc.direction = ConvDirection::backward_weights;
+  const GemmOp weights = fully_connected_gemm(fc);
+  ASSERT_TRUE(epilogue_operand(weights, LtEpilogue::bias_gradient, &spec).ok());
+  EXPECT_EQ(spec.dims, std::vector<std::int64_t>{fc.out});
+  EXPECT_EQ(spec.dtype, DType::f32);  // fp32 master gradients
+  EXPECT_TRUE(spec.is_output);
+  const LtGemmShape s = lt_gemm_shape(weights);
+  const std::int64_t depth = s.second.transposed ? s.second.cols : s.second.rows;
+  std::vector<double> bias_gradient(static_cast<std::size_t>(s.output.cols), 0.0);
+  for (std::int64_t j = 0; j < s.output.cols; ++j)
+    for (std::int64_t p = 0; p < depth; ++p)  // cuBLASLt's B is this GEMM's A: diff_dst
+      bias_gradient[j] += s.second.transposed ? dy[j + p * s.second.ld] : dy[p + j * s.second.ld];
+  EXPECT_LT(relative_l2_error(bias_gradient, run_op(*cpu, fc, {x, dy}).at(3)), 1e-14);
+
+  GemmOp batched = forward;
+  batched.batch = 2;
+  EXPECT_EQ(epilogue_operand(batched, LtEpilogue::bias, &spec).code(), StatusCode::unimplemented);
+}
+
 }  // namespace
 }  // namespace tb::cuda
