@@ -138,6 +138,9 @@ std::vector<OperandSpec> conv_operands(const ConvOp& op) {
   const DType t = op.dtype;
   switch (op.direction) {
     case ConvDirection::forward:
+      if (op.epilogue != ConvEpilogue::none)
+        return {spec("src", t, src, false), spec("weights", t, weights, false),
+                spec("bias", t, {op.oc}, false), spec("dst", t, dst, true)};
       return {spec("src", t, src, false), spec("weights", t, weights, false),
               spec("dst", t, dst, true)};
     case ConvDirection::backward_data:

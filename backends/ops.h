@@ -59,9 +59,16 @@ enum class Layout { any, plain, native };
 
 enum class ConvDirection { forward, backward_data, backward_weights };
 
-// 2-D convolution without bias, NCHW semantics; the backend picks the memory layout.
+// What a forward convolution applies to its output in the same pass, as an inference-style
+// layer does (a training step's convolutions have none: batch norm follows each): a bias per
+// output channel, or the bias and then ReLU. With one, the forward's operands are src,
+// weights, bias [oc], dst.
+enum class ConvEpilogue { none, bias, bias_relu };
+
+// 2-D convolution, NCHW semantics; the backend picks the memory layout.
 struct ConvOp {
   ConvDirection direction = ConvDirection::forward;
+  ConvEpilogue epilogue = ConvEpilogue::none;  // forward only
   std::int64_t mb = 1, ic = 1, ih = 1, iw = 1, oc = 1, kh = 1, kw = 1;
   std::int64_t sh = 1, sw = 1, ph = 0, pw = 0;
   DType dtype = DType::f32;

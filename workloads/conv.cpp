@@ -45,6 +45,8 @@ class ConvWorkload final : public OpWorkload {
                               {"pw", op_.pw}})
       d.set(key, std::to_string(value));
     d.set("dir", direction_name(op_.direction)).set("dtype", std::string(dtype_name(op_.dtype)));
+    if (op_.epilogue != ConvEpilogue::none)
+      d.set("epilogue", op_.epilogue == ConvEpilogue::bias ? "bias" : "bias_relu");
     return d;
   }
 
@@ -57,8 +59,9 @@ class ConvWorkload final : public OpWorkload {
     const double weights_bytes =
         static_cast<double>(op_.oc * op_.ic * op_.kh * op_.kw) *
         (op_.direction == ConvDirection::backward_weights ? 4 : dtype_size(op_.dtype));
+    const std::int64_t bias = op_.epilogue == ConvEpilogue::none ? 0 : op_.oc;
     counts.bytes = static_cast<double>(op_.mb * op_.ic * op_.ih * op_.iw +
-                                       op_.mb * op_.oc * op_.oh() * op_.ow()) *
+                                       op_.mb * op_.oc * op_.oh() * op_.ow() + bias) *
                        dtype_size(op_.dtype) +
                    weights_bytes;
     counts.items = static_cast<double>(op_.mb);
@@ -72,8 +75,8 @@ class ConvWorkload final : public OpWorkload {
   Status setup(Backend& backend, std::uint64_t seed) override {
     TB_RETURN_IF_ERROR(plan_and_allocate(backend, op_));
     seed_ = seed;
-    // Inputs: operands 0 and 1 of every direction; the output is operand 2.
-    for (int operand = 0; operand < 2; ++operand) {
+    // Inputs: operands 0 and 1 of every direction, and the bias; the output is the last.
+    for (int operand = 0; operand < output_operand(); ++operand) {
       const OperandSpec& spec = plan_->operands()[operand];
       inputs_[operand] = random_values(spec.elements(), seed + operand, spec.dtype);
       TB_RETURN_IF_ERROR(import(operand, inputs_[operand]));
@@ -82,17 +85,17 @@ class ConvWorkload final : public OpWorkload {
   }
 
   Validation validate() override {
-    constexpr int kOutput = 2;
-    Status status = poison(kOutput);
+    const int output = output_operand();
+    Status status = poison(output);
     if (status.ok()) status = run();
     std::vector<float> out;
-    if (status.ok()) status = export_floats(kOutput, &out);
+    if (status.ok()) status = export_floats(output, &out);
     if (!status.ok()) return {false, "", 0, 0, 0, status.message()};
 
     Validation result = check_finite_and_nonzero(out);
     result.method =
         fmt::format("fp64 reference on {} sampled outputs, NaN-poisoned output", kSampledOutputs);
-    const OperandSpec& out_spec = plan_->operands()[kOutput];
+    const OperandSpec& out_spec = plan_->operands()[output];
     const std::int64_t reduction =
         op_.direction == ConvDirection::forward         ? op_.ic * op_.kh * op_.kw
         : op_.direction == ConvDirection::backward_data ? op_.oc * op_.kh * op_.kw
@@ -109,7 +112,13 @@ class ConvWorkload final : public OpWorkload {
         index[d] = sample == 0   ? 0
                    : sample == 1 ? dims[d] - 1
                                  : static_cast<std::int64_t>(rng() % dims[d]);
-      const cpu::ReferenceValue ref = reference(index);
+      cpu::ReferenceValue ref = reference(index);
+      if (op_.epilogue != ConvEpilogue::none) {  // bias, then ReLU, on the fp64 sum
+        const double bias = inputs_[2][static_cast<std::size_t>(index[1])];
+        ref.value += bias;
+        ref.magnitude += std::fabs(bias);
+        if (op_.epilogue == ConvEpilogue::bias_relu) ref.value = std::max(ref.value, 0.0);
+      }
       const double got = out[static_cast<std::size_t>(
           ((index[0] * dims[1] + index[1]) * dims[2] + index[2]) * dims[3] + index[3])];
       worst = std::max(worst, std::fabs(got - ref.value) / std::max(ref.magnitude, 1e-300));
@@ -137,10 +146,12 @@ class ConvWorkload final : public OpWorkload {
     return {};
   }
 
+  int output_operand() const { return op_.epilogue == ConvEpilogue::none ? 2 : 3; }
+
   ConvOp op_;
   std::string name_;
   std::uint64_t seed_ = 0;
-  std::vector<float> inputs_[2];  // plain NCHW / OIHW, rounded to their dtypes
+  std::vector<float> inputs_[3];  // plain NCHW / OIHW (and the bias), rounded to their dtypes
 };
 
 }  // namespace
@@ -165,7 +176,14 @@ std::unique_ptr<Workload> make_conv(const Descriptor& descriptor) {
                  : dir == "bwd_data" ? ConvDirection::backward_data
                                      : ConvDirection::backward_weights;
   op.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16", "f16", "tf32"}));
+  const std::string epilogue = reader.choice("epilogue", "none", {"none", "bias", "bias_relu"});
+  op.epilogue = epilogue == "bias"        ? ConvEpilogue::bias
+                : epilogue == "bias_relu" ? ConvEpilogue::bias_relu
+                                          : ConvEpilogue::none;
   reader.reject_unknown_keys();
+  if (op.epilogue != ConvEpilogue::none && op.direction != ConvDirection::forward)
+    throw UsageError(
+        fmt::format("'{}': an epilogue (bias, ReLU) is for dir=fwd only", descriptor.to_string()));
   if (op.ih + 2 * op.ph < op.kh || op.iw + 2 * op.pw < op.kw)
     throw UsageError(
         fmt::format("'{}': the kernel is larger than the padded input", descriptor.to_string()));

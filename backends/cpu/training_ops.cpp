@@ -505,7 +505,9 @@ void average_pool_backward(const PoolOp& op, std::span<const Buffer> b) {
 
 void conv_forward(const ConvOp& op, std::span<const Buffer> b) {
   const double *src = as<double>(b[0]), *weights = as<double>(b[1]);
-  double* dst = as<double>(b[2]);
+  const bool epilogue = op.epilogue != ConvEpilogue::none;
+  const double* bias = epilogue ? as<double>(b[2]) : nullptr;
+  double* dst = as<double>(b[epilogue ? 3 : 2]);
   const Index oh = op.oh(), ow = op.ow();
 #pragma omp parallel for collapse(2) schedule(static)
   for (Index n = 0; n < op.mb; ++n)
@@ -521,6 +523,8 @@ void conv_forward(const ConvOp& op, std::span<const Buffer> b) {
                 sum += src[((n * op.ic + ic) * op.ih + iy) * op.iw + ix] *
                        weights[((oc * op.ic + ic) * op.kh + ky) * op.kw + kx];
               }
+          if (bias) sum += bias[oc];
+          if (op.epilogue == ConvEpilogue::bias_relu) sum = std::max(sum, 0.0);
           dst[((n * op.oc + oc) * oh + y) * ow + x] = sum;
         }
 }
@@ -1019,6 +1023,8 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   }
   if (const auto* op = std::get_if<ConvOp>(&desc); op && op->dtype == DType::f64) {
     const ConvOp o = *op;
+    if (o.epilogue != ConvEpilogue::none && o.direction != ConvDirection::forward)
+      return Status::InvalidArgument("a convolution epilogue is for the forward direction");
     return make_plan(
         o.dtype, conv_operands(o), "direct convolution",
         [o]<typename T>(T, std::span<const Buffer> b) {

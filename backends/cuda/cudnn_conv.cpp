@@ -24,30 +24,49 @@ constexpr int kMaxCandidates = 8;  // engines timed per shape
 constexpr int kTimedRuns = 3;      // per candidate, after one warm-up run
 constexpr std::int64_t kMaxWorkspace = std::int64_t{1} << 30;
 constexpr std::size_t kWorkspaceAlignment = 256;
-// Tensor ids in the graph and the variant pack: x (or dx), w (or dw), y (or dy).
-constexpr std::int64_t kX = 1, kW = 2, kY = 3;
+// Tensor ids in the graph and the variant pack: x (or dx), w (or dw), y (or dy); with an
+// epilogue the bias, and the intermediates between the fused nodes.
+constexpr std::int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kConvOut = 5, kBiased = 6;
 
-// dims are [n, c, h, w] (weights [k, c, r, s]) in either layout; the strides say where.
+// dims are [n, c, h, w] (weights [k, c, r, s]) in either layout; the strides say where. A
+// virtual tensor (between fused nodes) is fp32.
 Status conv_tensor(std::int64_t uid, DType dtype, std::array<std::int64_t, 4> dims,
-                   bool channels_last, BackendDescriptor* out) {
+                   bool channels_last, BackendDescriptor* out, bool is_virtual = false) {
   const std::int64_t c = dims[1], h = dims[2], w = dims[3];
   const std::vector<std::int64_t> strides =
       channels_last ? std::vector<std::int64_t>{h * w * c, 1, w * c, c}   // NHWC, KRSC
                     : std::vector<std::int64_t>{c * h * w, h * w, w, 1};  // NCHW, KCRS
-  const TensorSpec spec{uid, dtype, {dims.begin(), dims.end()}, strides, /*by_value=*/false};
+  const TensorSpec spec{uid,
+                        is_virtual ? DType::f32 : dtype,
+                        {dims.begin(), dims.end()},
+                        strides,
+                        /*by_value=*/false,
+                        is_virtual};
   return make_tensor(spec, out);
 }
 
-// The convolution's operation graph: one node of the op's direction.
+// The convolution's operation graph: one node of the op's direction, and for a forward with
+// an epilogue the pointwise nodes after it (bias add, ReLU) that cuDNN's runtime fusion runs
+// in the same kernel.
 struct Graph {
   BackendDescriptor x, w, y, convolution, operation, graph;
+  BackendDescriptor bias, conv_out, biased;
+  PointwiseNode add, relu;
 };
 
 Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
-  const bool nhwc = conv_channels_last(op);
+  const bool nhwc = conv_channels_last(op), fused = op.epilogue != ConvEpilogue::none,
+             relu = op.epilogue == ConvEpilogue::bias_relu;
+  const std::array<std::int64_t, 4> y_dims = {op.mb, op.oc, op.oh(), op.ow()};
   TB_RETURN_IF_ERROR(conv_tensor(kX, op.dtype, {op.mb, op.ic, op.ih, op.iw}, nhwc, &g->x));
   TB_RETURN_IF_ERROR(conv_tensor(kW, op.dtype, {op.oc, op.ic, op.kh, op.kw}, nhwc, &g->w));
-  TB_RETURN_IF_ERROR(conv_tensor(kY, op.dtype, {op.mb, op.oc, op.oh(), op.ow()}, nhwc, &g->y));
+  TB_RETURN_IF_ERROR(conv_tensor(kY, op.dtype, y_dims, nhwc, &g->y));
+  if (fused) {
+    TB_RETURN_IF_ERROR(conv_tensor(kConvOut, op.dtype, y_dims, nhwc, &g->conv_out, true));
+    TB_RETURN_IF_ERROR(
+        make_tensor({kBias, op.dtype, {1, op.oc, 1, 1}, {op.oc, 1, 1, 1}, false, false}, &g->bias));
+    if (relu) TB_RETURN_IF_ERROR(conv_tensor(kBiased, op.dtype, y_dims, nhwc, &g->biased, true));
+  }
 
   const std::int64_t spatial = 2;
   const cudnnDataType_t accumulate = CUDNN_DATA_FLOAT;
@@ -106,20 +125,30 @@ Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
   TB_RETURN_IF_ERROR(o.create(a.type));
   TB_RETURN_IF_ERROR(o.set(a.x, g->x));
   TB_RETURN_IF_ERROR(o.set(a.w, g->w));
-  TB_RETURN_IF_ERROR(o.set(a.y, g->y));
+  TB_RETURN_IF_ERROR(o.set(a.y, fused ? g->conv_out : g->y));
   TB_RETURN_IF_ERROR(o.set(a.convolution, c));
   TB_RETURN_IF_ERROR(o.set(a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha));
   TB_RETURN_IF_ERROR(o.set(a.beta, CUDNN_TYPE_FLOAT, 1, &beta));
   TB_RETURN_IF_ERROR(o.finalize());
-  return make_operation_graph(handle, o, &g->graph);
+  if (!fused) return make_operation_graph(handle, o, &g->graph);
+  TB_RETURN_IF_ERROR(
+      make_pointwise(CUDNN_POINTWISE_ADD, g->conv_out, &g->bias, relu ? g->biased : g->y, &g->add));
+  if (relu)
+    TB_RETURN_IF_ERROR(
+        make_pointwise(CUDNN_POINTWISE_RELU_FWD, g->biased, nullptr, g->y, &g->relu));
+  const cudnnBackendDescriptor_t nodes[] = {o.get(), g->add.operation.get(),
+                                            g->relu.operation.get()};
+  return make_operation_graph(handle, std::span(nodes, relu ? 3 : 2), &g->graph);
 }
 
-// Runs `plan` on x, w, y (by their ids) with `workspace`.
+// Runs `plan` on x, w, y (by their ids), and the bias where the graph has an epilogue, with
+// `workspace`.
 Status execute(cudnnHandle_t handle, const BackendDescriptor& plan, void* x, void* w, void* y,
-               void* workspace) {
-  const std::int64_t ids[] = {kX, kW, kY};
-  void* const pointers[] = {x, w, y};
-  return execute_plan(handle, plan, ids, pointers, workspace);
+               void* bias, void* workspace) {
+  const std::int64_t ids[] = {kX, kW, kY, kBias};
+  void* const pointers[] = {x, w, y, bias};
+  const std::size_t count = bias ? 4 : 3;
+  return execute_plan(handle, plan, std::span(ids, count), std::span(pointers, count), workspace);
 }
 
 // Device memory for the search, freed when it ends.
@@ -210,10 +239,11 @@ bool conv_channels_last(const ConvOp& op) {
 }
 
 std::string conv_engine_key(const ConvOp& op) {
-  return fmt::format("{} {} mb{} ic{} {}x{} oc{} k{}x{} s{}x{} p{}x{} w{} {}",
+  return fmt::format("{} {} mb{} ic{} {}x{} oc{} k{}x{} s{}x{} p{}x{} w{} {} e{}",
                      static_cast<int>(op.direction), dtype_name(op.dtype), op.mb, op.ic, op.ih,
                      op.iw, op.oc, op.kh, op.kw, op.sh, op.sw, op.ph, op.pw,
-                     op.winograd_allowed ? 1 : 0, conv_channels_last(op) ? "nhwc" : "nchw");
+                     op.winograd_allowed ? 1 : 0, conv_channels_last(op) ? "nhwc" : "nchw",
+                     static_cast<int>(op.epilogue));
 }
 
 int fastest_candidate(const std::vector<double>& seconds) {
@@ -239,13 +269,17 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
   const std::array<std::int64_t, 4> x = {op.mb, op.ic, op.ih, op.iw},
                                     w = {op.oc, op.ic, op.kh, op.kw},
                                     y = {op.mb, op.oc, op.oh(), op.ow()};
+  const std::array<std::int64_t, 4> bias = {1, op.epilogue == ConvEpilogue::none ? 0 : op.oc, 1, 1};
   const std::size_t element = dtype_size(storage_dtype(op.dtype));
-  DeviceBlock xs, ws, ys;
+  DeviceBlock xs, ws, ys, biases;
   TB_RETURN_IF_ERROR(xs.allocate(elements(x) * element));
   TB_RETURN_IF_ERROR(ws.allocate(elements(w) * element));
   TB_RETURN_IF_ERROR(ys.allocate(elements(y) * element));
+  TB_RETURN_IF_ERROR(biases.allocate(elements(bias) * element));
+  void* const bias_data = elements(bias) > 0 ? biases.data() : nullptr;
   // Seeded data: zeros would time faster than real inputs.
-  for (auto [block, dims, seed] : {std::tuple{&xs, x, 1}, {&ws, w, 2}, {&ys, y, 3}})
+  for (auto [block, dims, seed] :
+       {std::tuple{&xs, x, 1}, {&ws, w, 2}, {&ys, y, 3}, {&biases, bias, 4}})
     TB_RETURN_IF_ERROR(
         cuda_status(launch_fill_random(storage_dtype(op.dtype), block->data(),
                                        static_cast<std::int64_t>(elements(dims)), seed, nullptr),
@@ -284,11 +318,14 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
     DeviceBlock workspace;
     double elapsed = -1;
     if (workspace.allocate(static_cast<std::size_t>(candidate.workspace)).ok() &&
-        execute(handle, candidate.plan, xs.data(), ws.data(), ys.data(), workspace.data()).ok()) {
+        execute(handle, candidate.plan, xs.data(), ws.data(), ys.data(), bias_data,
+                workspace.data())
+            .ok()) {
       cudaEventRecord(start);
       Status status = Status::Ok();
       for (int run = 0; run < kTimedRuns && status.ok(); ++run)
-        status = execute(handle, candidate.plan, xs.data(), ws.data(), ys.data(), workspace.data());
+        status = execute(handle, candidate.plan, xs.data(), ws.data(), ys.data(), bias_data,
+                         workspace.data());
       cudaEventRecord(stop);
       float ms = 0;
       if (status.ok() && cudaEventSynchronize(stop) == cudaSuccess &&
@@ -341,24 +378,30 @@ class CudnnConvPlan final : public CudaPlan {
         engine_bytes_ + (cast_weights_ ? operands_[2].elements() * dtype_size(op.dtype) : 0);
     channels_last_ = conv_channels_last(op);
     implementation_ = engine_->description + (channels_last_ ? ", NHWC / KRSC" : ", NCHW") +
-                      (cast_weights_ ? ", dW cast to f32" : "");
+                      (cast_weights_ ? ", dW cast to f32" : "") +
+                      (op.epilogue == ConvEpilogue::bias_relu ? ", bias and ReLU fused"
+                       : op.epilogue == ConvEpilogue::bias    ? ", bias fused"
+                                                              : "");
     math_mode_ = op.dtype == DType::tf32  ? "tf32 inputs, fp32 accumulation"
                  : op.dtype == DType::f32 ? "strict fp32 (no TF32 engines)"
                                           : "fp32 accumulation";
   }
 
-  // Channels-last operands are converted on the host from and to the callers' plain NCHW.
+  // Channels-last operands are converted on the host from and to the callers' plain NCHW
+  // (the bias is one value per channel in either).
   Status import_operand(int index, const void* plain, Buffer device) const override {
-    if (!channels_last_) return CudaPlan::import_operand(index, plain, device);
     const OperandSpec& spec = operands_.at(index);
+    if (!channels_last_ || spec.dims.size() != 4)
+      return CudaPlan::import_operand(index, plain, device);
     std::vector<unsigned char> converted(spec.bytes);
     nchw_to_nhwc(plain, converted.data(), spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
                  dtype_size(spec.dtype));
     return CudaPlan::import_operand(index, converted.data(), device);
   }
   Status export_operand(int index, Buffer device, void* plain) const override {
-    if (!channels_last_) return CudaPlan::export_operand(index, device, plain);
     const OperandSpec& spec = operands_.at(index);
+    if (!channels_last_ || spec.dims.size() != 4)
+      return CudaPlan::export_operand(index, device, plain);
     std::vector<unsigned char> stored(spec.bytes);
     TB_RETURN_IF_ERROR(CudaPlan::export_operand(index, device, stored.data()));
     nhwc_to_nchw(stored.data(), plain, spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
@@ -371,13 +414,17 @@ class CudnnConvPlan final : public CudaPlan {
     void* scratch = workspace.data;
     void* cast_source = static_cast<char*>(workspace.data) + engine_bytes_;
     switch (op_.direction) {
-      case ConvDirection::forward:  // src, weights, dst
-        return execute(handle_, engine_->plan, b[0].data, b[1].data, b[2].data, scratch);
+      case ConvDirection::forward:  // src, weights[, bias], dst
+        if (op_.epilogue != ConvEpilogue::none)
+          return execute(handle_, engine_->plan, b[0].data, b[1].data, b[3].data, b[2].data,
+                         scratch);
+        return execute(handle_, engine_->plan, b[0].data, b[1].data, b[2].data, nullptr, scratch);
       case ConvDirection::backward_data:  // diff_dst, weights, diff_src
-        return execute(handle_, engine_->plan, b[2].data, b[1].data, b[0].data, scratch);
+        return execute(handle_, engine_->plan, b[2].data, b[1].data, b[0].data, nullptr, scratch);
       case ConvDirection::backward_weights: {  // src, diff_dst, diff_weights
         void* dw = cast_weights_ ? cast_source : b[2].data;
-        TB_RETURN_IF_ERROR(execute(handle_, engine_->plan, b[0].data, dw, b[1].data, scratch));
+        TB_RETURN_IF_ERROR(
+            execute(handle_, engine_->plan, b[0].data, dw, b[1].data, nullptr, scratch));
         if (!cast_weights_) return Status::Ok();
         const CastOp cast{static_cast<std::int64_t>(operands_[2].elements()), op_.dtype,
                           DType::f32};
@@ -400,6 +447,8 @@ class CudnnConvPlan final : public CudaPlan {
 
 Status plan_cudnn_conv(cudnnHandle_t handle, ConvEngineCache& cache, const ConvOp& op,
                        std::unique_ptr<Plan>* out) {
+  if (op.epilogue != ConvEpilogue::none && op.direction != ConvDirection::forward)
+    return Status::InvalidArgument("a convolution epilogue is for the forward direction");
   if (!kernel_dtype(storage_dtype(op.dtype)))
     return Status::Unimplemented(fmt::format(
         "cuda: convolution runs in f32, tf32, bf16 and f16, not {}", dtype_name(op.dtype)));

@@ -74,21 +74,45 @@ Status make_tensor(const TensorSpec& spec, BackendDescriptor* out) {
       out->set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, rank, spec.strides.data()));
   TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &spec.uid));
   TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment));
-  if (spec.by_value) {
-    const bool by_value = true;
-    TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value));
-  }
+  const bool yes = true;
+  if (spec.by_value)
+    TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes));
+  if (spec.is_virtual)
+    TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes));
   return out->finalize();
 }
 
 Status make_operation_graph(cudnnHandle_t handle, const BackendDescriptor& operation,
                             BackendDescriptor* graph) {
+  const cudnnBackendDescriptor_t operations[] = {operation.get()};
+  return make_operation_graph(handle, operations, graph);
+}
+
+Status make_operation_graph(cudnnHandle_t handle,
+                            std::span<const cudnnBackendDescriptor_t> operations,
+                            BackendDescriptor* graph) {
   TB_RETURN_IF_ERROR(graph->create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
-  cudnnBackendDescriptor_t operations = operation.get();
-  TB_RETURN_IF_ERROR(
-      graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &operations));
+  TB_RETURN_IF_ERROR(graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                static_cast<std::int64_t>(operations.size()), operations.data()));
   TB_RETURN_IF_ERROR(graph->set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
   return graph->finalize();
+}
+
+Status make_pointwise(cudnnPointwiseMode_t mode, const BackendDescriptor& x,
+                      const BackendDescriptor* b, const BackendDescriptor& y, PointwiseNode* out) {
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  TB_RETURN_IF_ERROR(out->math.create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(out->math.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+  TB_RETURN_IF_ERROR(
+      out->math.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision));
+  TB_RETURN_IF_ERROR(out->math.finalize());
+  BackendDescriptor& o = out->operation;
+  TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, out->math));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x));
+  if (b) TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y));
+  return o.finalize();
 }
 
 Status heuristic_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode,

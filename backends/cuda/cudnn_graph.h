@@ -49,18 +49,30 @@ class BackendDescriptor {
 cudnnDataType_t cudnn_type(DType dtype);
 
 // A tensor of the graph: its id in the variant pack, dims and strides in elements; a by-value
-// tensor is a host scalar handed over with the variant pack (a scale).
+// tensor is a host scalar handed over with the variant pack (a scale); a virtual one is an
+// intermediate between two nodes of a fused graph, never in memory.
 struct TensorSpec {
   std::int64_t uid = 0;
   DType dtype = DType::f32;
   std::vector<std::int64_t> dims, strides;
   bool by_value = false;
+  bool is_virtual = false;
 };
 Status make_tensor(const TensorSpec& spec, BackendDescriptor* out);
 
-// The operation graph of one finalized operation node.
+// The operation graph of finalized operation nodes (one, or a fused chain).
 Status make_operation_graph(cudnnHandle_t handle, const BackendDescriptor& operation,
                             BackendDescriptor* graph);
+Status make_operation_graph(cudnnHandle_t handle,
+                            std::span<const cudnnBackendDescriptor_t> operations,
+                            BackendDescriptor* graph);
+
+// A pointwise node y = mode(x) or mode(x, b) computing in fp32, with its pointwise descriptor.
+struct PointwiseNode {
+  BackendDescriptor math, operation;
+};
+Status make_pointwise(cudnnPointwiseMode_t mode, const BackendDescriptor& x,
+                      const BackendDescriptor* b, const BackendDescriptor& y, PointwiseNode* out);
 
 // The engine configurations the heuristics of `mode` rank for `graph`, best first, appended.
 Status heuristic_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode,

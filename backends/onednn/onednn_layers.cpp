@@ -86,6 +86,29 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
                                       activation(dst_dims, op.oc), strides, padding, padding),
       attr, engine);
   const std::vector<OperandSpec> specs = conv_operands(op);
+  if (op.epilogue != ConvEpilogue::none) {  // bias (+ ReLU as a post-op) in the same pass
+    if (op.direction != ConvDirection::forward)
+      return Status::InvalidArgument("a convolution epilogue is for the forward direction");
+    dnnl::primitive_attr fused_attr = base_attr();
+    if (op.epilogue == ConvEpilogue::bias_relu) {
+      dnnl::post_ops relu;
+      relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      fused_attr.set_post_ops(relu);
+    }
+    const memory::desc bias_plain({op.oc}, dt, tag::x);
+    dnnl::convolution_forward::primitive_desc fused(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm,
+                                        activation(src_dims, op.ic), any(weight_dims, dt),
+                                        bias_plain, activation(dst_dims, op.oc), strides, padding,
+                                        padding),
+        fused_attr, engine);
+    return make(out, engine, stream, dnnl::convolution_forward(fused), fused,
+                bind_operands(
+                    specs, {{DNNL_ARG_SRC, src_plain, fused.src_desc()},
+                            weights_binding(DNNL_ARG_WEIGHTS, weights_plain, fused.weights_desc()),
+                            {DNNL_ARG_BIAS, bias_plain, fused.bias_desc()},
+                            {DNNL_ARG_DST, dst_plain, fused.dst_desc()}}));
+  }
   switch (op.direction) {
     case ConvDirection::forward:
       return make(out, engine, stream, dnnl::convolution_forward(forward), forward,

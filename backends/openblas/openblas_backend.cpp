@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -86,14 +87,20 @@ class ConvPlan final : public cpu::CpuPlan {
     identity_ = cpu::im2col_is_identity(op);
     workspace_bytes_ =
         identity_ ? 0 : static_cast<std::size_t>(patch_size() * pixels()) * sizeof(float);
-    implementation_ = fmt::format("{}cblas_sgemm per image, {}", identity_ ? "" : "im2col + ",
-                                  kernel_description());
+    implementation_ =
+        fmt::format("{}cblas_sgemm per image{}, {}", identity_ ? "" : "im2col + ",
+                    op.epilogue == ConvEpilogue::bias_relu ? " + bias and ReLU while in cache"
+                    : op.epilogue == ConvEpilogue::bias    ? " + bias while in cache"
+                                                           : "",
+                    kernel_description());
   }
 
   Status run(std::span<const Buffer> operands, Buffer workspace) override {
     const float* in0 = static_cast<const float*>(operands[0].data);
     const float* in1 = static_cast<const float*>(operands[1].data);
-    float* out = static_cast<float*>(operands[2].data);
+    const bool epilogue = op_.epilogue != ConvEpilogue::none;
+    const float* bias = epilogue ? static_cast<const float*>(operands[2].data) : nullptr;
+    float* out = static_cast<float*>(operands[epilogue ? 3 : 2].data);
     float* col = static_cast<float*>(workspace.data);
     const blasint oc = static_cast<blasint>(op_.oc), patch = static_cast<blasint>(patch_size()),
                   pixels = static_cast<blasint>(this->pixels());
@@ -104,6 +111,7 @@ class ConvPlan final : public cpu::CpuPlan {
           const float* columns = columns_of(in0 + n * src_image, col);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, oc, pixels, patch, 1.0f, in1,
                       patch, columns, pixels, 0.0f, out + n * dst_image, pixels);
+          if (epilogue) add_bias(bias, out + n * dst_image);
           break;
         }
         case ConvDirection::backward_data: {  // diff_src_n = col2im(W^T x diff_dst_n)
@@ -132,6 +140,20 @@ class ConvPlan final : public cpu::CpuPlan {
  private:
   std::int64_t patch_size() const { return op_.ic * op_.kh * op_.kw; }
   std::int64_t pixels() const { return op_.oh() * op_.ow(); }
+  // OpenBLAS has no epilogue: the image's output gets its bias (and ReLU) right after its
+  // GEMM, while it is still in cache.
+  void add_bias(const float* bias, float* image) const {
+    const std::int64_t count = pixels();
+    const bool relu = op_.epilogue == ConvEpilogue::bias_relu;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t c = 0; c < op_.oc; ++c) {
+      float* plane = image + c * count;
+      for (std::int64_t i = 0; i < count; ++i) {
+        const float value = plane[i] + bias[c];
+        plane[i] = relu ? std::max(value, 0.0f) : value;
+      }
+    }
+  }
   const float* columns_of(const float* image, float* col) const {
     if (identity_) return image;
     cpu::im2col(op_, image, col);
@@ -224,6 +246,8 @@ class OpenBlasBackend final : public cpu::CpuBackend {
   }
 
   static Status plan_conv(const ConvOp& op, std::unique_ptr<Plan>* out) {
+    if (op.epilogue != ConvEpilogue::none && op.direction != ConvDirection::forward)
+      return Status::InvalidArgument("a convolution epilogue is for the forward direction");
     if (op.dtype != DType::f32)
       return Status::Unimplemented(fmt::format(
           "cpu-openblas: the im2col convolution is fp32 only, not {}", dtype_name(op.dtype)));

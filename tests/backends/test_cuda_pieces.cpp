@@ -73,7 +73,9 @@ TEST(CudaBackend, KernelsValidateOnAGpu) {
                            "conv mb=2 ic=16 ih=14 oc=32 kh=3 ph=1",
                            "conv mb=2 ic=16 ih=14 oc=32 kh=3 ph=1 dir=bwd_data dtype=bf16",
                            "conv mb=2 ic=16 ih=15 oc=8 kh=3 sh=2 dir=bwd_weights dtype=tf32",
-                           "conv mb=2 ic=3 ih=32 oc=8 kh=7 sh=2 ph=3 dir=bwd_weights dtype=f16"}) {
+                           "conv mb=2 ic=3 ih=32 oc=8 kh=7 sh=2 ph=3 dir=bwd_weights dtype=f16",
+                           "conv mb=2 ic=16 ih=14 oc=32 kh=3 ph=1 epilogue=bias",
+                           "conv mb=2 ic=16 ih=14 oc=32 kh=3 ph=1 epilogue=bias_relu dtype=bf16"}) {
     auto workload = create_workload(Descriptor::parse(line), backend->device_info());
     const Status status = workload->setup(*backend, 5);
     const bool fp8 = std::string_view(line).find("f8_e4m3") != std::string_view::npos;

@@ -354,6 +354,8 @@ TEST(CudnnEngineChoice, SixteenBitSingleOpConvolutionsGoChannelsLast) {
   ConvOp a, b;
   a.dtype = b.dtype = DType::f16, b.layout = Layout::plain;
   EXPECT_NE(conv_engine_key(a), conv_engine_key(b));
+  b = a, b.epilogue = ConvEpilogue::bias_relu;  // a fused graph is another search
+  EXPECT_NE(conv_engine_key(a), conv_engine_key(b));
 }
 
 // cuDNN's fused attention reads queries, keys and values where the unfused path's attention

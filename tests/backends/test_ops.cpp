@@ -89,6 +89,14 @@ TEST_P(BackendOps, ConvAwkwardShapes) {
         expect_valid(fmt::format("conv {} dir={} dtype={}", shape, dir, dtype));
 }
 
+// A forward convolution with its bias (and ReLU) applied in the same pass.
+TEST_P(BackendOps, ConvEpilogues) {
+  for (const char* shape : {"mb=2 ic=3 ih=7 oc=5 kh=3 ph=1", "mb=2 ic=16 ih=13 oc=32 kh=1 sh=2"})
+    for (const char* epilogue : {"bias", "bias_relu"})
+      for (const char* dtype : {"f32", "bf16"})
+        expect_valid(fmt::format("conv {} epilogue={} dtype={}", shape, epilogue, dtype));
+}
+
 TEST_P(BackendOps, StreamKernels) {
   for (const char* op : {"copy", "scale", "add", "triad", "dot"})
     for (const char* n : {"1", "7", "1000", "1Mi"})

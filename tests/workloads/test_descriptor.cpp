@@ -54,6 +54,8 @@ TEST(Descriptor, WorkloadsRoundTrip) {
        {"gemm m=7", "gemm m=1 n=1000 k=7 dtype=bf16 ta=t tb=t alpha=0.5 beta=-2 layout=prepacked",
         "gemm m=3 batch=4 out=bf16 name=attn", "conv ic=3 ih=224 oc=64 kh=7 sh=2 ph=3",
         "conv mb=2 ic=5 ih=7 iw=9 oc=3 kh=3 kw=1 sh=2 sw=1 ph=1 pw=0 dir=bwd_weights dtype=bf16",
+        "conv mb=2 ic=5 ih=7 iw=7 oc=3 kh=3 kw=3 sh=1 sw=1 ph=1 pw=1 dir=fwd dtype=f32 "
+        "epilogue=bias_relu",
         "stream op=dot n=1Mi", "stream", "peak dtype=bf16 iterations=1000", "peak"})
     expect_round_trip(line);
 }
@@ -77,7 +79,8 @@ TEST(Descriptor, WorkloadsRejectBadInput) {
        {"matmul m=4", "gemm", "gemm m=0", "gemm m=-3", "gemm m=4 dtype=f77", "gemm m=4 ta=x",
         "gemm m=4 alpha=x", "gemm m=4 colour=red", "conv ic=3 ih=5 oc=4",
         "conv ic=3 ih=2 oc=4 kh=5", "conv ic=3 ih=8 oc=4 kh=3 ph=3",
-        "conv ic=3 ih=8 oc=4 kh=3 dir=sideways", "stream op=nand", "stream n=0",
+        "conv ic=3 ih=8 oc=4 kh=3 dir=sideways", "conv ic=3 ih=8 oc=4 kh=3 epilogue=gelu",
+        "conv ic=3 ih=8 oc=4 kh=3 dir=bwd_data epilogue=bias", "stream op=nand", "stream n=0",
         "peak iterations=99999999", "peak dtype=int4", "gemm m=4 shapes=resnet50"})
     EXPECT_THROW(create_workload(Descriptor::parse(bad), device), UsageError) << bad;
 }

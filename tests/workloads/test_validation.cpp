@@ -101,6 +101,17 @@ TEST_F(ValidationCatches, AnUnwrittenOutput) {
   EXPECT_FALSE(validate_with("conv mb=2 ic=8 ih=9 oc=8 kh=3 ph=1", nullptr, true).passed);
 }
 
+TEST_F(ValidationCatches, AConvolutionEpilogueOffByABias) {
+  // Every output 0.05 higher, as a bias added twice would leave it: ReLU's zeros included.
+  const char* line = "conv mb=2 ic=8 ih=9 oc=8 kh=3 ph=1 epilogue=bias_relu";
+  EXPECT_TRUE(validate_with(line, nullptr).passed);
+  const Validation v = validate_with(line, [](std::span<const Buffer> ops) {
+    float* dst = static_cast<float*>(ops[3].data);
+    for (std::size_t i = 0; i < ops[3].bytes / sizeof(float); ++i) dst[i] += 0.05f;
+  });
+  EXPECT_FALSE(v.passed);
+}
+
 TEST_F(ValidationCatches, AnAllZeroOutput) {
   const Validation v = validate_with("gemm m=32", [](std::span<const Buffer> ops) {
     std::memset(ops[2].data, 0, 32 * 32 * sizeof(float));
