@@ -97,7 +97,7 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
     }
     const memory::desc bias_plain({op.oc}, dt, tag::x);
     dnnl::convolution_forward::primitive_desc fused(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm,
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm,
                                         activation(src_dims, op.ic), any(weight_dims, dt),
                                         bias_plain, activation(dst_dims, op.oc), strides, padding,
                                         padding),
