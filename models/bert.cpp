@@ -145,9 +145,12 @@ Network build_bert(const BertConfig& c) {
   const int input_ids = indices("input_ids", tokens, c.vocab);
   const int token_type_ids = indices("token_type_ids", tokens, c.token_types);
   const int position_ids = indices("position_ids", tokens, c.positions);
-  const int attention_mask = c.fused_attention
-                                 ? indices("attention_lengths", c.batch, c.sequence + 1)
-                                 : net.add_input({"attention_mask"}, {c.batch, c.sequence, 1, 1});
+  // Fused attention takes each sequence's length, in [1, S], instead of the additive mask.
+  const int attention_mask =
+      c.fused_attention
+          ? net.add_input({"attention_lengths", -1, /*indices=*/true, c.sequence + 1, 1},
+                          {c.batch, 1, 1, 1})
+          : net.add_input({"attention_mask"}, {c.batch, c.sequence, 1, 1});
   const int first_tokens = c.next_sentence ? indices("first_token_rows", c.batch, tokens) : -1;
   const int masked_rows = indices("masked_lm_rows", masked, tokens);
   const int masked_labels = indices("masked_lm_labels", masked, c.vocab);

@@ -73,12 +73,14 @@ struct Layer {
 };
 
 // Data a step is fed with each batch: `values` (f32: images, attention masks) or `indices`
-// (i32 in [0, bound): token ids, positions, labels). Inputs have no gradient.
+// (i32 in [minimum, bound): token ids, positions, labels, sequence lengths). Inputs have no
+// gradient.
 struct NetworkInput {
   std::string name;  // "images", "labels", "input_ids", ...
   int tensor = -1;
   bool indices = false;
   std::int64_t bound = 0;
+  std::int64_t minimum = 0;  // 1 for sequence lengths: a sequence has at least one token
 };
 
 class Network {

@@ -20,8 +20,10 @@ std::vector<NamedTensor> seeded_batch(const Network& network, std::uint64_t seed
     NamedTensor tensor{input.name, dims, {}, input.indices};
     if (input.indices) {
       for (std::size_t i = 0; i < count; ++i)
-        tensor.values.push_back(static_cast<double>(mix64(stream + i * kGoldenGamma) %
-                                                    static_cast<std::uint64_t>(input.bound)));
+        tensor.values.push_back(static_cast<double>(
+            input.minimum +
+            static_cast<std::int64_t>(mix64(stream + i * kGoldenGamma) %
+                                      static_cast<std::uint64_t>(input.bound - input.minimum))));
     } else {
       const std::vector<float> values = random_values(count, stream, DType::f32);
       tensor.values.assign(values.begin(), values.end());

@@ -898,9 +898,10 @@ Status TrainingStep::set_batch(const std::vector<NamedTensor>& batch) {
                                                  input.name, values.size(), expected));
     if (input.indices)
       for (double v : values)
-        if (!(v >= 0 && v < static_cast<double>(input.bound)) || v != std::floor(v))
-          return Status::InvalidArgument(fmt::format("'{}' holds {}, outside the indices [0, {})",
-                                                     input.name, v, input.bound));
+        if (!(v >= static_cast<double>(input.minimum) && v < static_cast<double>(input.bound)) ||
+            v != std::floor(v))
+          return Status::InvalidArgument(fmt::format("'{}' holds {}, outside the indices [{}, {})",
+                                                     input.name, v, input.minimum, input.bound));
     const Impl::InputBinding binding = s.input_bindings[k];
     const Plan& consumer = *s.forward[binding.op].plan;
     const std::vector<char> bytes = to_bytes(values, consumer.operands()[binding.operand].dtype);

@@ -1,5 +1,6 @@
 #include "backends/cuda/cublaslt_gemm.h"
 
+#include <cstdint>
 #include <utility>
 
 #include <fmt/format.h>
@@ -69,9 +70,20 @@ class LtGemmPlan final : public CudaPlan {
       const cublasLtEpilogue_t kind =
           epilogue_ == LtEpilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
       const cudaDataType_t bias_type = storage_type(bias.dtype);
-      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof(kind));
-      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                     sizeof(bias_type));
+      TB_RETURN_IF_ERROR(lt_status(
+          cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof(kind)),
+          "cuBLASLt epilogue"));
+      TB_RETURN_IF_ERROR(
+          lt_status(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                   &bias_type, sizeof(bias_type)),
+                    "cuBLASLt bias data type"));
+      // The heuristic infers the bias's alignment from this pointer's value: it stands for the
+      // real one, which is only known at execution and checked there.
+      const void* representative = reinterpret_cast<const void*>(std::uintptr_t{kMinAlignment});
+      TB_RETURN_IF_ERROR(
+          lt_status(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &representative, sizeof(representative)),
+                    "cuBLASLt bias pointer"));
       operands_.push_back(std::move(bias));
     }
     if (fp8()) {
@@ -149,7 +161,13 @@ class LtGemmPlan final : public CudaPlan {
     }
     if (epilogue_ != LtEpilogue::none) {  // the bias (or its gradient) is operand 3
       void* bias = operands[3].data;
-      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+      if (reinterpret_cast<std::uintptr_t>(bias) % kMinAlignment != 0)
+        return Status::Failed(fmt::format(
+            "cuBLASLt epilogue: the bias is not {}-byte aligned as planned", kMinAlignment));
+      TB_RETURN_IF_ERROR(
+          lt_status(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                   sizeof(bias)),
+                    "cuBLASLt bias pointer"));
     }
     for (std::int64_t i = 0; i < calls_; ++i) {
       auto at = [&](int index) {

@@ -42,7 +42,8 @@ enum class LtEpilogue { none, bias, bias_gradient };
 Status epilogue_operand(const GemmOp& op, LtEpilogue epilogue, OperandSpec* out);
 
 // `compute_capability` (major * 10 + minor) decides whether FP8 runs (8.9 and later).
-// Unimplemented when cuBLASLt has no algorithm for the GEMM with that epilogue.
+// Unimplemented when cuBLASLt has no algorithm for the GEMM with that epilogue. The epilogue's
+// operand must be 16-byte aligned (checked at every execution).
 Status plan_cublaslt_gemm(cublasLtHandle_t handle, const GemmOp& op, std::unique_ptr<Plan>* out,
                           int compute_capability = 0, LtEpilogue epilogue = LtEpilogue::none);
 

@@ -197,9 +197,9 @@ class Cudnn {
     if (!handle_) return Status::Unimplemented("cuda: no convolution: " + reason_);
     return plan_cudnn_conv(handle_, *engines_, op, out);
   }
-  Status plan(const AttentionOp& op, std::unique_ptr<Plan>* out) {
+  Status plan(const AttentionOp& op, int compute_capability, std::unique_ptr<Plan>* out) {
     if (!handle_) return Status::Unimplemented("cuda: no fused attention: " + reason_);
-    return plan_cudnn_attention(handle_, op, out);
+    return plan_cudnn_attention(handle_, op, compute_capability, out);
   }
   std::string version() const { return cudnn_runtime_version(); }
 
@@ -214,7 +214,7 @@ class Cudnn {
   Status plan(const ConvOp&, std::unique_ptr<Plan>*) {
     return Status::Unimplemented("cuda: built without cuDNN, so no convolution");
   }
-  Status plan(const AttentionOp&, std::unique_ptr<Plan>*) {
+  Status plan(const AttentionOp&, int, std::unique_ptr<Plan>*) {
     return Status::Unimplemented("cuda: built without cuDNN, so no fused attention");
   }
   std::string version() const { return "not built in"; }
@@ -379,7 +379,8 @@ class CudaBackend final : public Backend {
     if (const auto* gemm = std::get_if<GemmOp>(&op))
       return plan_cublaslt_gemm(lt_, *gemm, out, properties_.major * 10 + properties_.minor);
     if (const auto* conv = std::get_if<ConvOp>(&op)) return cudnn_.plan(*conv, out);
-    if (const auto* attention = std::get_if<AttentionOp>(&op)) return cudnn_.plan(*attention, out);
+    if (const auto* attention = std::get_if<AttentionOp>(&op))
+      return cudnn_.plan(*attention, properties_.major * 10 + properties_.minor, out);
     if (const auto* transfer = std::get_if<TransferOp>(&op)) {
       *out = std::make_unique<TransferPlan>(*transfer);
       return Status::Ok();

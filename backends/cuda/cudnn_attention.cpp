@@ -39,6 +39,11 @@ struct AttentionGraph {
 };
 
 Status make_node(cudnnHandle_t handle, const AttentionOp& op, AttentionGraph* g) {
+#if CUDNN_VERSION < 91700
+  (void)handle, (void)op, (void)g;
+  return Status::Unimplemented(fmt::format(
+      "cuda: built with cuDNN {} headers, which have no SDPA operation (9.17+)", CUDNN_VERSION));
+#else
   const std::int64_t b = op.batch, h = op.heads, s = op.sequence;
   const bool forward = op.pass == Pass::forward;
   struct Binding {
@@ -104,6 +109,7 @@ Status make_node(cudnnHandle_t handle, const AttentionOp& op, AttentionGraph* g)
     return Status::Ok();
   }
   return last;
+#endif
 }
 
 // Device memory the plan owns: the query lengths (every query of a sequence is kept).
@@ -141,7 +147,11 @@ class CudnnAttentionPlan final : public CudaPlan {
                                 b[4].data, b[5].data, scale,     query_lengths};
       return execute_plan(handle_, graph_->plan, ids, pointers, workspace.data);
     }
-    // q, k, v, key_lengths, out, stats, diff_out, diff_q, diff_k, diff_v
+    // q, k, v, key_lengths, out, stats, diff_out, diff_q, diff_k, diff_v. Keys past a
+    // sequence's length get no gradient: cleared first, whether or not cuDNN writes them.
+    for (int i : {8, 9})
+      TB_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(b[i].data, 0, operands_[i].bytes, stream),
+                                     "clearing the key and value gradients"));
     const std::int64_t ids[] = {kQ,     kK,     kV,     kKeyLengths, kO,     kStats,
                                 kDiffO, kDiffQ, kDiffK, kDiffV,      kScale, kQueryLengths};
     void* const pointers[] = {b[0].data, b[1].data, b[2].data, b[3].data, b[4].data, b[5].data,
@@ -159,15 +169,17 @@ class CudnnAttentionPlan final : public CudaPlan {
 
 }  // namespace
 
-std::string attention_unsupported_reason(const AttentionOp& op, std::size_t version) {
+std::string attention_unsupported_reason(const AttentionOp& op, std::size_t version,
+                                         int compute_capability) {
   if (op.dtype != DType::bf16 && op.dtype != DType::f16)
     return fmt::format("cuDNN's fused attention runs on bf16 and f16 data, not {}",
                        dtype_name(op.dtype));
-  if (op.head_dim % 8 != 0 || op.head_dim > 256)
+  const std::int64_t largest = compute_capability >= 90 ? 256 : 128;
+  if (op.head_dim % 8 != 0 || op.head_dim > largest)
     return fmt::format(
-        "cuDNN's fused attention needs a head size that is a multiple of 8, at "
-        "most 256 (not {})",
-        op.head_dim);
+        "cuDNN's fused attention needs a head size that is a multiple of 8, at most {} on "
+        "compute capability {}.{} (not {})",
+        largest, compute_capability / 10, compute_capability % 10, op.head_dim);
   if (version < kCudnnSdpaVersion)
     return fmt::format("cuDNN {}.{} has no SDPA operation (9.17 and later)", version / 10000,
                        version / 100 % 100);
@@ -179,9 +191,11 @@ TensorSpec interleaved_attention_tensor(std::int64_t uid, const AttentionOp& op)
   return {uid, op.dtype, {op.batch, h, s, d}, {s * h * d, d, h * d, 1}, /*by_value=*/false};
 }
 
-Status plan_cudnn_attention(cudnnHandle_t handle, const AttentionOp& op,
+Status plan_cudnn_attention(cudnnHandle_t handle, const AttentionOp& op, int compute_capability,
                             std::unique_ptr<Plan>* out) {
-  if (const std::string why = attention_unsupported_reason(op, cudnnGetVersion()); !why.empty())
+  if (const std::string why =
+          attention_unsupported_reason(op, cudnnGetVersion(), compute_capability);
+      !why.empty())
     return Status::Unimplemented("cuda: " + why);
   auto graph = std::make_unique<AttentionGraph>();
   TB_RETURN_IF_ERROR(make_node(handle, op, graph.get()));

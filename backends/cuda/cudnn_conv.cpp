@@ -64,7 +64,14 @@ Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
   if (fused) {
     TB_RETURN_IF_ERROR(conv_tensor(kConvOut, op.dtype, y_dims, nhwc, &g->conv_out, true));
     TB_RETURN_IF_ERROR(
-        make_tensor({kBias, op.dtype, {1, op.oc, 1, 1}, {op.oc, 1, 1, 1}, false, false}, &g->bias));
+        make_tensor({kBias,
+                     op.dtype,
+                     {1, op.oc, 1, 1},
+                     nhwc ? std::vector<std::int64_t>{op.oc, 1, op.oc, op.oc}  // as y's layout
+                          : std::vector<std::int64_t>{op.oc, 1, 1, 1},
+                     false,
+                     false},
+                    &g->bias));
     if (relu) TB_RETURN_IF_ERROR(conv_tensor(kBiased, op.dtype, y_dims, nhwc, &g->biased, true));
   }
 
@@ -363,9 +370,11 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
 
 class CudnnConvPlan final : public CudaPlan {
  public:
+  // `epilogue_kernel`: the engine runs the plain convolution and an own kernel adds the
+  // epilogue after it (no cuDNN engine fuses it for this shape and dtype).
   CudnnConvPlan(cudnnHandle_t handle, const ConvOp& op,
-                std::shared_ptr<const ConvEngineCache::Engine> engine)
-      : handle_(handle), op_(op), engine_(std::move(engine)) {
+                std::shared_ptr<const ConvEngineCache::Engine> engine, bool epilogue_kernel)
+      : handle_(handle), op_(op), engine_(std::move(engine)), epilogue_kernel_(epilogue_kernel) {
     operands_ = conv_operands(op);
     for (OperandSpec& operand : operands_) operand.dtype = storage_dtype(operand.dtype);
     // Low-precision weight gradients come out of cuDNN in the data's dtype and are cast to
@@ -377,11 +386,13 @@ class CudnnConvPlan final : public CudaPlan {
     workspace_bytes_ =
         engine_bytes_ + (cast_weights_ ? operands_[2].elements() * dtype_size(op.dtype) : 0);
     channels_last_ = conv_channels_last(op);
-    implementation_ = engine_->description + (channels_last_ ? ", NHWC / KRSC" : ", NCHW") +
-                      (cast_weights_ ? ", dW cast to f32" : "") +
-                      (op.epilogue == ConvEpilogue::bias_relu ? ", bias and ReLU fused"
-                       : op.epilogue == ConvEpilogue::bias    ? ", bias fused"
-                                                              : "");
+    implementation_ =
+        engine_->description + (channels_last_ ? ", NHWC / KRSC" : ", NCHW") +
+        (cast_weights_ ? ", dW cast to f32" : "") +
+        (op.epilogue == ConvEpilogue::none ? ""
+         : epilogue_kernel ? ", bias (and ReLU) by a trainbench kernel after it: no cuDNN engine "
+                             "fuses them here"
+                           : ", bias (and ReLU) fused in the same graph");
     math_mode_ = op.dtype == DType::tf32  ? "tf32 inputs, fp32 accumulation"
                  : op.dtype == DType::f32 ? "strict fp32 (no TF32 engines)"
                                           : "fp32 accumulation";
@@ -414,11 +425,21 @@ class CudnnConvPlan final : public CudaPlan {
     void* scratch = workspace.data;
     void* cast_source = static_cast<char*>(workspace.data) + engine_bytes_;
     switch (op_.direction) {
-      case ConvDirection::forward:  // src, weights[, bias], dst
-        if (op_.epilogue != ConvEpilogue::none)
+      case ConvDirection::forward: {  // src, weights[, bias], dst
+        if (op_.epilogue == ConvEpilogue::none)
+          return execute(handle_, engine_->plan, b[0].data, b[1].data, b[2].data, nullptr, scratch);
+        if (!epilogue_kernel_)
           return execute(handle_, engine_->plan, b[0].data, b[1].data, b[3].data, b[2].data,
                          scratch);
-        return execute(handle_, engine_->plan, b[0].data, b[1].data, b[2].data, nullptr, scratch);
+        TB_RETURN_IF_ERROR(
+            execute(handle_, engine_->plan, b[0].data, b[1].data, b[3].data, nullptr, scratch));
+        const std::int64_t plane = op_.oh() * op_.ow();
+        return cuda_status(
+            launch_add_bias(storage_dtype(op_.dtype), op_.mb * op_.oc * plane, op_.oc,
+                            channels_last_ ? 1 : plane, op_.epilogue == ConvEpilogue::bias_relu,
+                            b[2].data, b[3].data, stream),
+            "convolution bias");
+      }
       case ConvDirection::backward_data:  // diff_dst, weights, diff_src
         return execute(handle_, engine_->plan, b[2].data, b[1].data, b[0].data, nullptr, scratch);
       case ConvDirection::backward_weights: {  // src, diff_dst, diff_weights
@@ -438,10 +459,22 @@ class CudnnConvPlan final : public CudaPlan {
   cudnnHandle_t handle_;
   ConvOp op_;
   std::shared_ptr<const ConvEngineCache::Engine> engine_;
+  bool epilogue_kernel_ = false;
   bool cast_weights_ = false;
   bool channels_last_ = false;
   std::size_t engine_bytes_ = 0;
 };
+
+// The cached engine for the op's shape, or a new search (cached when it finds one).
+Status find_engine(cudnnHandle_t handle, ConvEngineCache& cache, const ConvOp& op,
+                   std::shared_ptr<const ConvEngineCache::Engine>* out) {
+  const std::string key = conv_engine_key(op);
+  *out = cache.find(key);
+  if (*out) return Status::Ok();
+  TB_RETURN_IF_ERROR(search_engine(handle, op, out));
+  cache.insert(key, *out);
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -452,13 +485,17 @@ Status plan_cudnn_conv(cudnnHandle_t handle, ConvEngineCache& cache, const ConvO
   if (!kernel_dtype(storage_dtype(op.dtype)))
     return Status::Unimplemented(fmt::format(
         "cuda: convolution runs in f32, tf32, bf16 and f16, not {}", dtype_name(op.dtype)));
-  const std::string key = conv_engine_key(op);
-  std::shared_ptr<const ConvEngineCache::Engine> engine = cache.find(key);
-  if (!engine) {
-    TB_RETURN_IF_ERROR(search_engine(handle, op, &engine));
-    cache.insert(key, engine);
+  std::shared_ptr<const ConvEngineCache::Engine> engine;
+  Status status = find_engine(handle, cache, op, &engine);
+  const bool epilogue_kernel =
+      status.code() == StatusCode::unimplemented && op.epilogue != ConvEpilogue::none;
+  if (epilogue_kernel) {  // no engine fuses the epilogue: the plain convolution, then a kernel
+    ConvOp plain = op;
+    plain.epilogue = ConvEpilogue::none;
+    status = find_engine(handle, cache, plain, &engine);
   }
-  *out = std::make_unique<CudnnConvPlan>(handle, op, std::move(engine));
+  TB_RETURN_IF_ERROR(status);
+  *out = std::make_unique<CudnnConvPlan>(handle, op, std::move(engine), epilogue_kernel);
   return Status::Ok();
 }
 

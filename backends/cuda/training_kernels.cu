@@ -272,9 +272,11 @@ cudaError_t column_sums(Values values, long long rows, long long cols, float* fi
 }
 
 template <typename T>
-__global__ void add_bias_kernel(const T* bias, T* dst, long long n, long long cols) {
+__global__ void add_bias_kernel(const T* bias, T* dst, long long n, long long channels,
+                                long long inner, bool relu) {
   TB_GRID_STRIDE(i, n) {
-    dst[i] = from_float<T>(to_float(dst[i]) + to_float(bias[i % cols]));
+    const float value = to_float(dst[i]) + to_float(bias[(i / inner) % channels]);
+    dst[i] = from_float<T>(relu ? fmaxf(value, 0.0f) : value);
   }
 }
 
@@ -868,12 +870,13 @@ cudaError_t launch_pool(const PoolOp& op, void* const* b, cudaStream_t stream) {
   });
 }
 
-cudaError_t launch_add_bias(DType dtype, std::int64_t rows, std::int64_t cols, const void* bias,
-                            void* dst, cudaStream_t stream) {
+cudaError_t launch_add_bias(DType dtype, std::int64_t count, std::int64_t channels,
+                            std::int64_t inner, bool relu, const void* bias, void* dst,
+                            cudaStream_t stream) {
   return with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    add_bias_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(in<T>(bias), out<T>(dst),
-                                                                    rows * cols, cols);
+    add_bias_kernel<<<grid_for(count), kThreads, 0, stream>>>(in<T>(bias), out<T>(dst), count,
+                                                              channels, inner, relu);
     return cudaGetLastError();
   });
 }

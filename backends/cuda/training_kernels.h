@@ -70,9 +70,12 @@ cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* operands, void
 // Max and global-average pooling over NCHW data; operands in pool_operands()'s order.
 cudaError_t launch_pool(const PoolOp& op, void* const* operands, cudaStream_t stream);
 
-// Fully connected layers' bias: dst[r, c] += bias[c]; diff_bias[c] = sum over r of diff_dst.
-cudaError_t launch_add_bias(DType dtype, std::int64_t rows, std::int64_t cols, const void* bias,
-                            void* dst, cudaStream_t stream);
+// A bias per channel over `count` values, then ReLU if asked: element i's channel is
+// (i / inner) % channels (fully connected [rows, cols] and NHWC: inner 1; NCHW: inner H * W).
+// Fully connected layers' bias gradient: diff_bias[c] = sum over r of diff_dst[r, c].
+cudaError_t launch_add_bias(DType dtype, std::int64_t count, std::int64_t channels,
+                            std::int64_t inner, bool relu, const void* bias, void* dst,
+                            cudaStream_t stream);
 std::size_t column_sums_scratch_bytes(std::int64_t cols);
 cudaError_t launch_bias_gradient(DType dtype, std::int64_t rows, std::int64_t cols,
                                  const void* diff_dst, float* diff_bias, void* scratch,

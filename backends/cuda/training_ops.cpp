@@ -76,8 +76,9 @@ class FullyConnectedPlan final : public CudaPlan {
         }
         const Buffer gemm_operands[] = {b[0], b[1], b[3]};
         TB_RETURN_IF_ERROR(gemm.run(gemm_operands, workspace, stream));
-        return cuda_status(
-            launch_add_bias(op_.dtype, op_.mb, op_.out, b[2].data, b[3].data, stream), "bias");
+        return cuda_status(launch_add_bias(op_.dtype, op_.mb * op_.out, op_.out, 1, false,
+                                           b[2].data, b[3].data, stream),
+                           "bias");
       }
       case ConvDirection::backward_data:  // diff_dst, weights, diff_src
         return gemm.run(b, workspace, stream);
@@ -111,8 +112,8 @@ Status plan_fully_connected(cublasLtHandle_t handle, const FullyConnectedOp& op,
                             : LtEpilogue::none;
   std::unique_ptr<Plan> plan;
   Status status = plan_cublaslt_gemm(handle, gemm, &plan, 0, epilogue);
-  if (status.code() == StatusCode::unimplemented && epilogue != LtEpilogue::none) {
-    epilogue = LtEpilogue::none;  // no algorithm with the epilogue: own bias kernels
+  if (!status.ok() && epilogue != LtEpilogue::none) {
+    epilogue = LtEpilogue::none;  // cuBLASLt refused the epilogue: own bias kernels
     status = plan_cublaslt_gemm(handle, gemm, &plan, 0, epilogue);
   }
   TB_RETURN_IF_ERROR(status);

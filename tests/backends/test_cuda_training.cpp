@@ -381,16 +381,20 @@ TEST(CudnnAttention, TensorsDescribeTheInterleavedLayoutTheGemmsRead) {
 TEST(CudnnAttention, WhatCudnnCannotRunIsRefusedWithAReason) {
   AttentionOp op;
   op.head_dim = 64, op.dtype = DType::bf16;
-  EXPECT_EQ(attention_unsupported_reason(op, 91900), "");
+  EXPECT_EQ(attention_unsupported_reason(op, 91900, 90), "");
   op.dtype = DType::f16;
-  EXPECT_EQ(attention_unsupported_reason(op, kCudnnSdpaVersion), "");
-  EXPECT_NE(attention_unsupported_reason(op, 91600).find("9.16 has no SDPA"), std::string::npos);
+  EXPECT_EQ(attention_unsupported_reason(op, kCudnnSdpaVersion, 80), "");
+  EXPECT_NE(attention_unsupported_reason(op, 91600, 90).find("9.16 has no SDPA"),
+            std::string::npos);
   op.dtype = DType::f32;
-  EXPECT_NE(attention_unsupported_reason(op, 91900).find("bf16 and f16"), std::string::npos);
+  EXPECT_NE(attention_unsupported_reason(op, 91900, 90).find("bf16 and f16"), std::string::npos);
   op.dtype = DType::bf16, op.head_dim = 12;
-  EXPECT_NE(attention_unsupported_reason(op, 91900).find("multiple of 8"), std::string::npos);
+  EXPECT_NE(attention_unsupported_reason(op, 91900, 90).find("multiple of 8"), std::string::npos);
+  op.head_dim = 256;  // Hopper's limit; Ampere's backward stops at 128
+  EXPECT_EQ(attention_unsupported_reason(op, 91900, 90), "");
+  EXPECT_NE(attention_unsupported_reason(op, 91900, 80).find("at most 128"), std::string::npos);
   op.head_dim = 512;
-  EXPECT_FALSE(attention_unsupported_reason(op, 91900).empty());
+  EXPECT_FALSE(attention_unsupported_reason(op, 91900, 90).empty());
 }
 #endif
 

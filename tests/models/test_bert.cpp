@@ -328,6 +328,28 @@ TEST(BertFusedAttention, KeysAfterTheLengthAreMasked) {
   EXPECT_NE(grads[8][(5 + 4) * 6], 0.0);  // sequence 1, position 4: inside its length 5
 }
 
+// A sequence length is at least 1 (a row with no keys has no softmax): 0 is refused.
+TEST(BertFusedAttention, EmptySequencesAreRefused) {
+  auto backend = make_cpu_backend();
+  if (!backend) GTEST_SKIP() << "no CPU backend in this build";
+  BertConfig c = micro();
+  c.fused_attention = true;
+  std::unique_ptr<TrainingStep> step;
+  ASSERT_TRUE(
+      TrainingStep::create(*backend, build_bert(c), {DType::f64, Layout::plain}, &step).ok());
+  std::vector<NamedTensor> batch = bert_batch(c, 1, true);
+  ASSERT_TRUE(step->set_batch(batch).ok());
+  for (NamedTensor& tensor : batch)
+    if (tensor.name == "attention_lengths") tensor.values[0] = 0;
+  const Status status = step->set_batch(batch);
+  EXPECT_EQ(status.code(), StatusCode::invalid_argument);
+  EXPECT_NE(status.message().find("[1, 9)"), std::string::npos) << status.message();
+  for (const NamedTensor& tensor : seeded_batch(build_bert(c), 5)) {  // generic batches too
+    if (tensor.name != "attention_lengths") continue;
+    for (double length : tensor.values) EXPECT_GE(length, 1.0);
+  }
+}
+
 // No CPU library here has a fused attention: the step is refused with the reason.
 TEST(BertFusedAttention, CpuBackendsRefuseWithTheReason) {
   BertConfig c = micro();
