@@ -33,9 +33,8 @@ enum Uid : std::int64_t {
 // One SDPA node, its graph and the plan made from it; the tensors live as long as the node.
 struct AttentionGraph {
   std::vector<BackendDescriptor> tensors;
-  BackendDescriptor operation, graph, config, plan;
-  std::int64_t workspace = 0;
-  EngineIdentity engine;
+  BackendDescriptor operation, graph;
+  BuiltPlan built;
 };
 
 Status make_node(cudnnHandle_t handle, const AttentionOp& op, AttentionGraph* g) {
@@ -86,29 +85,7 @@ Status make_node(cudnnHandle_t handle, const AttentionOp& op, AttentionGraph* g)
   TB_RETURN_IF_ERROR(g->operation.finalize());
   TB_RETURN_IF_ERROR(make_operation_graph(handle, g->operation, &g->graph));
 
-  // Heuristic A's ranking, then the fallback list; the first engine that builds a plan.
-  std::vector<BackendDescriptor> configs;
-  const Status ranked = heuristic_configs(g->graph, CUDNN_HEUR_MODE_A, &configs);
-  const Status fallback = heuristic_configs(g->graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
-  if (configs.empty()) return ranked.ok() ? fallback : ranked;
-  Status last = Status::Unimplemented("cuDNN: no SDPA engine builds a plan for this shape");
-  for (BackendDescriptor& config : configs) {
-    BackendDescriptor plan;
-    std::int64_t workspace = 0;
-    last = make_execution_plan(handle, config, &plan, &workspace);
-    if (!last.ok()) continue;
-    if (workspace > kMaxWorkspace) {
-      last = Status::Unimplemented(
-          fmt::format("cuDNN SDPA engine wants {} B of workspace", workspace));
-      continue;
-    }
-    if (!identify(config, &g->engine).ok()) g->engine = {};
-    g->plan = std::move(plan);
-    g->config = std::move(config);
-    g->workspace = workspace;
-    return Status::Ok();
-  }
-  return last;
+  return first_buildable_plan(handle, g->graph, kMaxWorkspace, "SDPA", &g->built);
 #endif
 }
 
@@ -128,12 +105,13 @@ class CudnnAttentionPlan final : public CudaPlan {
         query_lengths_(std::move(query_lengths)),
         scale_(op.scale) {
     operands_ = attention_operands(op);
-    workspace_bytes_ = static_cast<std::size_t>(graph_->workspace);
+    workspace_bytes_ = static_cast<std::size_t>(graph_->built.workspace);
     implementation_ = fmt::format(
         "cuDNN scaled dot-product attention {} (graph API SDPA operation, cuDNN {}), engine {} "
         "({}), workspace {} B",
         op.pass == Pass::forward ? "forward" : "backward", cudnn_runtime_version(),
-        graph_->engine.global_index, graph_->engine.notes.describe(), graph_->workspace);
+        graph_->built.engine.global_index, graph_->built.engine.notes.describe(),
+        graph_->built.workspace);
     math_mode_ = fmt::format("{} inputs, fp32 softmax and accumulation", dtype_name(op.dtype));
   }
 
@@ -145,7 +123,7 @@ class CudnnAttentionPlan final : public CudaPlan {
       const std::int64_t ids[] = {kQ, kK, kV, kKeyLengths, kO, kStats, kScale, kQueryLengths};
       void* const pointers[] = {b[0].data, b[1].data, b[2].data, b[3].data,
                                 b[4].data, b[5].data, scale,     query_lengths};
-      return execute_plan(handle_, graph_->plan, ids, pointers, workspace.data);
+      return execute_plan(handle_, graph_->built.plan, ids, pointers, workspace.data);
     }
     // q, k, v, key_lengths, out, stats, diff_out, diff_q, diff_k, diff_v. Keys past a
     // sequence's length get no gradient: cleared first, whether or not cuDNN writes them.
@@ -156,7 +134,7 @@ class CudnnAttentionPlan final : public CudaPlan {
                                 kDiffO, kDiffQ, kDiffK, kDiffV,      kScale, kQueryLengths};
     void* const pointers[] = {b[0].data, b[1].data, b[2].data, b[3].data, b[4].data, b[5].data,
                               b[6].data, b[7].data, b[8].data, b[9].data, scale,     query_lengths};
-    return execute_plan(handle_, graph_->plan, ids, pointers, workspace.data);
+    return execute_plan(handle_, graph_->built.plan, ids, pointers, workspace.data);
   }
 
  private:

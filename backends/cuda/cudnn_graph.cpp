@@ -207,6 +207,32 @@ Status make_execution_plan(cudnnHandle_t handle, const BackendDescriptor& config
   return Status::Ok();
 }
 
+Status first_buildable_plan(cudnnHandle_t handle, const BackendDescriptor& graph,
+                            std::int64_t max_workspace, std::string_view what, BuiltPlan* out) {
+  std::vector<BackendDescriptor> configs;
+  const Status ranked = heuristic_configs(graph, CUDNN_HEUR_MODE_A, &configs);
+  const Status fallback = heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
+  if (configs.empty()) return ranked.ok() ? fallback : ranked;
+  Status last = Status::Unimplemented(fmt::format("cuDNN: no {} engine builds a plan", what));
+  for (BackendDescriptor& config : configs) {
+    BackendDescriptor plan;
+    std::int64_t workspace = 0;
+    last = make_execution_plan(handle, config, &plan, &workspace);
+    if (!last.ok()) continue;
+    if (workspace > max_workspace) {
+      last = Status::Unimplemented(
+          fmt::format("cuDNN: the {} engine wants {} B of workspace", what, workspace));
+      continue;
+    }
+    if (!identify(config, &out->engine).ok()) out->engine = {};
+    out->plan = std::move(plan);
+    out->config = std::move(config);
+    out->workspace = workspace;
+    return Status::Ok();
+  }
+  return last;
+}
+
 Status execute_plan(cudnnHandle_t handle, const BackendDescriptor& plan,
                     std::span<const std::int64_t> ids, std::span<void* const> pointers,
                     void* workspace) {

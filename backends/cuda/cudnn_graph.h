@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/backend.h"
@@ -92,6 +93,17 @@ Status identify(const BackendDescriptor& config, EngineIdentity* out);
 
 Status make_execution_plan(cudnnHandle_t handle, const BackendDescriptor& config,
                            BackendDescriptor* plan, std::int64_t* workspace);
+
+// A plan of the first engine that builds one for `graph`, from heuristic A's ranking then the
+// fallback list, with at most `max_workspace` bytes of workspace (ops with no engine search:
+// fused attention, batch norm). Unimplemented, with cuDNN's reason, when none does.
+struct BuiltPlan {
+  BackendDescriptor config, plan;
+  std::int64_t workspace = 0;
+  EngineIdentity engine;
+};
+Status first_buildable_plan(cudnnHandle_t handle, const BackendDescriptor& graph,
+                            std::int64_t max_workspace, std::string_view what, BuiltPlan* out);
 
 // Runs `plan` with pointers[i] bound to the tensor whose id is ids[i].
 Status execute_plan(cudnnHandle_t handle, const BackendDescriptor& plan,
