@@ -13,6 +13,7 @@
 #ifdef TRAINBENCH_HAVE_CUDNN
 #include "backends/cuda/cudnn_attention.h"
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/cudnn_norm.h"
 #endif
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/datasheet.h"
@@ -201,6 +202,10 @@ class Cudnn {
     if (!handle_) return Status::Unimplemented("cuda: no fused attention: " + reason_);
     return plan_cudnn_attention(handle_, op, compute_capability, out);
   }
+  Status plan(const BatchNormOp& op, std::unique_ptr<Plan>* out) {
+    if (!handle_) return Status::Unimplemented("cuda: no cuDNN batch norm: " + reason_);
+    return plan_cudnn_batch_norm(handle_, op, out);
+  }
   std::string version() const { return cudnn_runtime_version(); }
 
  private:
@@ -216,6 +221,9 @@ class Cudnn {
   }
   Status plan(const AttentionOp&, int, std::unique_ptr<Plan>*) {
     return Status::Unimplemented("cuda: built without cuDNN, so no fused attention");
+  }
+  Status plan(const BatchNormOp&, std::unique_ptr<Plan>*) {
+    return Status::Unimplemented("cuda: built without cuDNN");
   }
   std::string version() const { return "not built in"; }
 };
@@ -405,6 +413,10 @@ class CudaBackend final : public Backend {
       *out = std::make_unique<TensorPeakPlan>(*peak, properties_.multiProcessorCount);
       return Status::Ok();
     }
+    // Batch norm through cuDNN where it takes the op (channels-last 16-bit training), else the
+    // own kernels, as for every op no library has.
+    if (const auto* norm = std::get_if<BatchNormOp>(&op); norm && cudnn_.plan(*norm, out).ok())
+      return Status::Ok();
     return plan_training_op(lt_, op, out);
   }
   Status import_operand(const Plan& plan, int index, const void* plain, Buffer device) override {

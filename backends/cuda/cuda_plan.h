@@ -5,10 +5,12 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "backends/backend.h"
+#include "backends/cuda/nhwc.h"
 
 namespace tb::cuda {
 
@@ -43,18 +45,37 @@ inline Status cuda_status(cudaError_t error, const char* what) {
                                             : Status::Failed(message);
 }
 
-// Operands are device buffers, plain (row-major, NCHW) unless the plan converts them in
-// import_operand / export_operand (a channels-last convolution).
+// Operands are device buffers, plain (row-major, NCHW) unless stored_channels_last() says the
+// plan keeps one NHWC; import_operand / export_operand then convert it on the host from and to
+// the callers' plain NCHW.
 class CudaPlan : public Plan {
  public:
   virtual Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) = 0;
-  virtual Status import_operand(int index, const void* plain, Buffer device) const {
-    return cuda_status(cudaMemcpy(device.data, plain, operands_.at(index).bytes, cudaMemcpyDefault),
-                       "cudaMemcpy");
+  virtual bool stored_channels_last(int index) const {
+    (void)index;
+    return false;
   }
-  virtual Status export_operand(int index, Buffer device, void* plain) const {
-    return cuda_status(cudaMemcpy(plain, device.data, operands_.at(index).bytes, cudaMemcpyDefault),
-                       "cudaMemcpy");
+  Status import_operand(int index, const void* plain, Buffer device) const {
+    const OperandSpec& spec = operands_.at(index);
+    if (!stored_channels_last(index)) return copy(device.data, plain, spec.bytes);
+    std::vector<unsigned char> converted(spec.bytes);
+    nchw_to_nhwc(plain, converted.data(), spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
+                 dtype_size(spec.dtype));
+    return copy(device.data, converted.data(), spec.bytes);
+  }
+  Status export_operand(int index, Buffer device, void* plain) const {
+    const OperandSpec& spec = operands_.at(index);
+    if (!stored_channels_last(index)) return copy(plain, device.data, spec.bytes);
+    std::vector<unsigned char> stored(spec.bytes);
+    TB_RETURN_IF_ERROR(copy(stored.data(), device.data, spec.bytes));
+    nhwc_to_nchw(stored.data(), plain, spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
+                 dtype_size(spec.dtype));
+    return Status::Ok();
+  }
+
+ private:
+  static Status copy(void* to, const void* from, std::size_t bytes) {
+    return cuda_status(cudaMemcpy(to, from, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
 };
 

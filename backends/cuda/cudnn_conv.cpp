@@ -242,7 +242,11 @@ bool engine_allowed(const ConvOp& op, const EngineNotes& notes, std::string* rea
 }
 
 bool conv_channels_last(const ConvOp& op) {
-  return op.layout == Layout::any && (op.dtype == DType::bf16 || op.dtype == DType::f16);
+  return channels_last(op.dtype, op.layout);
+}
+
+bool conv_stages_weights(const ConvOp& op) {
+  return conv_channels_last(op) && op.layout == Layout::native;
 }
 
 std::string conv_engine_key(const ConvOp& op) {
@@ -381,13 +385,18 @@ class CudnnConvPlan final : public CudaPlan {
     // the fp32 master gradient after it.
     cast_weights_ =
         op.direction == ConvDirection::backward_weights && storage_dtype(op.dtype) != DType::f32;
-    engine_bytes_ = (static_cast<std::size_t>(engine_->workspace) + kWorkspaceAlignment - 1) /
-                    kWorkspaceAlignment * kWorkspaceAlignment;
-    workspace_bytes_ =
-        engine_bytes_ + (cast_weights_ ? operands_[2].elements() * dtype_size(op.dtype) : 0);
+    engine_bytes_ = aligned(static_cast<std::size_t>(engine_->workspace));
+    const std::size_t weight_bytes =
+        operands_[weights_index()].elements() * dtype_size(storage_dtype(op.dtype));
+    cast_bytes_ = aligned(cast_weights_ ? weight_bytes : 0);
     channels_last_ = conv_channels_last(op);
+    stages_weights_ = conv_stages_weights(op);
+    workspace_bytes_ = engine_bytes_ + cast_bytes_ + (stages_weights_ ? weight_bytes : 0);
     implementation_ =
-        engine_->description + (channels_last_ ? ", NHWC / KRSC" : ", NCHW") +
+        engine_->description +
+        (!channels_last_   ? ", NCHW"
+         : stages_weights_ ? ", NHWC / KRSC (weights reordered from KCRS in the workspace)"
+                           : ", NHWC / KRSC") +
         (cast_weights_ ? ", dW cast to f32" : "") +
         (op.epilogue == ConvEpilogue::none ? ""
          : epilogue_kernel ? ", bias (and ReLU) by a trainbench kernel after it: no cuDNN engine "
@@ -398,41 +407,36 @@ class CudnnConvPlan final : public CudaPlan {
                                           : "fp32 accumulation";
   }
 
-  // Channels-last operands are converted on the host from and to the callers' plain NCHW
-  // (the bias is one value per channel in either).
-  Status import_operand(int index, const void* plain, Buffer device) const override {
-    const OperandSpec& spec = operands_.at(index);
-    if (!channels_last_ || spec.dims.size() != 4)
-      return CudaPlan::import_operand(index, plain, device);
-    std::vector<unsigned char> converted(spec.bytes);
-    nchw_to_nhwc(plain, converted.data(), spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
-                 dtype_size(spec.dtype));
-    return CudaPlan::import_operand(index, converted.data(), device);
-  }
-  Status export_operand(int index, Buffer device, void* plain) const override {
-    const OperandSpec& spec = operands_.at(index);
-    if (!channels_last_ || spec.dims.size() != 4)
-      return CudaPlan::export_operand(index, device, plain);
-    std::vector<unsigned char> stored(spec.bytes);
-    TB_RETURN_IF_ERROR(CudaPlan::export_operand(index, device, stored.data()));
-    nhwc_to_nchw(stored.data(), plain, spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
-                 dtype_size(spec.dtype));
-    return Status::Ok();
+  // Channels-last activations are converted on the host from and to the callers' plain
+  // NCHW (the bias is one value per channel in either); weights too, unless a network's step
+  // keeps them plain and the plan reorders them itself.
+  bool stored_channels_last(int index) const override {
+    return channels_last_ && operands_.at(index).dims.size() == 4 &&
+           !(stages_weights_ && index == weights_index());
   }
 
   Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
-    TB_CUDNN(cudnnSetStream(handle_, stream));  // the cast after it runs on the same stream
-    void* scratch = workspace.data;
-    void* cast_source = static_cast<char*>(workspace.data) + engine_bytes_;
+    TB_CUDNN(cudnnSetStream(handle_, stream));  // the kernels around it run on the same stream
+    char* const base = static_cast<char*>(workspace.data);
+    void* const scratch = base;
+    void* const cast_source = base + engine_bytes_;
+    void* const staged = base + engine_bytes_ + cast_bytes_;
+    // The weights as cuDNN reads them: plain KCRS reordered to KRSC where the plan stages them.
+    auto weights = [&](const Buffer& plain) -> Status {
+      if (!stages_weights_) return Status::Ok();
+      return cuda_status(reorder_weights(plain.data, staged, /*to_krsc=*/true, stream),
+                         "weights to KRSC");
+    };
+    void* const w = stages_weights_ ? staged : b[1].data;
     switch (op_.direction) {
       case ConvDirection::forward: {  // src, weights[, bias], dst
+        TB_RETURN_IF_ERROR(weights(b[1]));
         if (op_.epilogue == ConvEpilogue::none)
-          return execute(handle_, engine_->plan, b[0].data, b[1].data, b[2].data, nullptr, scratch);
+          return execute(handle_, engine_->plan, b[0].data, w, b[2].data, nullptr, scratch);
         if (!epilogue_kernel_)
-          return execute(handle_, engine_->plan, b[0].data, b[1].data, b[3].data, b[2].data,
-                         scratch);
+          return execute(handle_, engine_->plan, b[0].data, w, b[3].data, b[2].data, scratch);
         TB_RETURN_IF_ERROR(
-            execute(handle_, engine_->plan, b[0].data, b[1].data, b[3].data, nullptr, scratch));
+            execute(handle_, engine_->plan, b[0].data, w, b[3].data, nullptr, scratch));
         const std::int64_t plane = op_.oh() * op_.ow();
         return cuda_status(
             launch_add_bias(storage_dtype(op_.dtype), op_.mb * op_.oc * plane, op_.oc,
@@ -441,15 +445,22 @@ class CudnnConvPlan final : public CudaPlan {
             "convolution bias");
       }
       case ConvDirection::backward_data:  // diff_dst, weights, diff_src
-        return execute(handle_, engine_->plan, b[2].data, b[1].data, b[0].data, nullptr, scratch);
+        TB_RETURN_IF_ERROR(weights(b[1]));
+        return execute(handle_, engine_->plan, b[2].data, w, b[0].data, nullptr, scratch);
       case ConvDirection::backward_weights: {  // src, diff_dst, diff_weights
-        void* dw = cast_weights_ ? cast_source : b[2].data;
+        // cuDNN writes dW in the data's dtype (KRSC where staged); it is reordered to KCRS and
+        // cast to the fp32 master gradient after it.
+        void* const dw = stages_weights_ ? staged : cast_weights_ ? cast_source : b[2].data;
         TB_RETURN_IF_ERROR(
             execute(handle_, engine_->plan, b[0].data, dw, b[1].data, nullptr, scratch));
+        void* const plain = cast_weights_ ? cast_source : b[2].data;
+        if (stages_weights_)
+          TB_RETURN_IF_ERROR(cuda_status(reorder_weights(dw, plain, /*to_krsc=*/false, stream),
+                                         "weight gradient to KCRS"));
         if (!cast_weights_) return Status::Ok();
         const CastOp cast{static_cast<std::int64_t>(operands_[2].elements()), op_.dtype,
                           DType::f32};
-        return cuda_status(launch_cast(cast, dw, b[2].data, stream), "weight-gradient cast");
+        return cuda_status(launch_cast(cast, plain, b[2].data, stream), "weight-gradient cast");
       }
     }
     return Status::Ok();
@@ -462,7 +473,17 @@ class CudnnConvPlan final : public CudaPlan {
   bool epilogue_kernel_ = false;
   bool cast_weights_ = false;
   bool channels_last_ = false;
-  std::size_t engine_bytes_ = 0;
+  bool stages_weights_ = false;
+  std::size_t engine_bytes_ = 0, cast_bytes_ = 0;
+
+  static std::size_t aligned(std::size_t bytes) {
+    return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+  }
+  int weights_index() const { return op_.direction == ConvDirection::backward_weights ? 2 : 1; }
+  cudaError_t reorder_weights(const void* from, void* to, bool to_krsc, cudaStream_t stream) const {
+    return launch_convert_channels(dtype_size(storage_dtype(op_.dtype)), op_.oc, op_.ic, op_.kh,
+                                   op_.kw, from, to, to_krsc, stream);
+  }
 };
 
 // The cached engine for the op's shape, or a new search (cached when it finds one).

@@ -1,8 +1,7 @@
 // Convolution through cuDNN's graph (backend) API, the API cuDNN 9 keeps (its legacy
 // convolution calls are deprecated): forward, backward-data and backward-weights on NCHW or
-// NHWC data
-// in f32 (strict: engines that down-convert to TF32 are refused), tf32, bf16 and f16, all with
-// fp32 accumulation. The engine is chosen once per shape by timing the heuristics' candidates
+// NHWC data in f32 (strict: engines that down-convert to TF32 are refused), tf32, bf16 and f16, all
+// with fp32 accumulation. The engine is chosen once per shape by timing the heuristics' candidates
 // on seeded data, and cached by the backend; its workspace is the plan's workspace.
 #pragma once
 
@@ -23,10 +22,13 @@ namespace tb::cuda {
 // descriptor allows it. `reason` says why not.
 bool engine_allowed(const ConvOp& op, const EngineNotes& notes, std::string* reason);
 
-// Whether the plan keeps the operands channels-last (NHWC activations, KRSC weights): for
-// 16-bit data when the caller lets the plan pick the layout (Layout::any, single-op
-// benchmarks); a network's steps use NCHW (Layout::plain / native), like the other ops here.
+// Whether the plan keeps the activations channels-last (NHWC): 16-bit data unless the caller
+// asks for plain NCHW (channels_last() in nhwc.h, which the backend's other 4-D ops follow).
 bool conv_channels_last(const ConvOp& op);
+// Whether the weights stay plain KCRS in the operand and the plan reorders them to KRSC in its
+// workspace (and a weight gradient back): a network's step (Layout::native), whose optimizer
+// and weight files see plain weights. A single-op benchmark (Layout::any) imports them as KRSC.
+bool conv_stages_weights(const ConvOp& op);
 
 // Everything the engine choice depends on, as the cache's key.
 std::string conv_engine_key(const ConvOp& op);

@@ -2,6 +2,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "backends/cuda/training_kernels.h"
@@ -388,7 +389,8 @@ __global__ void scatter_add_rows_kernel(const T* diff_dst, const int* ids, G* di
   }
 }
 
-// --- batch norm over NCHW: per-plane partial sums, per-channel totals, element pass ---
+// --- batch norm: NCHW by per-plane partial sums and per-channel totals in double; NHWC by
+// column sums over the [n h w, c] matrix; then one element pass ---
 
 // partial[plane] = sum over the plane of x (centre null) or of (x - centre[c])^2.
 template <typename T>
@@ -406,8 +408,7 @@ __global__ void plane_sums_kernel(const T* src, long long plane, int channels, c
   if (threadIdx.x == 0) partial[index] = total;
 }
 
-// Per channel: the sum over images of the plane partials divided by `reduced`; the variance
-// pass also updates the running statistics.
+// Per channel: the sum over images of the plane partials divided by `reduced`.
 __global__ void channel_mean_kernel(const double* partial, int mb, int channels, long long reduced,
                                     float* out) {
   TB_GRID_STRIDE(c, channels) {
@@ -416,6 +417,24 @@ __global__ void channel_mean_kernel(const double* partial, int mb, int channels,
     out[c] = static_cast<float>(sum / reduced);
   }
 }
+
+// NHWC, per channel (column): the mean of x (centre null) or of (x - centre[c])^2.
+template <typename T>
+struct ChannelMoments {
+  const T* src;
+  const float* centre;
+  float inverse_count;
+  __device__ void operator()(long long r, long long c, long long cols, float& first, float&) const {
+    const float x = to_float(src[r * cols + c]);
+    if (!centre) {
+      first += x * inverse_count;
+    } else {
+      const float d = x - centre[c];
+      first += d * d * inverse_count;
+    }
+  }
+};
+
 __global__ void running_stats_kernel(const float* mean, const float* variance, int channels,
                                      long long reduced, float momentum, float* running_mean,
                                      float* running_var) {
@@ -428,10 +447,10 @@ __global__ void running_stats_kernel(const float* mean, const float* variance, i
 template <typename T>
 __global__ void batch_norm_apply_kernel(const T* src, const float* gamma, const float* beta,
                                         const float* mean, const float* variance, T* dst,
-                                        int* relu_mask, bool relu, long long n, long long plane,
-                                        int channels, float epsilon) {
+                                        int* relu_mask, bool relu, long long n,
+                                        ActivationShape shape, float epsilon) {
   TB_GRID_STRIDE(i, n) {
-    const int c = static_cast<int>((i / plane) % channels);
+    const long long c = shape.channel(i);
     const float scale = gamma[c] / sqrtf(variance[c] + epsilon);
     float y = (to_float(src[i]) - mean[c]) * scale + beta[c];
     if (relu) {
@@ -474,15 +493,31 @@ __global__ void channel_gradient_kernel(const double* partial, int mb, int chann
   }
 }
 
+// NHWC, per channel (column): first = sum of dy * xhat, second = sum of dy (masked by the ReLU).
+template <typename T>
+struct ChannelGradientSums {
+  const T *src, *diff_dst;
+  const int* relu_mask;
+  const float *mean, *variance;
+  float epsilon;
+  __device__ void operator()(long long r, long long c, long long cols, float& first,
+                             float& second) const {
+    const long long i = r * cols + c;
+    const float dy = relu_mask && !relu_mask[i] ? 0.0f : to_float(diff_dst[i]);
+    first += dy * (to_float(src[i]) - mean[c]) / sqrtf(variance[c] + epsilon);
+    second += dy;
+  }
+};
+
 template <typename T>
 __global__ void batch_norm_backward_kernel(const T* src, const T* diff_dst, const int* relu_mask,
                                            const float* gamma, const float* mean,
                                            const float* variance, const float* diff_gamma,
                                            const float* diff_beta, T* diff_src, long long n,
-                                           long long plane, int channels, float epsilon) {
-  const float count = static_cast<float>(n / channels);
+                                           ActivationShape shape, float epsilon) {
+  const float count = static_cast<float>(n / shape.c);
   TB_GRID_STRIDE(i, n) {
-    const int c = static_cast<int>((i / plane) % channels);
+    const long long c = shape.channel(i);
     const float inv_std = 1.0f / sqrtf(variance[c] + epsilon);
     const float dy = relu_mask && !relu_mask[i] ? 0.0f : to_float(diff_dst[i]);
     diff_src[i] = from_float<T>(normalization_gradient(dy, (to_float(src[i]) - mean[c]) * inv_std,
@@ -491,47 +526,73 @@ __global__ void batch_norm_backward_kernel(const T* src, const T* diff_dst, cons
   }
 }
 
-// --- pooling over NCHW ---
+// --- pooling, either layout (the window arithmetic is training_math.h's) ---
 
 template <typename T>
-__global__ void max_pool_forward_kernel(PoolOp op, long long oh, long long ow, const T* src, T* dst,
-                                        int* indices, long long n) {
+__global__ void max_pool_forward_kernel(PoolOp op, ActivationShape from, ActivationShape to,
+                                        const T* src, T* dst, int* indices, long long n) {
   TB_GRID_STRIDE(i, n) {
-    const long long plane = i / (oh * ow), y = i / ow % oh, x = i % ow;
-    const T* image = src + plane * op.ih * op.iw;
-    float best = -INFINITY;
-    int where = -1;
-    for (long long ky = 0; ky < op.kh; ++ky)
-      for (long long kx = 0; kx < op.kw; ++kx) {
-        const long long iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
-        if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
-        const float value = to_float(image[iy * op.iw + ix]);
-        if (where < 0 || value > best) best = value, where = static_cast<int>(iy * op.iw + ix);
-      }
-    dst[i] = from_float<T>(best);
-    indices[i] = where;
+    const ActivationShape::Coordinates o = to.coordinates(i);
+    const WindowMax best = max_pool_window(op, from, o.n, o.c, o.y, o.x,
+                                           [src](long long k) { return to_float(src[k]); });
+    dst[i] = from_float<T>(best.value);
+    indices[i] = best.where;
   }
 }
 
 // Each input gathers the gradients of the outputs whose maximum it was, in output order.
 template <typename T>
-__global__ void max_pool_backward_kernel(PoolOp op, long long oh, long long ow, const T* diff_dst,
-                                         const int* indices, T* diff_src, long long n) {
+__global__ void max_pool_backward_kernel(PoolOp op, ActivationShape from, ActivationShape to,
+                                         const T* diff_dst, const int* indices, T* diff_src,
+                                         long long n) {
   TB_GRID_STRIDE(i, n) {
-    const long long plane = i / (op.ih * op.iw), iy = i / op.iw % op.ih, ix = i % op.iw;
-    const WindowRange rows = covering_outputs(iy, op.kh, op.sh, op.ph, oh);
-    const WindowRange cols = covering_outputs(ix, op.kw, op.sw, op.pw, ow);
-    const int self = static_cast<int>(iy * op.iw + ix);
-    float sum = 0;
-    for (long long y = rows.first; y <= rows.last; ++y)
-      for (long long x = cols.first; x <= cols.last; ++x) {
-        const long long o = (plane * oh + y) * ow + x;
-        if (indices[o] == self) sum += to_float(diff_dst[o]);
-      }
-    diff_src[i] = from_float<T>(sum);
+    const ActivationShape::Coordinates p = from.coordinates(i);
+    diff_src[i] = from_float<T>(max_pool_input_gradient(
+        op, to, p.n, p.c, p.y, p.x, [diff_dst](long long k) { return to_float(diff_dst[k]); },
+        [indices](long long k) { return static_cast<long long>(indices[k]); }));
   }
 }
 
+// dst[i] for each destination offset i, from the same element's offset in the other layout.
+template <typename T>
+__global__ void convert_channels_kernel(const T* src, T* dst, ActivationShape from,
+                                        ActivationShape to, long long n) {
+  TB_GRID_STRIDE(i, n) {
+    const ActivationShape::Coordinates p = to.coordinates(i);
+    dst[i] = src[from.offset(p.n, p.c, p.y, p.x)];
+  }
+}
+
+template <typename T>
+__global__ void relu_with_mask_kernel(T* data, int* mask, long long n) {
+  TB_GRID_STRIDE(i, n) {
+    const float y = to_float(data[i]);
+    mask[i] = y > 0.0f;
+    data[i] = from_float<T>(y > 0.0f ? y : 0.0f);
+  }
+}
+
+template <typename T>
+__global__ void masked_gradient_kernel(const T* diff_dst, const int* mask, T* out, long long n) {
+  TB_GRID_STRIDE(i, n) {
+    out[i] = mask[i] ? diff_dst[i] : from_float<T>(0.0f);
+  }
+}
+
+__global__ void inverse_std_kernel(const float* variance, float epsilon, float* inverse,
+                                   long long n) {
+  TB_GRID_STRIDE(i, n) {
+    inverse[i] = inverse_std(variance[i], epsilon);
+  }
+}
+
+__global__ void variance_from_inverse_std_kernel(float* values, float epsilon, long long n) {
+  TB_GRID_STRIDE(i, n) {
+    values[i] = variance_from_inverse_std(values[i], epsilon);
+  }
+}
+
+// NCHW: a block per (image, channel) plane.
 template <typename T>
 __global__ void average_pool_forward_kernel(const T* src, T* dst, long long plane) {
   const T* x = src + blockIdx.x * plane;
@@ -541,11 +602,25 @@ __global__ void average_pool_forward_kernel(const T* src, T* dst, long long plan
   if (threadIdx.x == 0) dst[blockIdx.x] = from_float<T>(sum / plane);
 }
 
+// NHWC: a thread per (image, channel); neighbouring threads read neighbouring channels.
+template <typename T>
+__global__ void average_pool_nhwc_forward_kernel(const T* src, T* dst, long long mb,
+                                                 long long channels, long long plane) {
+  TB_GRID_STRIDE(j, mb * channels) {
+    const T* x = src + (j / channels) * plane * channels + j % channels;
+    float sum = 0;
+    for (long long p = 0; p < plane; ++p) sum += to_float(x[p * channels]);
+    dst[j] = from_float<T>(sum / plane);
+  }
+}
+
 template <typename T>
 __global__ void average_pool_backward_kernel(const T* diff_dst, T* diff_src, long long n,
-                                             long long plane) {
+                                             ActivationShape from) {
+  const long long plane = from.h * from.w;
   TB_GRID_STRIDE(i, n) {
-    diff_src[i] = from_float<T>(to_float(diff_dst[i / plane]) / plane);
+    const ActivationShape::Coordinates p = from.coordinates(i);
+    diff_src[i] = from_float<T>(to_float(diff_dst[p.n * from.c + p.c]) / plane);
   }
 }
 
@@ -798,11 +873,14 @@ cudaError_t launch_embedding_backward(const EmbeddingOp& op, const void* diff_ds
 }
 
 std::size_t batch_norm_scratch_bytes(const BatchNormOp& op) {
-  return op.inference ? 0 : 2 * static_cast<std::size_t>(op.mb * op.channels) * sizeof(double);
+  if (op.inference) return 0;
+  if (activation_shape(op).nhwc) return column_sums_scratch_bytes(op.channels);
+  return 2 * static_cast<std::size_t>(op.mb * op.channels) * sizeof(double);
 }
 
 cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* b, void* scratch,
                               cudaStream_t stream) {
+  const ActivationShape shape = activation_shape(op);
   const long long plane = op.h * op.w, n = op.mb * op.channels * plane, reduced = op.mb * plane;
   const int channels = static_cast<int>(op.channels), mb = static_cast<int>(op.mb);
   const unsigned planes = static_cast<unsigned>(op.mb * op.channels);
@@ -813,40 +891,56 @@ cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* b, void* scrat
     if (op.inference) {  // src, gamma, beta, running_mean, running_var, dst
       batch_norm_apply_kernel<<<grid_for(n), kThreads, 0, stream>>>(
           in<T>(b[0]), f32(1), f32(2), f32(3), f32(4), out<T>(b[5]), nullptr, op.fuse_relu, n,
-          plane, channels, op.epsilon);
+          shape, op.epsilon);
     } else if (op.pass == Pass::forward) {
       // src, gamma, beta, dst, mean, variance, running_mean, running_var[, relu_mask]
-      plane_sums_kernel<<<planes, kThreads, 0, stream>>>(in<T>(b[0]), plane, channels, nullptr,
-                                                         partial);
-      channel_mean_kernel<<<grid_for(channels), kThreads, 0, stream>>>(partial, mb, channels,
-                                                                       reduced, f32(4));
-      plane_sums_kernel<<<planes, kThreads, 0, stream>>>(in<T>(b[0]), plane, channels, f32(4),
-                                                         partial);
-      channel_mean_kernel<<<grid_for(channels), kThreads, 0, stream>>>(partial, mb, channels,
-                                                                       reduced, f32(5));
+      if (shape.nhwc) {
+        const float inverse = 1.0f / static_cast<float>(reduced);
+        for (const float* centre : std::array<const float*, 2>{nullptr, f32(4)})
+          if (const cudaError_t error =
+                  column_sums(ChannelMoments<T>{in<T>(b[0]), centre, inverse}, reduced, channels,
+                              centre ? f32(5) : f32(4), nullptr, scratch, stream);
+              error != cudaSuccess)
+            return error;
+      } else {
+        for (const float* centre : std::array<const float*, 2>{nullptr, f32(4)}) {
+          plane_sums_kernel<<<planes, kThreads, 0, stream>>>(in<T>(b[0]), plane, channels, centre,
+                                                             partial);
+          channel_mean_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
+              partial, mb, channels, reduced, centre ? f32(5) : f32(4));
+        }
+      }
       running_stats_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
           f32(4), f32(5), channels, reduced, op.momentum, f32(6), f32(7));
       batch_norm_apply_kernel<<<grid_for(n), kThreads, 0, stream>>>(
           in<T>(b[0]), f32(1), f32(2), f32(4), f32(5), out<T>(b[3]),
-          op.fuse_relu ? static_cast<int*>(b[8]) : nullptr, op.fuse_relu, n, plane, channels,
-          op.epsilon);
+          op.fuse_relu ? static_cast<int*>(b[8]) : nullptr, op.fuse_relu, n, shape, op.epsilon);
     } else {
       // src, diff_dst, gamma, beta, mean, variance[, relu_mask], diff_src, diff_gamma, diff_beta
       const int* mask = op.fuse_relu ? static_cast<const int*>(b[6]) : nullptr;
       const int out_index = op.fuse_relu ? 7 : 6;
-      plane_gradient_sums_kernel<<<planes, kThreads, 0, stream>>>(
-          in<T>(b[0]), in<T>(b[1]), mask, f32(4), f32(5), plane, channels, op.epsilon, partial);
-      channel_gradient_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
-          partial, mb, channels, f32(out_index + 1), f32(out_index + 2));
+      if (shape.nhwc) {
+        if (const cudaError_t error = column_sums(
+                ChannelGradientSums<T>{in<T>(b[0]), in<T>(b[1]), mask, f32(4), f32(5), op.epsilon},
+                reduced, channels, f32(out_index + 1), f32(out_index + 2), scratch, stream);
+            error != cudaSuccess)
+          return error;
+      } else {
+        plane_gradient_sums_kernel<<<planes, kThreads, 0, stream>>>(
+            in<T>(b[0]), in<T>(b[1]), mask, f32(4), f32(5), plane, channels, op.epsilon, partial);
+        channel_gradient_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
+            partial, mb, channels, f32(out_index + 1), f32(out_index + 2));
+      }
       batch_norm_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(
           in<T>(b[0]), in<T>(b[1]), mask, f32(2), f32(4), f32(5), f32(out_index + 1),
-          f32(out_index + 2), out<T>(b[out_index]), n, plane, channels, op.epsilon);
+          f32(out_index + 2), out<T>(b[out_index]), n, shape, op.epsilon);
     }
     return cudaGetLastError();
   });
 }
 
 cudaError_t launch_pool(const PoolOp& op, void* const* b, cudaStream_t stream) {
+  const ActivationShape from = in_shape(op), to = out_shape(op);
   const long long inputs = op.mb * op.channels * op.ih * op.iw;
   const long long outputs = op.mb * op.channels * op.oh() * op.ow();
   const bool max = op.kind == PoolKind::max;
@@ -855,19 +949,70 @@ cudaError_t launch_pool(const PoolOp& op, void* const* b, cudaStream_t stream) {
     if (op.pass == Pass::forward) {  // src, dst[, indices]
       if (max)
         max_pool_forward_kernel<<<grid_for(outputs), kThreads, 0, stream>>>(
-            op, op.oh(), op.ow(), in<T>(b[0]), out<T>(b[1]), static_cast<int*>(b[2]), outputs);
+            op, from, to, in<T>(b[0]), out<T>(b[1]), static_cast<int*>(b[2]), outputs);
+      else if (from.nhwc)
+        average_pool_nhwc_forward_kernel<<<grid_for(op.mb * op.channels), kThreads, 0, stream>>>(
+            in<T>(b[0]), out<T>(b[1]), op.mb, op.channels, op.ih * op.iw);
       else
         average_pool_forward_kernel<<<static_cast<unsigned>(op.mb * op.channels), kThreads, 0,
                                       stream>>>(in<T>(b[0]), out<T>(b[1]), op.ih * op.iw);
     } else if (max) {  // diff_dst, indices, diff_src
       max_pool_backward_kernel<<<grid_for(inputs), kThreads, 0, stream>>>(
-          op, op.oh(), op.ow(), in<T>(b[0]), static_cast<const int*>(b[1]), out<T>(b[2]), inputs);
+          op, from, to, in<T>(b[0]), static_cast<const int*>(b[1]), out<T>(b[2]), inputs);
     } else {  // diff_dst, diff_src
       average_pool_backward_kernel<<<grid_for(inputs), kThreads, 0, stream>>>(
-          in<T>(b[0]), out<T>(b[1]), inputs, op.ih * op.iw);
+          in<T>(b[0]), out<T>(b[1]), inputs, from);
     }
     return cudaGetLastError();
   });
+}
+
+cudaError_t launch_relu_with_mask(DType dtype, std::int64_t count, void* data, std::int32_t* mask,
+                                  cudaStream_t stream) {
+  return with_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    relu_with_mask_kernel<<<grid_for(count), kThreads, 0, stream>>>(out<T>(data), mask, count);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_masked_gradient(DType dtype, std::int64_t count, const void* diff_dst,
+                                   const std::int32_t* mask, void* result, cudaStream_t stream) {
+  return with_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    masked_gradient_kernel<<<grid_for(count), kThreads, 0, stream>>>(in<T>(diff_dst), mask,
+                                                                     out<T>(result), count);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_inverse_std(std::int64_t count, const float* variance, float epsilon,
+                               float* inverse, cudaStream_t stream) {
+  inverse_std_kernel<<<grid_for(count), kThreads, 0, stream>>>(variance, epsilon, inverse, count);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_variance_from_inverse_std(std::int64_t count, float* values, float epsilon,
+                                             cudaStream_t stream) {
+  variance_from_inverse_std_kernel<<<grid_for(count), kThreads, 0, stream>>>(values, epsilon,
+                                                                             count);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_convert_channels(std::size_t element, std::int64_t n, std::int64_t c,
+                                    std::int64_t h, std::int64_t w, const void* src, void* dst,
+                                    bool to_nhwc, cudaStream_t stream) {
+  const ActivationShape from{n, c, h, w, !to_nhwc}, to{n, c, h, w, to_nhwc};
+  const long long count = n * c * h * w;
+  if (element == 2)
+    convert_channels_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+        static_cast<const std::uint16_t*>(src), static_cast<std::uint16_t*>(dst), from, to, count);
+  else if (element == 4)
+    convert_channels_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+        static_cast<const std::uint32_t*>(src), static_cast<std::uint32_t*>(dst), from, to, count);
+  else
+    return cudaErrorInvalidValue;
+  return cudaGetLastError();
 }
 
 cudaError_t launch_add_bias(DType dtype, std::int64_t count, std::int64_t channels,

@@ -62,13 +62,32 @@ cudaError_t launch_embedding_backward(const EmbeddingOp& op, const void* diff_ds
                                       const std::int32_t* ids, void* diff_table,
                                       cudaStream_t stream);
 
-// Batch norm over NCHW data; operand pointers in batch_norm_operands()'s order.
+// Batch norm over 4-D data in the layout channels_last() (nhwc.h) picks for the op; operand
+// pointers in batch_norm_operands()'s order.
 std::size_t batch_norm_scratch_bytes(const BatchNormOp& op);
 cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* operands, void* scratch,
                               cudaStream_t stream);
 
-// Max and global-average pooling over NCHW data; operands in pool_operands()'s order.
+// Max and global-average pooling, layout as batch norm; operands in pool_operands()'s order.
 cudaError_t launch_pool(const PoolOp& op, void* const* operands, cudaStream_t stream);
+
+// What the kernels add around cuDNN's batch norm (cudnn_norm.cpp), each over `count` values:
+// ReLU in place with its mask (mask = y > 0), the gradient through that mask, and the
+// per-channel conversions between the batch variance and cuDNN's inverse standard deviation.
+cudaError_t launch_relu_with_mask(DType dtype, std::int64_t count, void* data, std::int32_t* mask,
+                                  cudaStream_t stream);
+cudaError_t launch_masked_gradient(DType dtype, std::int64_t count, const void* diff_dst,
+                                   const std::int32_t* mask, void* out, cudaStream_t stream);
+cudaError_t launch_inverse_std(std::int64_t count, const float* variance, float epsilon,
+                               float* inverse, cudaStream_t stream);
+cudaError_t launch_variance_from_inverse_std(std::int64_t count, float* values, float epsilon,
+                                             cudaStream_t stream);
+
+// Copies [n, c, h, w] values of `element` (2 or 4) bytes from NCHW to NHWC (to_nhwc) or back,
+// on the device (a convolution's weights between KCRS and KRSC).
+cudaError_t launch_convert_channels(std::size_t element, std::int64_t n, std::int64_t c,
+                                    std::int64_t h, std::int64_t w, const void* src, void* dst,
+                                    bool to_nhwc, cudaStream_t stream);
 
 // A bias per channel over `count` values, then ReLU if asked: element i's channel is
 // (i / inner) % channels (fully connected [rows, cols] and NHWC: inner 1; NCHW: inner H * W).

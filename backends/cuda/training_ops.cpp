@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/cuda_plan.h"
+#include "backends/cuda/nhwc.h"
 #include "backends/cuda/training_kernels.h"
 #include "backends/operands.h"
 
@@ -21,9 +22,10 @@ namespace {
 class KernelPlan final : public CudaPlan {
  public:
   using Launch = std::function<cudaError_t(std::span<const Buffer>, void* scratch, cudaStream_t)>;
+  // `channels_last`: the 4-D operands are stored NHWC (batch norm and pooling on 16-bit data).
   KernelPlan(std::vector<OperandSpec> operands, std::size_t scratch_bytes, std::string_view what,
-             DType dtype, Launch launch)
-      : launch_(std::move(launch)) {
+             DType dtype, Launch launch, bool channels_last = false)
+      : launch_(std::move(launch)), channels_last_(channels_last) {
     operands_ = std::move(operands);
     workspace_bytes_ = scratch_bytes;
     implementation_ = fmt::format("trainbench CUDA kernels: {} ({})", what, dtype_name(dtype));
@@ -35,9 +37,13 @@ class KernelPlan final : public CudaPlan {
     if (empty_) return Status::Ok();  // an empty grid is a launch error
     return cuda_status(launch_(operands, workspace.data, stream), implementation_.c_str());
   }
+  bool stored_channels_last(int index) const override {
+    return channels_last_ && operands_.at(index).dims.size() == 4;
+  }
 
  private:
   Launch launch_;
+  bool channels_last_ = false;
   bool empty_ = false;  // some operand has no elements: nothing to compute
 };
 
@@ -201,9 +207,9 @@ Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique
     return plan_fully_connected(handle, *op, out);
 
   auto plan = [&](std::vector<OperandSpec> operands, std::size_t scratch, std::string_view what,
-                  KernelPlan::Launch launch) {
-    *out =
-        std::make_unique<KernelPlan>(std::move(operands), scratch, what, *dtype, std::move(launch));
+                  KernelPlan::Launch launch, bool channels_last = false) {
+    *out = std::make_unique<KernelPlan>(std::move(operands), scratch, what, *dtype,
+                                        std::move(launch), channels_last);
     return Status::Ok();
   };
   if (const auto* op = std::get_if<EltwiseOp>(&desc)) {
@@ -290,19 +296,26 @@ Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique
   };
   if (const auto* op = std::get_if<BatchNormOp>(&desc)) {
     const BatchNormOp o = *op;
-    return plan(batch_norm_operands(o), batch_norm_scratch_bytes(o),
-                o.fuse_relu ? "batch norm + ReLU (NCHW)" : "batch norm (NCHW)",
-                [o, pointers](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
-                  return launch_batch_norm(o, pointers(b).data(), scratch, s);
-                });
+    const bool nhwc = channels_last(o.dtype, o.layout);
+    return plan(
+        batch_norm_operands(o), batch_norm_scratch_bytes(o),
+        fmt::format("batch norm{} ({})", o.fuse_relu ? " + ReLU" : "", nhwc ? "NHWC" : "NCHW"),
+        [o, pointers](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+          return launch_batch_norm(o, pointers(b).data(), scratch, s);
+        },
+        nhwc);
   }
   if (const auto* op = std::get_if<PoolOp>(&desc)) {
     const PoolOp o = *op;
-    return plan(pool_operands(o), 0,
-                o.kind == PoolKind::max ? "max pooling (NCHW)" : "global average pooling",
-                [o, pointers](std::span<const Buffer> b, void*, cudaStream_t s) {
-                  return launch_pool(o, pointers(b).data(), s);
-                });
+    const bool nhwc = channels_last(o.dtype, o.layout);
+    return plan(
+        pool_operands(o), 0,
+        fmt::format("{} pooling ({})", o.kind == PoolKind::max ? "max" : "global average",
+                    nhwc ? "NHWC" : "NCHW"),
+        [o, pointers](std::span<const Buffer> b, void*, cudaStream_t s) {
+          return launch_pool(o, pointers(b).data(), s);
+        },
+        nhwc);
   }
   return Status::Unimplemented(fmt::format("cuda: op '{}' is not implemented", op_name(desc)));
 }

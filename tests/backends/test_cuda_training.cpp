@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/training_kernels.h"
 #include "backends/cuda/training_math.h"
 #include "backends/cuda/training_ops.h"
@@ -170,6 +171,69 @@ TEST(CudaPoolingMath, CoveringOutputsAreExactlyTheWindowsThatContainTheInput) {
         }
 }
 
+// cuDNN's batch norm keeps inverse standard deviations; the ops keep the batch variance. The
+// conversions round-trip to float precision, and a constant channel's variance stays 0.
+TEST(CudaNormalizationMath, BatchVarianceAndCudnnsInverseStdConvertBothWays) {
+  for (float epsilon : {1e-5f, 1e-3f})
+    for (float variance : {0.0f, 1e-4f, 0.37f, 1.0f, 52.5f, 4096.0f}) {
+      const float inverse = inverse_std(variance, epsilon);
+      EXPECT_NEAR(inverse, 1.0 / std::sqrt(static_cast<double>(variance) + epsilon),
+                  1e-6 * inverse);
+      EXPECT_NEAR(variance_from_inverse_std(inverse, epsilon), variance,
+                  4e-7 * (variance + epsilon))
+          << variance;
+      EXPECT_GE(variance_from_inverse_std(inverse, epsilon), 0.0f);
+    }
+}
+
+// Channels-last max pooling, emulated on the host with the kernels' window arithmetic over
+// NHWC data, equals the f64 op on NCHW data: values, recorded positions and input gradients.
+TEST_F(CudaTrainingMath, ChannelsLastMaxPoolingMatchesTheDoublePrecisionOp) {
+  PoolOp op;
+  op.mb = 2, op.channels = 3, op.ih = 9, op.iw = 8, op.kh = op.kw = 3;
+  op.sh = op.sw = 2, op.ph = op.pw = 1, op.dtype = DType::f64, op.layout = Layout::plain;
+  const ActivationShape in{op.mb, op.channels, op.ih, op.iw, true},
+      out{op.mb, op.channels, op.oh(), op.ow(), true};
+  ActivationShape in_plain = in, out_plain = out;
+  in_plain.nhwc = out_plain.nhwc = false;
+  const std::int64_t inputs = op.mb * op.channels * op.ih * op.iw,
+                     outputs = op.mb * op.channels * op.oh() * op.ow();
+  const std::vector<double> x = random(inputs, 11), dy = random(outputs, 12);
+  const auto forward = run_op(*cpu_, op, {x});  // src, dst, indices
+  op.pass = Pass::backward;
+  const std::vector<double> dx = run_op(*cpu_, op, {dy, forward.at(2)}).at(2);
+
+  // The kernels' view: NHWC copies.
+  std::vector<float> x_nhwc(inputs), dy_nhwc(outputs);
+  std::vector<std::int64_t> where(outputs);
+  auto each = [&](const ActivationShape& shape, auto body) {
+    for (std::int64_t n = 0; n < shape.n; ++n)
+      for (std::int64_t c = 0; c < shape.c; ++c)
+        for (std::int64_t y = 0; y < shape.h; ++y)
+          for (std::int64_t w = 0; w < shape.w; ++w) body(n, c, y, w);
+  };
+  each(in, [&](auto n, auto c, auto y, auto w) {
+    x_nhwc[in.offset(n, c, y, w)] = static_cast<float>(x[in_plain.offset(n, c, y, w)]);
+  });
+  each(out, [&](auto n, auto c, auto y, auto w) {
+    dy_nhwc[out.offset(n, c, y, w)] = static_cast<float>(dy[out_plain.offset(n, c, y, w)]);
+  });
+  each(out, [&](auto n, auto c, auto y, auto w) {
+    const WindowMax best =
+        max_pool_window(op, in, n, c, y, w, [&](std::int64_t k) { return x_nhwc[k]; });
+    const std::int64_t plain = out_plain.offset(n, c, y, w);
+    EXPECT_EQ(best.value, static_cast<float>(forward.at(1)[plain])) << plain;
+    EXPECT_EQ(best.where, forward.at(2)[plain]) << plain;
+    where[out.offset(n, c, y, w)] = best.where;
+  });
+  each(in, [&](auto n, auto c, auto y, auto w) {
+    const float got = max_pool_input_gradient(
+        op, out, n, c, y, w, [&](std::int64_t k) { return dy_nhwc[k]; },
+        [&](std::int64_t k) { return where[k]; });
+    EXPECT_NEAR(got, dx[in_plain.offset(n, c, y, w)], 1e-6) << n << c << y << w;
+  });
+}
+
 // Plans need no GPU: every training op plans in f32, bf16 and f16 with the operand list every
 // backend shares, and what the kernels cannot do is refused with a reason.
 TEST(CudaTrainingPlans, EveryTrainingOpPlansWithTheSharedOperands) {
@@ -223,6 +287,20 @@ TEST(CudaTrainingPlans, EveryTrainingOpPlansWithTheSharedOperands) {
       EXPECT_EQ(plan->workspace_bytes() > 0, c.needs_scratch) << op_name(c.op);
       EXPECT_NE(plan->implementation().find("CUDA"), std::string::npos);
     }
+    // 16-bit batch norm and pooling keep their 4-D operands channels-last, like the
+    // convolutions around them; the per-channel statistics are plain vectors.
+    for (const OpDesc& op : {OpDesc(bn), OpDesc(bn_backward), OpDesc(bn_inference), OpDesc(pool)}) {
+      std::unique_ptr<Plan> plan;
+      ASSERT_TRUE(plan_training_op(nullptr, op, &plan).ok());
+      const bool nhwc = dtype != DType::f32;
+      EXPECT_NE(plan->implementation().find(nhwc ? "NHWC" : "NCHW"), std::string::npos)
+          << plan->implementation();
+      const auto& cuda_plan = static_cast<const CudaPlan&>(*plan);
+      for (std::size_t i = 0; i < plan->operands().size(); ++i)
+        EXPECT_EQ(cuda_plan.stored_channels_last(static_cast<int>(i)),
+                  nhwc && plan->operands()[i].dims.size() == 4)
+            << op_name(op) << " " << plan->operands()[i].name;
+    }
     // The embedding's weight-table gradient is fp32 for bf16 data (fp32 master gradients).
     std::unique_ptr<Plan> plan;
     ASSERT_TRUE(plan_training_op(nullptr, embedding, &plan).ok());
@@ -261,6 +339,7 @@ TEST(CudaTrainingPlans, WhatTheKernelsCannotDoIsRefusedWithAReason) {
 #ifdef TRAINBENCH_HAVE_CUDNN
 #include "backends/cuda/cudnn_attention.h"
 #include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/cudnn_norm.h"
 
 namespace tb::cuda {
 namespace {
@@ -312,7 +391,7 @@ TEST(CudnnEngineChoice, KeysSeparateShapesDirectionsAndDtypes) {
   EXPECT_TRUE(differs([](ConvOp& o) { o.sh = o.sw = 2; }));
   EXPECT_TRUE(differs([](ConvOp& o) { o.ph = 0; }));
   EXPECT_TRUE(differs([](ConvOp& o) { o.winograd_allowed = true; }));
-  EXPECT_FALSE(differs([](ConvOp& o) { o.layout = Layout::native; }));  // always NCHW here
+  EXPECT_FALSE(differs([](ConvOp& o) { o.layout = Layout::native; }));  // f32: NCHW in any layout
 }
 
 TEST(CudnnEngineChoice, TheFastestCandidateThatRanWins) {
@@ -342,20 +421,85 @@ TEST(ChannelsLast, ConversionsRoundTripAndPlaceEveryValue) {
   EXPECT_EQ(back, plain);
 }
 
+// 16-bit activations are channels-last unless the caller asks for plain NCHW; fp32 and tf32
+// stay NCHW.
+TEST(ChannelsLast, SixteenBitActivationsAreChannelsLastUnlessPlainIsAsked) {
+  for (Layout layout : {Layout::any, Layout::native}) {
+    EXPECT_TRUE(channels_last(DType::bf16, layout));
+    EXPECT_TRUE(channels_last(DType::f16, layout));
+    EXPECT_FALSE(channels_last(DType::f32, layout));
+    EXPECT_FALSE(channels_last(DType::tf32, layout));
+  }
+  EXPECT_FALSE(channels_last(DType::bf16, Layout::plain));
+}
+
+// Every element has one offset in each layout, and its channel and coordinates come back
+// from it: what the batch-norm and pooling kernels index by.
+TEST(ChannelsLast, ShapesPlaceAndFindEveryElementInBothLayouts) {
+  for (bool nhwc : {false, true}) {
+    const ActivationShape shape{2, 3, 4, 5, nhwc};
+    std::set<std::int64_t> offsets;
+    for (std::int64_t n = 0; n < shape.n; ++n)
+      for (std::int64_t c = 0; c < shape.c; ++c)
+        for (std::int64_t y = 0; y < shape.h; ++y)
+          for (std::int64_t x = 0; x < shape.w; ++x) {
+            const std::int64_t o = shape.offset(n, c, y, x);
+            offsets.insert(o);
+            EXPECT_EQ(shape.channel(o), c);
+            const ActivationShape::Coordinates p = shape.coordinates(o);
+            EXPECT_EQ(p.n, n);
+            EXPECT_EQ(p.c, c);
+            EXPECT_EQ(p.y, y);
+            EXPECT_EQ(p.x, x);
+          }
+    EXPECT_EQ(offsets.size(), 120u);
+    EXPECT_EQ(*offsets.rbegin(), 119);
+  }
+}
+
 #ifdef TRAINBENCH_HAVE_CUDNN
-TEST(CudnnEngineChoice, SixteenBitSingleOpConvolutionsGoChannelsLast) {
+TEST(CudnnEngineChoice, SixteenBitConvolutionsGoChannelsLast) {
   ConvOp op;
   op.dtype = DType::bf16;
-  EXPECT_TRUE(conv_channels_last(op));  // Layout::any
-  op.layout = Layout::native;           // a network's step: NCHW like its other ops
+  EXPECT_TRUE(conv_channels_last(op));  // Layout::any: a single-op benchmark imports KRSC
+  EXPECT_FALSE(conv_stages_weights(op));
+  op.layout = Layout::native;  // a network's step: NHWC like its other ops, weights plain
+  EXPECT_TRUE(conv_channels_last(op));
+  EXPECT_TRUE(conv_stages_weights(op));
+  op.layout = Layout::plain;  // asked for NCHW
   EXPECT_FALSE(conv_channels_last(op));
-  op.layout = Layout::any, op.dtype = DType::f32;
+  EXPECT_FALSE(conv_stages_weights(op));
+  op.layout = Layout::native, op.dtype = DType::f32;
   EXPECT_FALSE(conv_channels_last(op));
+  EXPECT_FALSE(conv_stages_weights(op));
   ConvOp a, b;
   a.dtype = b.dtype = DType::f16, b.layout = Layout::plain;
   EXPECT_NE(conv_engine_key(a), conv_engine_key(b));
+  b = a, b.layout = Layout::native;  // the same tensors for cuDNN: one search
+  EXPECT_EQ(conv_engine_key(a), conv_engine_key(b));
   b = a, b.epilogue = ConvEpilogue::bias_relu;  // a fused graph is another search
   EXPECT_NE(conv_engine_key(a), conv_engine_key(b));
+}
+
+// cuDNN's batch norm is tried for channels-last 16-bit training steps; inference and other
+// layouts keep the own kernels, with the reason.
+TEST(CudnnBatchNorm, TriedWhereItsEnginesApply) {
+  BatchNormOp op;
+  op.mb = 8, op.channels = 64, op.h = op.w = 14, op.dtype = DType::bf16;
+  EXPECT_EQ(cudnn_batch_norm_skip_reason(op), "");
+  op.pass = Pass::backward, op.fuse_relu = true;
+  EXPECT_EQ(cudnn_batch_norm_skip_reason(op), "");
+  op.dtype = DType::f16;
+  EXPECT_EQ(cudnn_batch_norm_skip_reason(op), "");
+  BatchNormOp other = op;
+  other.inference = true;
+  EXPECT_NE(cudnn_batch_norm_skip_reason(other), "");
+  other = op, other.dtype = DType::f32;
+  EXPECT_NE(cudnn_batch_norm_skip_reason(other), "");
+  other = op, other.layout = Layout::plain;
+  EXPECT_NE(cudnn_batch_norm_skip_reason(other), "");
+  std::unique_ptr<Plan> plan;  // refused before any cuDNN call: no handle needed
+  EXPECT_EQ(plan_cudnn_batch_norm(nullptr, other, &plan).code(), StatusCode::unimplemented);
 }
 
 // cuDNN's fused attention reads queries, keys and values where the unfused path's attention

@@ -64,13 +64,14 @@ inline std::vector<std::vector<double>> run_op(Backend& backend, const OpDesc& o
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const OperandSpec& spec = plan->operands()[i];
     std::vector<double> values(spec.elements());
-    if (spec.dtype == DType::f64 || spec.dtype == DType::f32) {
+    if (spec.dtype == DType::f64 || spec.dtype == DType::f32 || spec.dtype == DType::i32) {
       std::vector<char> bytes(spec.elements() * dtype_size(spec.dtype));
       EXPECT_TRUE(
           backend.export_operand(*plan, static_cast<int>(i), buffers[i], bytes.data()).ok());
       for (std::size_t k = 0; k < values.size(); ++k)
-        values[k] = spec.dtype == DType::f64 ? reinterpret_cast<double*>(bytes.data())[k]
-                                             : reinterpret_cast<float*>(bytes.data())[k];
+        values[k] = spec.dtype == DType::f64   ? reinterpret_cast<double*>(bytes.data())[k]
+                    : spec.dtype == DType::f32 ? reinterpret_cast<float*>(bytes.data())[k]
+                                               : reinterpret_cast<std::int32_t*>(bytes.data())[k];
     }
     outputs.push_back(std::move(values));
   }
