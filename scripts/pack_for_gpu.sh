@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs a build for a GPU machine that has CUDA (or PyTorch's CUDA wheels) but no package
-# manager: trainbench, the GPU test program and every shared library they need except glibc
+# manager: trainbench, the GPU test programs and every shared library they need except glibc
 # (the target's own, newer one is used) and the CUDA / NVIDIA libraries (found there).
 # Usage: scripts/pack_for_gpu.sh [BUILD_DIR] [OUT.tar.xz]
 # On the GPU machine: tar xJf OUT.tar.xz && trainbench-gpu/run.sh [trainbench arguments]
@@ -13,7 +13,9 @@ out="${2:-$root/trainbench-gpu.tar.xz}"
 stage="$(mktemp -d)/trainbench-gpu"
 mkdir -p "$stage/bin" "$stage/lib"
 programs=("$build/bench/trainbench")
-[ -x "$build/tests/test_cuda" ] && programs+=("$build/tests/test_cuda")
+for test in test_cuda test_models; do  # the GPU tests: kernels, then whole training steps
+  [ -x "$build/tests/$test" ] && programs+=("$build/tests/$test")
+done
 cp "${programs[@]}" "$stage/bin/"
 cp "$root/scripts/pytorch_reference.py" "$stage/"  # the PyTorch peer, run with the machine's torch
 for program in "${programs[@]}"; do ldd "$program"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
@@ -41,10 +43,17 @@ for site_dir in $python_site; do
   done
 done
 export LD_LIBRARY_PATH="$here/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if [ "${1:-}" = "check" ]; then
+if [ "${1:-}" = "check" ]; then  # every part runs; the exit status says whether all passed
   shift
-  [ -x "$here/bin/test_cuda" ] && "$here/bin/test_cuda" --gtest_brief=1
-  exec "$here/bin/trainbench" run --suite quick "$@"
+  status=0
+  [ -x "$here/bin/test_cuda" ] && { "$here/bin/test_cuda" --gtest_brief=1 || status=$?; }
+  # The model tests that run on cuda: steps op by op and against f64, the backends' agreement,
+  # both layouts, fused attention (the CPU-only ones need Debian's data packages).
+  [ -x "$here/bin/test_models" ] && { "$here/bin/test_models" --gtest_brief=1 \
+    --gtest_filter='Backends/*/2:CudaLayouts.*:BackendAgreement.*:BertBackendAgreement.*:BertFusedAttention.Cuda*:AttentionGemm.*' ||
+    status=$?; }
+  "$here/bin/trainbench" run --suite quick "$@" || status=$?
+  exit "$status"
 fi
 if [ "${1:-}" = "gpu" ]; then  # the GPU suite, then torch.matmul on the same GEMMs
   shift

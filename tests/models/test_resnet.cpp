@@ -113,6 +113,16 @@ TEST_P(TrainingStepTest, EveryOpMatchesTheReferenceOnItsOwnInputs) {
                                               seeded_batch(net, 13), 250);
 }
 
+// cuda runs 16-bit steps channels-last (cuDNN's batch norm, NHWC kernels); with
+// layout=plain the same step runs NCHW, through the other kernels: both against f64.
+TEST(CudaLayouts, TheNchwStepMatchesTheReferenceToo) {
+  auto backend = make_backend("cuda");
+  if (!backend) GTEST_SKIP() << "cuda is not in this build or not usable here";
+  const Network net = build_resnet(reduced({2, 2, 2, 2}));
+  testing_support::expect_ops_match_reference(*backend, net, {DType::f32, Layout::plain},
+                                              seeded_batch(net, 13), 250);
+}
+
 // Mixed precision trains: the loss falls on a fixed batch in bf16 as in fp32.
 TEST(MixedPrecision, Bf16LossFallsOnAFixedBatch) {
   auto backend = make_backend("cpu-onednn");
