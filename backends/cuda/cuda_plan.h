@@ -5,6 +5,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -51,13 +52,15 @@ inline Status cuda_status(cudaError_t error, const char* what) {
 class CudaPlan : public Plan {
  public:
   virtual Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) = 0;
+  // Adds to the implementation string (why a library path was not taken).
+  void note(std::string_view text) { implementation_ += text; }
   virtual bool stored_channels_last(int index) const {
     (void)index;
     return false;
   }
   Status import_operand(int index, const void* plain, Buffer device) const {
     const OperandSpec& spec = operands_.at(index);
-    if (!stored_channels_last(index)) return copy(device.data, plain, spec.bytes);
+    if (!converts(index)) return copy(device.data, plain, spec.bytes);
     std::vector<unsigned char> converted(spec.bytes);
     nchw_to_nhwc(plain, converted.data(), spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
                  dtype_size(spec.dtype));
@@ -65,7 +68,7 @@ class CudaPlan : public Plan {
   }
   Status export_operand(int index, Buffer device, void* plain) const {
     const OperandSpec& spec = operands_.at(index);
-    if (!stored_channels_last(index)) return copy(plain, device.data, spec.bytes);
+    if (!converts(index)) return copy(plain, device.data, spec.bytes);
     std::vector<unsigned char> stored(spec.bytes);
     TB_RETURN_IF_ERROR(copy(stored.data(), device.data, spec.bytes));
     nhwc_to_nchw(stored.data(), plain, spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
@@ -74,6 +77,13 @@ class CudaPlan : public Plan {
   }
 
  private:
+  // NHWC and NCHW place the values alike with one channel or one pixel per image (a
+  // grey-scale input, a pooled feature vector): nothing to reorder.
+  bool converts(int index) const {
+    if (!stored_channels_last(index)) return false;
+    const std::vector<std::int64_t>& dims = operands_.at(index).dims;
+    return dims[1] > 1 && dims[2] * dims[3] > 1;
+  }
   static Status copy(void* to, const void* from, std::size_t bytes) {
     return cuda_status(cudaMemcpy(to, from, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }

@@ -85,7 +85,8 @@ Status make_node(cudnnHandle_t handle, const AttentionOp& op, AttentionGraph* g)
   TB_RETURN_IF_ERROR(g->operation.finalize());
   TB_RETURN_IF_ERROR(make_operation_graph(handle, g->operation, &g->graph));
 
-  return first_buildable_plan(handle, g->graph, kMaxWorkspace, "SDPA", &g->built);
+  return first_buildable_plan(handle, g->graph, kMaxWorkspace, /*fp32_accumulation=*/false, "SDPA",
+                              &g->built);
 #endif
 }
 

@@ -208,13 +208,23 @@ Status make_execution_plan(cudnnHandle_t handle, const BackendDescriptor& config
 }
 
 Status first_buildable_plan(cudnnHandle_t handle, const BackendDescriptor& graph,
-                            std::int64_t max_workspace, std::string_view what, BuiltPlan* out) {
+                            std::int64_t max_workspace, bool fp32_accumulation,
+                            std::string_view what, BuiltPlan* out) {
   std::vector<BackendDescriptor> configs;
   const Status ranked = heuristic_configs(graph, CUDNN_HEUR_MODE_A, &configs);
   const Status fallback = heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
-  if (configs.empty()) return ranked.ok() ? fallback : ranked;
-  Status last = Status::Unimplemented(fmt::format("cuDNN: no {} engine builds a plan", what));
+  if (!ranked.ok() && !fallback.ok()) return ranked;
+  Status last = Status::Unimplemented(fmt::format("cuDNN: no {} engine for this graph", what));
   for (BackendDescriptor& config : configs) {
+    EngineIdentity engine;
+    if (!identify(config, &engine).ok()) engine = {};
+    if (fp32_accumulation &&
+        (engine.notes.down_convert || engine.notes.reduced_precision_reduction)) {
+      last = Status::Unimplemented(
+          fmt::format("cuDNN: the {} engine {} does not accumulate in fp32 ({})", what,
+                      engine.global_index, engine.notes.describe()));
+      continue;
+    }
     BackendDescriptor plan;
     std::int64_t workspace = 0;
     last = make_execution_plan(handle, config, &plan, &workspace);
@@ -224,7 +234,7 @@ Status first_buildable_plan(cudnnHandle_t handle, const BackendDescriptor& graph
           fmt::format("cuDNN: the {} engine wants {} B of workspace", what, workspace));
       continue;
     }
-    if (!identify(config, &out->engine).ok()) out->engine = {};
+    out->engine = engine;
     out->plan = std::move(plan);
     out->config = std::move(config);
     out->workspace = workspace;

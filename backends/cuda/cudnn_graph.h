@@ -96,14 +96,17 @@ Status make_execution_plan(cudnnHandle_t handle, const BackendDescriptor& config
 
 // A plan of the first engine that builds one for `graph`, from heuristic A's ranking then the
 // fallback list, with at most `max_workspace` bytes of workspace (ops with no engine search:
-// fused attention, batch norm). Unimplemented, with cuDNN's reason, when none does.
+// fused attention, batch norm). With `fp32_accumulation`, engines cuDNN notes as down-converting
+// their inputs or reducing in reduced precision are passed over, as for convolutions.
+// Unimplemented, with cuDNN's reason, when none is left.
 struct BuiltPlan {
   BackendDescriptor config, plan;
   std::int64_t workspace = 0;
   EngineIdentity engine;
 };
 Status first_buildable_plan(cudnnHandle_t handle, const BackendDescriptor& graph,
-                            std::int64_t max_workspace, std::string_view what, BuiltPlan* out);
+                            std::int64_t max_workspace, bool fp32_accumulation,
+                            std::string_view what, BuiltPlan* out);
 
 // Runs `plan` with pointers[i] bound to the tensor whose id is ids[i].
 Status execute_plan(cudnnHandle_t handle, const BackendDescriptor& plan,

@@ -115,7 +115,8 @@ Status make_node(cudnnHandle_t handle, const BatchNormOp& op, NormGraph* g) {
   }
   TB_RETURN_IF_ERROR(o.finalize());
   TB_RETURN_IF_ERROR(make_operation_graph(handle, o, &g->graph));
-  return first_buildable_plan(handle, g->graph, kMaxWorkspace, "batch-norm", &g->built);
+  return first_buildable_plan(handle, g->graph, kMaxWorkspace, /*fp32_accumulation=*/true,
+                              "batch-norm", &g->built);
 }
 
 class CudnnBatchNormPlan final : public CudaPlan {

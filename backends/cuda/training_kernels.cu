@@ -227,23 +227,23 @@ struct BiasColumns {
 };
 
 // Block (32 columns, 8 row lanes); grid (column groups, kColumnChunks row chunks). partial
-// holds [2][kColumnChunks][cols].
-template <typename Values>
+// holds [2][kColumnChunks][cols] of the accumulator type Acc (the type `values` adds into).
+template <typename Acc, typename Values>
 __global__ void column_partials_kernel(Values values, long long rows, long long cols,
-                                       float* partial) {
+                                       Acc* partial) {
   const long long c = blockIdx.x * 32LL + threadIdx.x;
   const long long per_chunk = (rows + gridDim.y - 1) / gridDim.y;
   const long long begin = blockIdx.y * per_chunk, end = min(rows, begin + per_chunk);
-  float first = 0, second = 0;
+  Acc first = 0, second = 0;
   if (c < cols)
     for (long long r = begin + threadIdx.y; r < end; r += blockDim.y)
       values(r, c, cols, first, second);
-  __shared__ float sums[2][8][33];
+  __shared__ Acc sums[2][8][33];
   sums[0][threadIdx.y][threadIdx.x] = first;
   sums[1][threadIdx.y][threadIdx.x] = second;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
-    float a = 0, b = 0;
+    Acc a = 0, b = 0;
     for (int lane = 0; lane < static_cast<int>(blockDim.y); ++lane)
       a += sums[0][lane][threadIdx.x], b += sums[1][lane][threadIdx.x];
     partial[blockIdx.y * cols + c] = a;
@@ -251,24 +251,27 @@ __global__ void column_partials_kernel(Values values, long long rows, long long 
   }
 }
 
-__global__ void finish_columns_kernel(const float* partial, long long cols, float* first,
+template <typename Acc>
+__global__ void finish_columns_kernel(const Acc* partial, long long cols, float* first,
                                       float* second) {
   TB_GRID_STRIDE(c, cols) {
-    float a = 0, b = 0;
+    Acc a = 0, b = 0;
     for (int chunk = 0; chunk < kColumnChunks; ++chunk)
       a += partial[chunk * cols + c], b += partial[(kColumnChunks + chunk) * cols + c];
-    first[c] = a;
-    if (second) second[c] = b;
+    first[c] = static_cast<float>(a);
+    if (second) second[c] = static_cast<float>(b);
   }
 }
 
-template <typename Values>
+// float accumulation for a layer's columns (a few thousand rows); double where a column runs
+// over a whole batch's pixels (batch norm over NHWC: millions of rows at ResNet-50's sizes).
+template <typename Acc = float, typename Values>
 cudaError_t column_sums(Values values, long long rows, long long cols, float* first, float* second,
                         void* scratch, cudaStream_t stream) {
-  float* partial = static_cast<float*>(scratch);
+  Acc* partial = static_cast<Acc*>(scratch);
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32), kColumnChunks), block(32, 8);
-  column_partials_kernel<<<grid, block, 0, stream>>>(values, rows, cols, partial);
-  finish_columns_kernel<<<grid_for(cols), kThreads, 0, stream>>>(partial, cols, first, second);
+  column_partials_kernel<Acc><<<grid, block, 0, stream>>>(values, rows, cols, partial);
+  finish_columns_kernel<Acc><<<grid_for(cols), kThreads, 0, stream>>>(partial, cols, first, second);
   return cudaGetLastError();
 }
 
@@ -423,13 +426,14 @@ template <typename T>
 struct ChannelMoments {
   const T* src;
   const float* centre;
-  float inverse_count;
-  __device__ void operator()(long long r, long long c, long long cols, float& first, float&) const {
-    const float x = to_float(src[r * cols + c]);
+  double inverse_count;
+  __device__ void operator()(long long r, long long c, long long cols, double& first,
+                             double&) const {
+    const double x = to_float(src[r * cols + c]);
     if (!centre) {
       first += x * inverse_count;
     } else {
-      const float d = x - centre[c];
+      const double d = x - centre[c];
       first += d * d * inverse_count;
     }
   }
@@ -500,8 +504,8 @@ struct ChannelGradientSums {
   const int* relu_mask;
   const float *mean, *variance;
   float epsilon;
-  __device__ void operator()(long long r, long long c, long long cols, float& first,
-                             float& second) const {
+  __device__ void operator()(long long r, long long c, long long cols, double& first,
+                             double& second) const {
     const long long i = r * cols + c;
     const float dy = relu_mask && !relu_mask[i] ? 0.0f : to_float(diff_dst[i]);
     first += dy * (to_float(src[i]) - mean[c]) / sqrtf(variance[c] + epsilon);
@@ -874,7 +878,7 @@ cudaError_t launch_embedding_backward(const EmbeddingOp& op, const void* diff_ds
 
 std::size_t batch_norm_scratch_bytes(const BatchNormOp& op) {
   if (op.inference) return 0;
-  if (activation_shape(op).nhwc) return column_sums_scratch_bytes(op.channels);
+  if (activation_shape(op).nhwc) return column_sums_scratch_bytes(op.channels, sizeof(double));
   return 2 * static_cast<std::size_t>(op.mb * op.channels) * sizeof(double);
 }
 
@@ -895,11 +899,11 @@ cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* b, void* scrat
     } else if (op.pass == Pass::forward) {
       // src, gamma, beta, dst, mean, variance, running_mean, running_var[, relu_mask]
       if (shape.nhwc) {
-        const float inverse = 1.0f / static_cast<float>(reduced);
+        const double inverse = 1.0 / static_cast<double>(reduced);
         for (const float* centre : std::array<const float*, 2>{nullptr, f32(4)})
           if (const cudaError_t error =
-                  column_sums(ChannelMoments<T>{in<T>(b[0]), centre, inverse}, reduced, channels,
-                              centre ? f32(5) : f32(4), nullptr, scratch, stream);
+                  column_sums<double>(ChannelMoments<T>{in<T>(b[0]), centre, inverse}, reduced,
+                                      channels, centre ? f32(5) : f32(4), nullptr, scratch, stream);
               error != cudaSuccess)
             return error;
       } else {
@@ -920,7 +924,7 @@ cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* b, void* scrat
       const int* mask = op.fuse_relu ? static_cast<const int*>(b[6]) : nullptr;
       const int out_index = op.fuse_relu ? 7 : 6;
       if (shape.nhwc) {
-        if (const cudaError_t error = column_sums(
+        if (const cudaError_t error = column_sums<double>(
                 ChannelGradientSums<T>{in<T>(b[0]), in<T>(b[1]), mask, f32(4), f32(5), op.epsilon},
                 reduced, channels, f32(out_index + 1), f32(out_index + 2), scratch, stream);
             error != cudaSuccess)
@@ -1026,8 +1030,8 @@ cudaError_t launch_add_bias(DType dtype, std::int64_t count, std::int64_t channe
   });
 }
 
-std::size_t column_sums_scratch_bytes(std::int64_t cols) {
-  return 2 * static_cast<std::size_t>(kColumnChunks * cols) * sizeof(float);
+std::size_t column_sums_scratch_bytes(std::int64_t cols, std::size_t accumulator) {
+  return 2 * static_cast<std::size_t>(kColumnChunks * cols) * accumulator;
 }
 
 cudaError_t launch_bias_gradient(DType dtype, std::int64_t rows, std::int64_t cols,

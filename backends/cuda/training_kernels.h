@@ -95,7 +95,8 @@ cudaError_t launch_convert_channels(std::size_t element, std::int64_t n, std::in
 cudaError_t launch_add_bias(DType dtype, std::int64_t count, std::int64_t channels,
                             std::int64_t inner, bool relu, const void* bias, void* dst,
                             cudaStream_t stream);
-std::size_t column_sums_scratch_bytes(std::int64_t cols);
+// Scratch for column sums over `cols` columns with `accumulator`-byte partial sums.
+std::size_t column_sums_scratch_bytes(std::int64_t cols, std::size_t accumulator = sizeof(float));
 cudaError_t launch_bias_gradient(DType dtype, std::int64_t rows, std::int64_t cols,
                                  const void* diff_dst, float* diff_bias, void* scratch,
                                  cudaStream_t stream);

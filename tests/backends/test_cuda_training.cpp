@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/low_precision.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/training_kernels.h"
 #include "backends/cuda/training_math.h"
@@ -500,6 +501,51 @@ TEST(CudnnBatchNorm, TriedWhereItsEnginesApply) {
   EXPECT_NE(cudnn_batch_norm_skip_reason(other), "");
   std::unique_ptr<Plan> plan;  // refused before any cuDNN call: no handle needed
   EXPECT_EQ(plan_cudnn_batch_norm(nullptr, other, &plan).code(), StatusCode::unimplemented);
+}
+
+// On a GPU (skipped without one): a bf16 channels-last training batch norm runs cuDNN's node,
+// and everything it writes matches the f64 op, the running statistics included (a training
+// step's op check cannot see those: they are updated in place); then its backward.
+TEST(CudnnBatchNorm, OnAGpuItMatchesTheDoublePrecisionOpRunningStatisticsIncluded) {
+  auto gpu = make_backend("cuda");
+  if (!gpu) GTEST_SKIP() << "cuda is not in this build or not usable here";
+  auto cpu = make_cpu_backend();
+  ASSERT_TRUE(cpu);
+  BatchNormOp op;
+  op.mb = 4, op.channels = 32, op.h = op.w = 14, op.fuse_relu = true, op.dtype = DType::bf16;
+  BatchNormOp reference = op;
+  reference.dtype = DType::f64, reference.layout = Layout::plain;
+  for (Pass pass : {Pass::forward, Pass::backward}) {
+    op.pass = reference.pass = pass;
+    std::unique_ptr<Plan> plan;
+    ASSERT_TRUE(gpu->plan(op, &plan).ok());
+    EXPECT_NE(plan->implementation().find("cuDNN batch norm"), std::string::npos)
+        << plan->implementation();
+  }
+  const std::int64_t n = op.mb * op.channels * op.h * op.w, c = op.channels;
+  std::vector<double> x = random(n, 21), dy = random(n, 22);
+  for (double& v : x) v = cpu::round_to_bf16(static_cast<float>(3 * v + 1));  // as stored
+  for (double& v : dy) v = cpu::round_to_bf16(static_cast<float>(v));
+  const std::vector<double> gamma = random(c, 23), beta = random(c, 24), data(n), channel(c);
+  const std::vector<double> running_mean(c, 0.25), running_var(c, 2.0);
+  op.pass = reference.pass = Pass::forward;
+  const std::vector<std::vector<double>> inputs = {x,       gamma,   beta,         data,
+                                                   channel, channel, running_mean, running_var};
+  const auto got = run_op(*gpu, op, inputs), want = run_op(*cpu, reference, inputs);
+  ASSERT_EQ(got.size(), want.size());
+  // dst in bf16; mean, variance and both running statistics in fp32.
+  EXPECT_LT(relative_l2_error(got[3], want[3]), 1e-2);
+  for (int i : {4, 5, 6, 7}) EXPECT_LT(relative_l2_error(got[i], want[i]), 1e-4) << i;
+  std::int64_t masks_differ = 0;
+  for (std::int64_t i = 0; i < n; ++i) masks_differ += got[8][i] != want[8][i];
+  EXPECT_LT(masks_differ, n / 100);  // only where bf16 rounding moves y across 0
+
+  op.pass = reference.pass = Pass::backward;  // from the reference's statistics and mask
+  const std::vector<std::vector<double>> backward = {x, dy, gamma, beta, want[4], want[5], want[8]};
+  const auto got_grads = run_op(*gpu, op, backward);
+  const auto want_grads = run_op(*cpu, reference, backward);
+  for (int i : {7, 8, 9})  // diff_src (bf16), diff_gamma, diff_beta (fp32 sums of bf16 data)
+    EXPECT_LT(relative_l2_error(got_grads[i], want_grads[i]), 1e-2) << i;
 }
 
 // cuDNN's fused attention reads queries, keys and values where the unfused path's attention
