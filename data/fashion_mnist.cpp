@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "data/data_directory.h"
 #include "data/idx_file.h"
 
 namespace tb {
@@ -47,6 +48,10 @@ Status load_fashion_mnist(const std::string& directory, FashionMnist* out) {
                               "it in {})",
                               status.message(), kFashionMnistDirectory));
   return Status::Ok();
+}
+
+std::string fashion_mnist_directory() {
+  return data_directory("TRAINBENCH_FASHION_MNIST_DIR", kFashionMnistDirectory);
 }
 
 }  // namespace tb

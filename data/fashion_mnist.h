@@ -11,6 +11,8 @@
 namespace tb {
 
 inline constexpr const char* kFashionMnistDirectory = "/usr/share/datasets/fashion-mnist";
+// kFashionMnistDirectory, or the directory $TRAINBENCH_FASHION_MNIST_DIR names.
+std::string fashion_mnist_directory();
 inline constexpr std::int64_t kFashionMnistSide = 28, kFashionMnistClasses = 10;
 
 struct LabelledImages {

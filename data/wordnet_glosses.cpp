@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "data/data_directory.h"
+
 namespace tb {
 namespace {
 
@@ -65,6 +67,10 @@ Status load_wordnet_glosses(const std::string& directory, std::vector<std::strin
                                 status.message(), kWordNetDirectory));
   }
   return Status::Ok();
+}
+
+std::string wordnet_directory() {
+  return data_directory("TRAINBENCH_WORDNET_DIR", kWordNetDirectory);
 }
 
 }  // namespace tb

@@ -10,6 +10,8 @@
 namespace tb {
 
 inline constexpr const char* kWordNetDirectory = "/usr/share/wordnet";
+// kWordNetDirectory, or the directory $TRAINBENCH_WORDNET_DIR names.
+std::string wordnet_directory();
 
 // Every synset's gloss from data.noun, data.verb, data.adj and data.adv, in that order and
 // file order (117,659 glosses). Each file is checked as wndb(5) defines it: a synset line

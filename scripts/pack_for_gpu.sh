@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Packs a build for a GPU machine that has CUDA (or PyTorch's CUDA wheels) but no package
 # manager: trainbench, the GPU test programs and every shared library they need except glibc
-# (the target's own, newer one is used) and the CUDA / NVIDIA libraries (found there).
+# (the target's own, newer one is used) and the CUDA / NVIDIA libraries (found there), and the
+# time-to-train datasets.
 # Usage: scripts/pack_for_gpu.sh [BUILD_DIR] [OUT.tar.xz]
 # On the GPU machine: tar xJf OUT.tar.xz && trainbench-gpu/run.sh [trainbench arguments]
 #                 or: trainbench-gpu/run.sh check   (GPU tests, then the quick suite on every backend)
-#                 or: trainbench-gpu/run.sh gpu -o gpu.json   (the GPU suite, then torch.matmul peers)
+#                 or: trainbench-gpu/run.sh gpu -o gpu.json   (the GPU suite, then the PyTorch peers:
+#                     torch.matmul per dtype, Fashion-MNIST time-to-train in f32 and bf16)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build/release}"
@@ -18,6 +20,17 @@ for test in test_cuda test_models; do  # the GPU tests: kernels, then whole trai
 done
 cp "${programs[@]}" "$stage/bin/"
 cp "$root/scripts/pytorch_reference.py" "$stage/"  # the PyTorch peer, run with the machine's torch
+# The time-to-train datasets, which the GPU machine cannot install: Fashion-MNIST's IDX files
+# and WordNet's data files (run.sh points trainbench and the PyTorch peer at these copies).
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+  mkdir -p "$stage/data/fashion-mnist"
+  cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$stage/data/fashion-mnist/"
+fi
+if [ -d /usr/share/wordnet ]; then
+  mkdir -p "$stage/data/wordnet"
+  cp /usr/share/wordnet/data.noun /usr/share/wordnet/data.verb /usr/share/wordnet/data.adj \
+    /usr/share/wordnet/data.adv "$stage/data/wordnet/"
+fi
 for program in "${programs[@]}"; do ldd "$program"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   while read -r library; do
     case "$(basename "$library")" in
@@ -43,6 +56,13 @@ for site_dir in $python_site; do
   done
 done
 export LD_LIBRARY_PATH="$here/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The packed datasets, unless the machine has them installed or the caller names others.
+if [ -d "$here/data/fashion-mnist" ] && [ ! -d /usr/share/datasets/fashion-mnist ]; then
+  export TRAINBENCH_FASHION_MNIST_DIR="${TRAINBENCH_FASHION_MNIST_DIR:-$here/data/fashion-mnist}"
+fi
+if [ -d "$here/data/wordnet" ] && [ ! -d /usr/share/wordnet ]; then
+  export TRAINBENCH_WORDNET_DIR="${TRAINBENCH_WORDNET_DIR:-$here/data/wordnet}"
+fi
 if [ "${1:-}" = "check" ]; then  # every part runs; the exit status says whether all passed
   shift
   status=0
@@ -62,6 +82,10 @@ if [ "${1:-}" = "gpu" ]; then  # the GPU suite, then torch.matmul on the same GE
   for dtype in f32 tf32 bf16 f16; do
     python3 "$here/pytorch_reference.py" matmul --cuda --m 8192 --dtype "$dtype" \
       -o "pytorch-matmul-$dtype.json" || status=$?
+  done
+  for dtype in f32 bf16; do  # the time-to-train peers of the suite's ttt-fashion-mnist cases
+    python3 "$here/pytorch_reference.py" fashion-mnist --cuda --dtype "$dtype" \
+      -o "pytorch-fashion-mnist-$dtype.json" || status=$?
   done
   exit "$status"
 fi

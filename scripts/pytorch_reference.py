@@ -37,11 +37,12 @@
     attention mask).
 
   pytorch_reference.py fashion-mnist [--target 0.9] [--batch 128] [--epochs 3] [--lr 0.1]
-      [--runs 1] [--dtype f32|bf16] -o report.json
+      [--runs 1] [--dtype f32|tf32|bf16|f16] [--cuda] -o report.json
     Time-to-train of trainbench's ResNet-8 on Fashion-MNIST with the same recipe (SGD
     momentum, weight decay 5e-4, OneCycleLR over the epoch budget, evaluation on the whole
     test set every half epoch, the clock started when the files are read), channels-last;
-    writes the `ttt-fashion-mnist` line.
+    writes the `ttt-fashion-mnist` line. The files are read from
+    $TRAINBENCH_FASHION_MNIST_DIR when set, as trainbench reads them.
 
 PyTorch's speed on CPU depends on the allocator (jemalloc without decay is 3-5x faster on
 some machines than glibc's malloc); the report records LD_PRELOAD and MALLOC_CONF.
@@ -588,7 +589,8 @@ def bert_bench(args):
 
 # --- Time-to-train: Fashion-MNIST ---
 
-FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+# Where Debian's dataset-fashion-mnist installs it, or a copy (as trainbench reads it).
+FASHION_MNIST = os.environ.get("TRAINBENCH_FASHION_MNIST_DIR") or "/usr/share/datasets/fashion-mnist"
 FASHION_MEAN, FASHION_STD = 0.2860, 0.3530
 
 
@@ -636,15 +638,19 @@ def make_resnet8():
 
 
 def fashion_mnist_bench(args):
-    """Time-to-train with trainbench's recipe; the clock starts when the data files are read."""
+    """Time-to-train with trainbench's recipe; the clock starts when the data files are read.
+    With --cuda the model and both splits live on the GPU (channels-last, AMP as for the other
+    runs); an evaluation's accuracy is read back on the host, so each curve point waits for it."""
     torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if args.cuda else "cpu")
+    backend = "pytorch-cuda" if args.cuda else "pytorch-cpu"
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     workload = (f"ttt-fashion-mnist target={args.target:g} batch={args.batch} dtype={args.dtype} "
                 f"epochs={args.epochs} lr={args.lr:g} runs={args.runs}")
     runs = []
     for r in range(args.runs):
         torch.manual_seed(args.seed + r)
-        model = make_resnet8().to(memory_format=torch.channels_last)
+        model = make_resnet8().to(device).to(memory_format=torch.channels_last)
         parameters = sum(p.numel() for p in model.parameters())
         if parameters != 308_074:
             raise SystemExit(f"ResNet-8 has {parameters} parameters, trainbench's 308,074")
@@ -652,23 +658,23 @@ def fashion_mnist_bench(args):
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
         schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=args.lr,
                                                        total_steps=steps_per_epoch * args.epochs)
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16")
+        autocast, scaler, implementation, math_mode = precision(args, device)
         start = time.perf_counter()
         (train_x, train_y), (test_x, test_y) = load_fashion_mnist()
-        train_x = train_x.contiguous(memory_format=torch.channels_last)
-        test_x = test_x.contiguous(memory_format=torch.channels_last)
+        train_x = train_x.to(device).contiguous(memory_format=torch.channels_last)
+        test_x = test_x.to(device).contiguous(memory_format=torch.channels_last)
+        train_y, test_y = train_y.to(device), test_y.to(device)
         run = {"seed": args.seed + r, "converged": False, "curve": [], "steps": 0, "samples": 0}
         generator = torch.Generator().manual_seed(args.seed + r)
         for epoch in range(args.epochs):
-            order = torch.randperm(60000, generator=generator)
+            order = torch.randperm(60000, generator=generator).to(device)
             for s in range(steps_per_epoch):
                 model.train()
                 rows = order[s * args.batch:(s + 1) * args.batch]
                 with autocast:
                     loss = torch.nn.functional.cross_entropy(model(train_x[rows]).float(), train_y[rows])
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+                scaled_step(loss, optimizer, scaler)
                 schedule.step()
                 run["steps"] += 1
                 run["samples"] += args.batch
@@ -700,20 +706,20 @@ def fashion_mnist_bench(args):
                "runs_converged": len(times), "runs_attempted": args.runs,
                "time_to_train_s": sum(kept) / len(kept) if kept else None,
                "memory_format": "channels_last", "threads": torch.get_num_threads(),
+               "device": torch.cuda.get_device_name() if args.cuda else "cpu",
                "torch_version": torch.__version__, "allocator": allocator()}
-    result = {"workload": workload, "backend": "pytorch-cpu", "dtype": args.dtype,
+    result = {"workload": workload, "backend": backend, "dtype": args.dtype,
               "status": "passed" if ok else "failed",
               "reason": "" if ok else f"no run reached {args.target:g} within {args.epochs} epochs",
-              "implementation": f"PyTorch {torch.__version__} eager, channels_last"
-              + (", bf16 autocast" if args.dtype == "bf16" else ""),
-              "math_mode": "strict" if args.dtype == "f32" else "bf16 inputs, fp32 accumulation",
+              "implementation": f"PyTorch {torch.__version__} eager, channels_last" + implementation,
+              "math_mode": math_mode,
               "details": details,
               "validation": {"passed": ok, "method": "accuracy on the full test set", "error": 0.0,
                              "tolerance": 0.0, "checked": 10000, "message": ""},
               "samples_s": times, "units_per_sample": 1, "warmup_runs": 0,
               "stats": summarize(times) if times else None, "metrics": {}}
     args.warmup, args.steps = 0, args.runs
-    write_report(args, started, [{"name": "pytorch-cpu", "available": True, "reason": "",
+    write_report(args, started, [{"name": backend, "available": True, "reason": "",
                                   "device": None, "peaks": {}}], [result])
     return 0 if ok else 1
 
@@ -911,7 +917,9 @@ def main():
     ttt.add_argument("--epochs", type=int, default=3)
     ttt.add_argument("--lr", type=float, default=0.1)
     ttt.add_argument("--runs", type=int, default=1)
-    ttt.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    ttt.add_argument("--dtype", choices=["f32", "tf32", "bf16", "f16"], default="f32",
+                     help="tf32 and f16 need --cuda")
+    ttt.add_argument("--cuda", action="store_true")
     ttt.add_argument("--threads", type=int, default=os.cpu_count())
     ttt.add_argument("--seed", type=int, default=42)
     ttt.add_argument("-o", "--output", required=True)

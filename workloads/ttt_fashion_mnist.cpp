@@ -56,7 +56,7 @@ class TttFashionMnist final : public TimeToTrainWorkload {
   std::string check_description() const override { return "ResNet-8, batch 8"; }
   std::string quality_name() const override { return "test accuracy"; }
 
-  Status load_data() override { return load_fashion_mnist(kFashionMnistDirectory, &data_); }
+  Status load_data() override { return load_fashion_mnist(fashion_mnist_directory(), &data_); }
   std::int64_t training_examples() const override {
     return recipe_.subset > 0 ? std::min(recipe_.subset, data_.train.count) : data_.train.count;
   }
@@ -94,9 +94,9 @@ class TttFashionMnist final : public TimeToTrainWorkload {
 
   void add_details(nlohmann::json& d) const override {
     d["model"] = "ResNet-8 (3x3 stem 32 ch, one basic block per stage at 32/64/128 ch)";
-    d["dataset"] = fmt::format("Fashion-MNIST ({}): {} training images{}, 10,000 test images",
-                               kFashionMnistDirectory, recipe_.subset > 0 ? recipe_.subset : 60000,
-                               recipe_.subset > 0 ? " (a subset)" : "");
+    d["dataset"] = fmt::format(
+        "Fashion-MNIST ({}): {} training images{}, 10,000 test images", fashion_mnist_directory(),
+        recipe_.subset > 0 ? recipe_.subset : 60000, recipe_.subset > 0 ? " (a subset)" : "");
     d["recipe"] = {
         {"optimizer", "SGD, momentum cycled 0.95 -> 0.85 -> 0.95 (PyTorch's OneCycleLR)"},
         {"peak_learning_rate", budget().peak_lr},

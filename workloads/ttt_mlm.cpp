@@ -110,7 +110,7 @@ class TttMlm final : public TimeToTrainWorkload {
 
   Status load_data() override {
     std::vector<std::string> glosses;
-    TB_RETURN_IF_ERROR(load_wordnet_glosses(kWordNetDirectory, &glosses));
+    TB_RETURN_IF_ERROR(load_wordnet_glosses(wordnet_directory(), &glosses));
     TB_RETURN_IF_ERROR(build_mlm_corpus(glosses, recipe_.vocab, recipe_.sequence, kHeldoutEvery,
                                         bert_.predictions, &corpus_));
     // The held-out set's masks are drawn once: every evaluation asks the same questions.
@@ -178,7 +178,7 @@ class TttMlm final : public TimeToTrainWorkload {
         bert_.dropout);
     d["dataset"] = {
         {"source",
-         fmt::format("WordNet 3.0 glosses ({}, Debian package wordnet-base)", kWordNetDirectory)},
+         fmt::format("WordNet 3.0 glosses ({}, Debian package wordnet-base)", wordnet_directory())},
         {"split",
          fmt::format("every {}th gloss held out; the vocabulary from the others", kHeldoutEvery)},
         {"tokenizer",

@@ -2,10 +2,13 @@
 // packing and BERT's masking.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "data/data_directory.h"
+#include "data/fashion_mnist.h"
 #include "data/mlm_corpus.h"
 #include "data/wordnet_glosses.h"
 #include "tests/temp_dir.h"
@@ -100,7 +103,7 @@ void write_file(const std::string& path, const std::string& text) {
 // The real files (scripts/setup.sh installs Debian's wordnet-base).
 TEST(WordNetGlosses, ReadsEverySynsetsGloss) {
   std::vector<std::string> glosses;
-  const Status status = load_wordnet_glosses(kWordNetDirectory, &glosses);
+  const Status status = load_wordnet_glosses(wordnet_directory(), &glosses);
   ASSERT_TRUE(status.ok()) << status.message();
   ASSERT_EQ(glosses.size(), 117659u);
   EXPECT_EQ(glosses[0],
@@ -133,9 +136,28 @@ TEST(WordNetGlosses, RefusesMissingAndCorruptFiles) {
   EXPECT_NE(status.message().find("truncated"), std::string::npos) << status.message();
 }
 
+// The datasets are where Debian installs them unless a variable names a copy elsewhere (the
+// packed GPU archive carries one).
+TEST(DataDirectory, AVariableNamesACopyElsewhere) {
+  const char* saved = std::getenv("TRAINBENCH_WORDNET_DIR");
+  const std::string restore = saved ? saved : "";
+  unsetenv("TRAINBENCH_WORDNET_DIR");
+  EXPECT_EQ(wordnet_directory(), kWordNetDirectory);
+  setenv("TRAINBENCH_WORDNET_DIR", "", 1);  // empty: as if unset
+  EXPECT_EQ(wordnet_directory(), kWordNetDirectory);
+  setenv("TRAINBENCH_WORDNET_DIR", "/opt/copy/wordnet", 1);
+  EXPECT_EQ(wordnet_directory(), "/opt/copy/wordnet");
+  EXPECT_EQ(fashion_mnist_directory(),
+            data_directory("TRAINBENCH_FASHION_MNIST_DIR", kFashionMnistDirectory));
+  if (saved)
+    setenv("TRAINBENCH_WORDNET_DIR", restore.c_str(), 1);
+  else
+    unsetenv("TRAINBENCH_WORDNET_DIR");
+}
+
 TEST(MlmCorpus, WordNetSplitVocabularyAndSequences) {
   std::vector<std::string> glosses;
-  ASSERT_TRUE(load_wordnet_glosses(kWordNetDirectory, &glosses).ok());
+  ASSERT_TRUE(load_wordnet_glosses(wordnet_directory(), &glosses).ok());
   MlmCorpus corpus;
   const Status status = build_mlm_corpus(glosses, 4096, 64, 20, 9, &corpus);
   ASSERT_TRUE(status.ok()) << status.message();

@@ -64,7 +64,7 @@ TEST(IdxFile, ReadsAndRefusesMalformedFiles) {
 // The real files (scripts/setup.sh installs Debian's dataset-fashion-mnist).
 TEST(FashionMnist, LoadsTheDebianPackage) {
   FashionMnist data;
-  const Status status = load_fashion_mnist(kFashionMnistDirectory, &data);
+  const Status status = load_fashion_mnist(fashion_mnist_directory(), &data);
   ASSERT_TRUE(status.ok()) << status.message();
   EXPECT_EQ(data.train.count, 60000);
   EXPECT_EQ(data.test.count, 10000);
