@@ -46,17 +46,18 @@ inline Status cuda_status(cudaError_t error, const char* what) {
                                             : Status::Failed(message);
 }
 
-// Operands are device buffers, plain (row-major, NCHW) unless stored_channels_last() says the
-// plan keeps one NHWC; import_operand / export_operand then convert it on the host from and to
-// the callers' plain NCHW.
+// Operands are device buffers, plain (row-major, NCHW) unless the plan keeps its 4-D operands
+// channels-last (channels_last_, set by plans for 16-bit data); import_operand /
+// export_operand then convert them on the host from and to the callers' plain NCHW.
 class CudaPlan : public Plan {
  public:
   virtual Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) = 0;
   // Adds to the implementation string (why a library path was not taken).
   void note(std::string_view text) { implementation_ += text; }
+  // Whether operand `index` is stored NHWC: every 4-D operand of a channels-last plan, unless
+  // the plan says otherwise (a convolution that keeps its weights plain).
   virtual bool stored_channels_last(int index) const {
-    (void)index;
-    return false;
+    return channels_last_ && operands_.at(index).dims.size() == 4;
   }
   Status import_operand(int index, const void* plain, Buffer device) const {
     const OperandSpec& spec = operands_.at(index);
@@ -75,6 +76,9 @@ class CudaPlan : public Plan {
                  dtype_size(spec.dtype));
     return Status::Ok();
   }
+
+ protected:
+  bool channels_last_ = false;
 
  private:
   // NHWC and NCHW place the values alike with one channel or one pixel per image (a

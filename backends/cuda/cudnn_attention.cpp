@@ -12,8 +12,6 @@
 namespace tb::cuda {
 namespace {
 
-constexpr std::int64_t kMaxWorkspace = std::int64_t{1} << 30;
-
 // Tensor ids in the graphs and the variant packs.
 enum Uid : std::int64_t {
   kQ = 1,
@@ -85,8 +83,7 @@ Status make_node(cudnnHandle_t handle, const AttentionOp& op, AttentionGraph* g)
   TB_RETURN_IF_ERROR(g->operation.finalize());
   TB_RETURN_IF_ERROR(make_operation_graph(handle, g->operation, &g->graph));
 
-  return first_buildable_plan(handle, g->graph, kMaxWorkspace, /*fp32_accumulation=*/false, "SDPA",
-                              &g->built);
+  return first_buildable_plan(handle, g->graph, /*fp32_accumulation=*/false, "SDPA", &g->built);
 #endif
 }
 

@@ -22,8 +22,6 @@ namespace {
 
 constexpr int kMaxCandidates = 8;  // engines timed per shape
 constexpr int kTimedRuns = 3;      // per candidate, after one warm-up run
-constexpr std::int64_t kMaxWorkspace = std::int64_t{1} << 30;
-constexpr std::size_t kWorkspaceAlignment = 256;
 // Tensor ids in the graph and the variant pack: x (or dx), w (or dw), y (or dy); with an
 // epilogue the bias, and the intermediates between the fused nodes.
 constexpr std::int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kConvOut = 5, kBiased = 6;
@@ -324,7 +322,7 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
       continue;
     }
     if (!make_execution_plan(handle, config, &candidate.plan, &candidate.workspace).ok() ||
-        candidate.workspace > kMaxWorkspace)
+        candidate.workspace > kMaxCudnnWorkspace)
       continue;
     DeviceBlock workspace;
     double elapsed = -1;
@@ -385,10 +383,10 @@ class CudnnConvPlan final : public CudaPlan {
     // the fp32 master gradient after it.
     cast_weights_ =
         op.direction == ConvDirection::backward_weights && storage_dtype(op.dtype) != DType::f32;
-    engine_bytes_ = aligned(static_cast<std::size_t>(engine_->workspace));
+    engine_bytes_ = workspace_aligned(static_cast<std::size_t>(engine_->workspace));
     const std::size_t weight_bytes =
         operands_[weights_index()].elements() * dtype_size(storage_dtype(op.dtype));
-    cast_bytes_ = aligned(cast_weights_ ? weight_bytes : 0);
+    cast_bytes_ = workspace_aligned(cast_weights_ ? weight_bytes : 0);
     channels_last_ = conv_channels_last(op);
     stages_weights_ = conv_stages_weights(op);
     workspace_bytes_ = engine_bytes_ + cast_bytes_ + (stages_weights_ ? weight_bytes : 0);
@@ -411,8 +409,7 @@ class CudnnConvPlan final : public CudaPlan {
   // NCHW (the bias is one value per channel in either); weights too, unless a network's step
   // keeps them plain and the plan reorders them itself.
   bool stored_channels_last(int index) const override {
-    return channels_last_ && operands_.at(index).dims.size() == 4 &&
-           !(stages_weights_ && index == weights_index());
+    return CudaPlan::stored_channels_last(index) && !(stages_weights_ && index == weights_index());
   }
 
   Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
@@ -472,13 +469,9 @@ class CudnnConvPlan final : public CudaPlan {
   std::shared_ptr<const ConvEngineCache::Engine> engine_;
   bool epilogue_kernel_ = false;
   bool cast_weights_ = false;
-  bool channels_last_ = false;
   bool stages_weights_ = false;
   std::size_t engine_bytes_ = 0, cast_bytes_ = 0;
 
-  static std::size_t aligned(std::size_t bytes) {
-    return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
-  }
   int weights_index() const { return op_.direction == ConvDirection::backward_weights ? 2 : 1; }
   cudaError_t reorder_weights(const void* from, void* to, bool to_krsc, cudaStream_t stream) const {
     return launch_convert_channels(dtype_size(storage_dtype(op_.dtype)), op_.oc, op_.ic, op_.kh,

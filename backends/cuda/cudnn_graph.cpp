@@ -208,8 +208,7 @@ Status make_execution_plan(cudnnHandle_t handle, const BackendDescriptor& config
 }
 
 Status first_buildable_plan(cudnnHandle_t handle, const BackendDescriptor& graph,
-                            std::int64_t max_workspace, bool fp32_accumulation,
-                            std::string_view what, BuiltPlan* out) {
+                            bool fp32_accumulation, std::string_view what, BuiltPlan* out) {
   std::vector<BackendDescriptor> configs;
   const Status ranked = heuristic_configs(graph, CUDNN_HEUR_MODE_A, &configs);
   const Status fallback = heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
@@ -229,7 +228,7 @@ Status first_buildable_plan(cudnnHandle_t handle, const BackendDescriptor& graph
     std::int64_t workspace = 0;
     last = make_execution_plan(handle, config, &plan, &workspace);
     if (!last.ok()) continue;
-    if (workspace > max_workspace) {
+    if (workspace > kMaxCudnnWorkspace) {
       last = Status::Unimplemented(
           fmt::format("cuDNN: the {} engine wants {} B of workspace", what, workspace));
       continue;

@@ -5,6 +5,7 @@
 
 #include <cudnn.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -94,8 +95,16 @@ Status identify(const BackendDescriptor& config, EngineIdentity* out);
 Status make_execution_plan(cudnnHandle_t handle, const BackendDescriptor& config,
                            BackendDescriptor* plan, std::int64_t* workspace);
 
+// The most workspace a cuDNN engine may ask for; more is refused like an engine that fails.
+inline constexpr std::int64_t kMaxCudnnWorkspace = std::int64_t{1} << 30;
+// Workspace regions after a cuDNN engine's start on this boundary.
+inline std::size_t workspace_aligned(std::size_t bytes) {
+  constexpr std::size_t kAlignment = 256;
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
 // A plan of the first engine that builds one for `graph`, from heuristic A's ranking then the
-// fallback list, with at most `max_workspace` bytes of workspace (ops with no engine search:
+// fallback list, with at most kMaxCudnnWorkspace bytes of workspace (ops with no engine search:
 // fused attention, batch norm). With `fp32_accumulation`, engines cuDNN notes as down-converting
 // their inputs or reducing in reduced precision are passed over, as for convolutions.
 // Unimplemented, with cuDNN's reason, when none is left.
@@ -105,8 +114,7 @@ struct BuiltPlan {
   EngineIdentity engine;
 };
 Status first_buildable_plan(cudnnHandle_t handle, const BackendDescriptor& graph,
-                            std::int64_t max_workspace, bool fp32_accumulation,
-                            std::string_view what, BuiltPlan* out);
+                            bool fp32_accumulation, std::string_view what, BuiltPlan* out);
 
 // Runs `plan` with pointers[i] bound to the tensor whose id is ids[i].
 Status execute_plan(cudnnHandle_t handle, const BackendDescriptor& plan,

@@ -16,9 +16,6 @@
 namespace tb::cuda {
 namespace {
 
-constexpr std::int64_t kMaxWorkspace = std::int64_t{1} << 30;
-constexpr std::size_t kAlignment = 256;
-
 // Tensor ids in the graphs and the variant packs.
 enum Uid : std::int64_t {
   kX = 1,
@@ -38,10 +35,6 @@ enum Uid : std::int64_t {
   kDiffScale,
   kDiffBias
 };
-
-std::size_t aligned(std::size_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
 
 // One normalization node, its graph and the plan made from it; the tensors live as long as the
 // node.
@@ -115,8 +108,8 @@ Status make_node(cudnnHandle_t handle, const BatchNormOp& op, NormGraph* g) {
   }
   TB_RETURN_IF_ERROR(o.finalize());
   TB_RETURN_IF_ERROR(make_operation_graph(handle, o, &g->graph));
-  return first_buildable_plan(handle, g->graph, kMaxWorkspace, /*fp32_accumulation=*/true,
-                              "batch-norm", &g->built);
+  return first_buildable_plan(handle, g->graph, /*fp32_accumulation=*/true, "batch-norm",
+                              &g->built);
 }
 
 class CudnnBatchNormPlan final : public CudaPlan {
@@ -128,13 +121,14 @@ class CudnnBatchNormPlan final : public CudaPlan {
         epsilon_(op.epsilon),
         momentum_(op.momentum) {
     operands_ = batch_norm_operands(op);
+    channels_last_ = true;  // cuDNN's batch norm is tried on channels-last data only
     const std::size_t channel_bytes =
-        aligned(static_cast<std::size_t>(op.channels) * sizeof(float));
+        workspace_aligned(static_cast<std::size_t>(op.channels) * sizeof(float));
     const std::size_t data_bytes = operands_[0].bytes;
     // After cuDNN's workspace: forward, the previous running statistics (cuDNN reads them from
     // other tensors than it writes); backward, the inverse standard deviations and, with the
     // ReLU, the gradient through its mask.
-    engine_bytes_ = aligned(static_cast<std::size_t>(graph_->built.workspace));
+    engine_bytes_ = workspace_aligned(static_cast<std::size_t>(graph_->built.workspace));
     workspace_bytes_ = engine_bytes_ + (op.pass == Pass::forward
                                             ? 2 * channel_bytes
                                             : channel_bytes + (op.fuse_relu ? data_bytes : 0));
@@ -146,10 +140,6 @@ class CudnnBatchNormPlan final : public CudaPlan {
         graph_->built.engine.global_index, graph_->built.engine.notes.describe(),
         graph_->built.workspace, op.fuse_relu ? ", ReLU and its mask by a trainbench kernel" : "");
     math_mode_ = fmt::format("{} data, fp32 statistics", dtype_name(op.dtype));
-  }
-
-  bool stored_channels_last(int index) const override {
-    return operands_.at(index).dims.size() == 4;
   }
 
   Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {

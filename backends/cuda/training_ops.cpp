@@ -25,8 +25,9 @@ class KernelPlan final : public CudaPlan {
   // `channels_last`: the 4-D operands are stored NHWC (batch norm and pooling on 16-bit data).
   KernelPlan(std::vector<OperandSpec> operands, std::size_t scratch_bytes, std::string_view what,
              DType dtype, Launch launch, bool channels_last = false)
-      : launch_(std::move(launch)), channels_last_(channels_last) {
+      : launch_(std::move(launch)) {
     operands_ = std::move(operands);
+    channels_last_ = channels_last;
     workspace_bytes_ = scratch_bytes;
     implementation_ = fmt::format("trainbench CUDA kernels: {} ({})", what, dtype_name(dtype));
     math_mode_ = "fp32 arithmetic";
@@ -37,13 +38,9 @@ class KernelPlan final : public CudaPlan {
     if (empty_) return Status::Ok();  // an empty grid is a launch error
     return cuda_status(launch_(operands, workspace.data, stream), implementation_.c_str());
   }
-  bool stored_channels_last(int index) const override {
-    return channels_last_ && operands_.at(index).dims.size() == 4;
-  }
 
  private:
   Launch launch_;
-  bool channels_last_ = false;
   bool empty_ = false;  // some operand has no elements: nothing to compute
 };
 

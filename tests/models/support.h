@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "backends/cpu/low_precision.h"
 #include "backends/registry.h"
+#include "models/host_values.h"
 #include "models/reference_check.h"
 #include "models/training_step.h"
 #include "workloads/workload.h"
@@ -31,50 +31,6 @@ inline std::unique_ptr<Backend> make_cpu_backend() {
   return backend ? std::move(backend) : make_backend("cpu-openblas");
 }
 
-// Element k of plain host data of `dtype` (f64, f32, bf16, f16 or i32), as a double and back
-// (rounded to nearest even).
-inline double load_value(DType dtype, const char* data, std::size_t k) {
-  switch (dtype) {
-    case DType::f64:
-      return reinterpret_cast<const double*>(data)[k];
-    case DType::bf16:
-      return cpu::bf16_to_float(reinterpret_cast<const std::uint16_t*>(data)[k]);
-    case DType::f16:
-      return cpu::f16_to_float(reinterpret_cast<const std::uint16_t*>(data)[k]);
-    case DType::i32:
-      return reinterpret_cast<const std::int32_t*>(data)[k];
-    case DType::f32:
-    case DType::tf32:
-      return reinterpret_cast<const float*>(data)[k];
-    case DType::f8_e4m3:
-      break;
-  }
-  ADD_FAILURE() << "no host conversion for " << dtype_name(dtype);
-  return 0;
-}
-inline void store_value(DType dtype, char* data, std::size_t k, double value) {
-  switch (dtype) {
-    case DType::f64:
-      reinterpret_cast<double*>(data)[k] = value;
-      break;
-    case DType::bf16:
-      reinterpret_cast<std::uint16_t*>(data)[k] = cpu::float_to_bf16(static_cast<float>(value));
-      break;
-    case DType::f16:
-      reinterpret_cast<std::uint16_t*>(data)[k] = cpu::float_to_f16(static_cast<float>(value));
-      break;
-    case DType::i32:
-      reinterpret_cast<std::int32_t*>(data)[k] = static_cast<std::int32_t>(value);
-      break;
-    case DType::f32:
-    case DType::tf32:
-      reinterpret_cast<float*>(data)[k] = static_cast<float>(value);
-      break;
-    case DType::f8_e4m3:
-      ADD_FAILURE() << "no host conversion for " << dtype_name(dtype);
-  }
-}
-
 // Runs `op` once with `inputs` for its leading non-output operands (plain layout, as doubles
 // rounded to the operand's dtype; integers for i32 operands) and returns every operand
 // afterwards, plain, as doubles.
@@ -93,9 +49,10 @@ inline std::vector<std::vector<double>> run_op(Backend& backend, const OpDesc& o
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const OperandSpec& spec = plan->operands()[i];
-    std::vector<char> bytes(spec.elements() * dtype_size(spec.dtype));
-    for (std::size_t k = 0; k < spec.elements(); ++k)
-      store_value(spec.dtype, bytes.data(), k, inputs[i].at(k));
+    EXPECT_GE(inputs[i].size(), spec.elements()) << spec.name;
+    std::vector<double> values = inputs[i];
+    values.resize(spec.elements());
+    const std::vector<char> bytes = to_bytes(values, spec.dtype);
     EXPECT_TRUE(backend.import_operand(*plan, static_cast<int>(i), bytes.data(), buffers[i]).ok());
   }
   const Status ran = backend.execute(*plan, buffers, workspace);
@@ -103,12 +60,9 @@ inline std::vector<std::vector<double>> run_op(Backend& backend, const OpDesc& o
   std::vector<std::vector<double>> outputs;
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const OperandSpec& spec = plan->operands()[i];
-    std::vector<double> values(spec.elements());
     std::vector<char> bytes(spec.elements() * dtype_size(spec.dtype));
     EXPECT_TRUE(backend.export_operand(*plan, static_cast<int>(i), buffers[i], bytes.data()).ok());
-    for (std::size_t k = 0; k < values.size(); ++k)
-      values[k] = load_value(spec.dtype, bytes.data(), k);
-    outputs.push_back(std::move(values));
+    outputs.push_back(from_bytes(bytes.data(), spec.elements(), spec.dtype));
   }
   for (Buffer buffer : buffers) backend.release(buffer);
   if (workspace.data) backend.release(workspace);
