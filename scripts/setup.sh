@@ -5,6 +5,9 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build git pkg-config
   libdnnl-dev          # oneDNN 2.6: the cpu-onednn backend
+  # Debian built libdnnl-dev with the OpenCL GPU runtime, so its CMake package
+  # (dnnl-config.cmake) does find_package(OpenCL REQUIRED); the package only recommends it.
+  ocl-icd-opencl-dev
   libopenblas-openmp-dev  # OpenBLAS, OpenMP variant: the cpu-openblas backend (shares oneDNN's pool)
   nlohmann-json3-dev   # reports
   libfmt-dev           # formatting
