@@ -53,6 +53,12 @@ class Plan {
   const std::string& implementation() const { return implementation_; }
   // Floating-point math mode in force ("strict" = no down-conversion of fp32).
   const std::string& math_mode() const { return math_mode_; }
+  // True when what runs is a reference kernel (a library's slow, obvious loops, or our own
+  // portable scalar ones where a vector variant exists): never reported as the real speed.
+  bool is_reference() const { return is_reference_; }
+  // True when bf16 arithmetic is emulated with other instructions (oneDNN on AVX-512 without
+  // AVX512_BF16): real bf16 kernels, slower than on a CPU that has them.
+  bool emulates_bf16() const { return emulates_bf16_; }
   // Work one execution does when the op itself defines it (the peak probe); otherwise 0 and
   // the workload counts it.
   double flops_per_execution() const { return flops_per_execution_; }
@@ -62,6 +68,8 @@ class Plan {
   std::size_t workspace_bytes_ = 0;
   std::string implementation_;
   std::string math_mode_ = "strict";
+  bool is_reference_ = false;
+  bool emulates_bf16_ = false;
   double flops_per_execution_ = 0;
 };
 

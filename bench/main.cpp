@@ -156,6 +156,9 @@ int main_impl(int argc, char** argv) {
       "--flush-caches", options.harness.flush_caches,
       "evict the caches before every sample (each sample then times one unit from cold caches)");
   run->add_option("--seed", options.seed, "seed of the random inputs");
+  run->add_flag("--allow-reference-kernels", options.allow_reference_kernels,
+                "time cases whose plans run reference kernels (flagged in the table and the "
+                "report); without it such a case is unimplemented, named, and not timed");
   int training_runs = 0;
   run->add_option("--runs", training_runs,
                   "time-to-train workloads (ttt-*): runs with seeds seed, seed + 1, ... "

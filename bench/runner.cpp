@@ -70,6 +70,19 @@ CaseMetrics compute_metrics(const WorkCounts& counts, double seconds, DType dtyp
   return metrics;
 }
 
+// "conv backward (ref:any) 12% of the time; ...", the first few ops by name.
+std::string reference_kernel_summary(const std::vector<ReferenceKernelUse>& uses) {
+  constexpr std::size_t kNamed = 3;
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < uses.size() && i < kNamed; ++i)
+    parts.push_back(fmt::format(
+        "{} ({}){}", uses[i].op, uses[i].implementation,
+        uses[i].share_of_time ? fmt::format(" {:.1f}% of the time", 100 * *uses[i].share_of_time)
+                              : ""));
+  if (uses.size() > kNamed) parts.push_back(fmt::format("and {} more ops", uses.size() - kNamed));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
 // Set up, validate, measure one case. Never throws.
 CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
   CaseResult result;
@@ -95,9 +108,21 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
     Status status = workload.setup(backend, seed);
     result.implementation = workload.implementation();
     result.math_mode = workload.math_mode();
+    result.bf16_emulated = workload.emulates_bf16();
     if (!status.ok()) {
       result.status = status_for(status);
       result.reason = status.message();
+      return result;
+    }
+    // Decided at plan time: a reference kernel can take minutes per unit, and its speed is
+    // not the library's.
+    result.reference_kernels = workload.reference_kernels();
+    if (!result.reference_kernels.empty() && !options.allow_reference_kernels) {
+      result.status = CaseStatus::unimplemented;
+      result.reason = fmt::format(
+          "not timed: {} would run reference kernels ({}); --allow-reference-kernels times it, "
+          "flagged",
+          result.backend, reference_kernel_summary(result.reference_kernels));
       return result;
     }
     result.validation = workload.validate();
@@ -121,6 +146,7 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
     result.metrics =
         compute_metrics(workload.counts(), result.stats->median, workload.dtype(), *item.slot);
     result.details = workload.details();
+    result.reference_kernels = workload.reference_kernels();  // now with their time shares
     if (telemetry) result.details["device_telemetry"] = telemetry->finish();
     result.status = CaseStatus::passed;
   } catch (const std::exception& e) {
@@ -128,6 +154,15 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
     result.reason = e.what();
   }
   return result;
+}
+
+// "passed (ref)": timed with reference kernels; "passed (emu)": bf16 emulated.
+std::string status_with_marks(const CaseResult& r) {
+  std::string status(case_status_name(r.status));
+  if (r.status != CaseStatus::passed) return status;
+  if (!r.reference_kernels.empty()) status += " (ref)";
+  if (r.bf16_emulated) status += " (emu)";
+  return status;
 }
 
 void print_header(std::ostream& table) {
@@ -142,10 +177,14 @@ void print_row(std::ostream& table, const CaseResult& r) {
   const std::string median = r.stats ? fmt::format("{:.4g} ms", r.stats->median * 1e3) : "-";
   const CaseMetrics metrics = r.metrics.value_or(CaseMetrics{});
   fmt::print(table, "{:<11} {:<13} {:>11} {:>9} {:>9} {:>7} {:>7}  {}\n", r.backend,
-             case_status_name(r.status), median, number(metrics.tflops, "{:.3f}"),
+             status_with_marks(r), median, number(metrics.tflops, "{:.3f}"),
              number(metrics.gbps, "{:.1f}"), number(metrics.percent_of_peak, "{:.1f}"),
              number(metrics.percent_of_theoretical_peak, "{:.1f}"), r.workload);
   if (r.status != CaseStatus::passed) fmt::print(table, "{:<11} ^ {}\n", "", r.reason);
+  if (r.status == CaseStatus::passed && !r.reference_kernels.empty())
+    fmt::print(table, "{:<11} ^ reference kernels: {}\n", "",
+               reference_kernel_summary(r.reference_kernels));
+  if (r.bf16_emulated) fmt::print(table, "{:<11} ^ bf16 emulated: the CPU lacks AVX512_BF16\n", "");
   table.flush();
 }
 
@@ -171,6 +210,7 @@ std::vector<std::string> child_arguments(const RunOptions& options) {
                                         "--min-sample-time",
                                         fmt::format("{}", h.min_sample_seconds)};
   if (h.flush_caches) arguments.push_back("--flush-caches");
+  if (options.allow_reference_kernels) arguments.push_back("--allow-reference-kernels");
   for (const Descriptor& descriptor : options.cases)
     arguments.insert(arguments.end(), {"-w", descriptor.to_string()});
   return arguments;

@@ -29,6 +29,8 @@ struct RunOptions {
   std::string out_path;
   ReportFormat format = ReportFormat::json;
   std::string command_line;
+  // Time cases whose plans run reference kernels (flagged) instead of leaving them untimed.
+  bool allow_reference_kernels = false;
   // Backends to run again in a child process with a changed environment, after the rest.
   std::vector<ChildEnvironment> child_environments;
 };

@@ -313,6 +313,26 @@ struct TrainingStep::Impl {
   std::size_t lay_out(bool host);  // assigns offsets in the arena or host block; returns size
   Status allocate();
   Status execute(Op& op) { return backend.execute(*op.plan, op.buffers, workspace); }
+  // Every planned op of a step, the optimizer and the unscale check included.
+  template <typename Visit>
+  void for_each_op(Visit&& visit) const {
+    for (const std::vector<Op>* list : {&weight_cast, &forward, &backward})
+      for (const Op& op : *list) visit(op);
+    if (unscale) visit(*unscale);
+    if (optimizer.plan) visit(optimizer);
+  }
+  // "layer4.0.conv2 conv backward" (the optimizer and weight casts name their phase).
+  std::string op_label(const Op& op) const {
+    switch (op.phase) {
+      case Phase::weight_cast:
+        return fmt::format("weight cast {}", op_name(op.desc));
+      case Phase::optimizer:
+        return fmt::format("optimizer {}", op_name(op.desc));
+      default:
+        return fmt::format("{} {} {}", network.layers()[op.layer].name, op_name(op.desc),
+                           op.phase == Phase::forward ? "forward" : "backward");
+    }
+  }
   // Dropout masks are a function of the step number: forward and backward agree, and the f64
   // reference of the same step draws the same mask.
   Status write_loss_scale() {
@@ -913,7 +933,13 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
   if (breakdown) {
     *breakdown = {};
     for (const Layer& layer : s.network.layers())
-      breakdown->layers.push_back({layer.name, layer_kind_name(layer.kind)});
+      breakdown->layers.push_back({layer.name, layer_kind_name(layer.kind), 0, 0, {}});
+    for (const std::vector<Impl::Op>* list : {&s.forward, &s.backward})
+      for (const Impl::Op& op : *list) {
+        std::vector<std::string>& names = breakdown->layers[op.layer].implementations;
+        if (std::find(names.begin(), names.end(), op.plan->implementation()) == names.end())
+          names.push_back(op.plan->implementation());
+      }
     timer = s.backend.make_timer();
     total = s.backend.make_timer();
     total->start();
@@ -927,6 +953,8 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
     if (op.phase == Phase::backward) breakdown->layers[op.layer].backward_s += seconds;
     if (op.phase == Phase::optimizer) breakdown->optimizer_s += seconds;
     if (op.phase == Phase::weight_cast) breakdown->weight_cast_s += seconds;
+    if (op.plan->is_reference())
+      breakdown->reference_ops.push_back({s.op_label(op), op.plan->implementation(), seconds});
     return Status::Ok();
   };
   TB_RETURN_IF_ERROR(s.set_dropout_step(dropout_step()));
@@ -1273,6 +1301,21 @@ std::vector<std::string> TrainingStep::implementations() const {
   std::vector<std::string> lines;
   for (const auto& [name, count] : counts) lines.push_back(fmt::format("{} x{}", name, count));
   return lines;
+}
+
+std::vector<ReferenceOp> TrainingStep::reference_ops() const {
+  std::vector<ReferenceOp> ops;
+  impl_->for_each_op([&](const Impl::Op& op) {
+    if (op.plan->is_reference())
+      ops.push_back({impl_->op_label(op), op.plan->implementation(), 0.0});
+  });
+  return ops;
+}
+
+bool TrainingStep::emulates_bf16() const {
+  bool emulated = false;
+  impl_->for_each_op([&](const Impl::Op& op) { emulated = emulated || op.plan->emulates_bf16(); });
+  return emulated;
 }
 
 std::uint64_t estimate_training_bytes(const Network& network, const StepOptions& options) {

@@ -34,6 +34,13 @@ struct NamedTensor {
 struct LayerTime {
   std::string name, kind;
   double forward_s = 0, backward_s = 0;
+  std::vector<std::string> implementations;  // of the layer's ops, distinct, in planning order
+};
+// An op of the step whose plan runs a reference kernel, and (in a breakdown) its time.
+struct ReferenceOp {
+  std::string op;  // "layer4.0.conv2 conv backward"
+  std::string implementation;
+  double seconds = 0;
 };
 // Where one step's time goes, from an instrumented step that waits after every op.
 struct StepBreakdown {
@@ -41,6 +48,7 @@ struct StepBreakdown {
   double optimizer_s = 0;
   double weight_cast_s = 0;  // mixed precision: the compute copy of the weights
   double total_s = 0;
+  std::vector<ReferenceOp> reference_ops;  // with the time each took
 };
 
 // PyTorch's GradScaler: the loss gradient is multiplied by `scale`; a step whose gradients
@@ -132,6 +140,10 @@ class TrainingStep {
   const DynamicLossScale* loss_scale() const;
   // What ran, one line per distinct implementation with the number of ops using it.
   std::vector<std::string> implementations() const;
+  // The ops whose plans run reference kernels (seconds 0: see StepBreakdown::reference_ops).
+  std::vector<ReferenceOp> reference_ops() const;
+  // True when some op's bf16 arithmetic is emulated (Plan::emulates_bf16).
+  bool emulates_bf16() const;
 
   struct Impl;
 

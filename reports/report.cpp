@@ -40,6 +40,16 @@ nlohmann::json to_json(const CaseResult& r) {
   j["reason"] = r.reason;
   j["implementation"] = r.implementation;
   j["math_mode"] = r.math_mode;
+  if (!r.reference_kernels.empty()) {
+    nlohmann::json uses = nlohmann::json::array();
+    for (const ReferenceKernelUse& use : r.reference_kernels)
+      uses.push_back({{"op", use.op},
+                      {"implementation", use.implementation},
+                      {"share_of_time", use.share_of_time ? nlohmann::json(*use.share_of_time)
+                                                          : nlohmann::json(nullptr)}});
+    j["reference_kernels"] = uses;
+  }
+  if (r.bf16_emulated) j["bf16_emulated"] = true;
   j["validation"] = nullptr;
   if (r.validation) {
     const Validation& v = *r.validation;

@@ -33,6 +33,8 @@ struct CaseResult {
   CaseStatus status = CaseStatus::failed;
   std::string reason;
   std::string implementation, math_mode;
+  std::vector<ReferenceKernelUse> reference_kernels;  // never reported silently
+  bool bf16_emulated = false;
   std::optional<Validation> validation;
   std::vector<double> samples_s;
   int units_per_sample = 0, warmup_runs = 0;

@@ -207,6 +207,19 @@ Status TimeToTrainWorkload::run() {
 std::string TimeToTrainWorkload::implementation() const {
   return step_implementation(train_.get());
 }
+std::vector<ReferenceKernelUse> TimeToTrainWorkload::reference_kernels() const {
+  std::vector<ReferenceKernelUse> uses = step_reference_kernels(train_.get(), nullptr);
+  for (ReferenceKernelUse& use : step_reference_kernels(eval_.get(), nullptr)) {
+    use.op = "evaluation " + use.op;
+    uses.push_back(use);
+  }
+  return uses;
+}
+
+bool TimeToTrainWorkload::emulates_bf16() const {
+  return (train_ && train_->emulates_bf16()) || (eval_ && eval_->emulates_bf16());
+}
+
 std::string TimeToTrainWorkload::math_mode() const {
   return training_math_mode(budget_.dtype);
 }

@@ -89,6 +89,9 @@ class TimeToTrainWorkload : public Workload {
   Status run() override;
   std::string implementation() const override;
   std::string math_mode() const override;
+  // The training step's and the evaluation step's (no time shares: runs are not instrumented).
+  std::vector<ReferenceKernelUse> reference_kernels() const override;
+  bool emulates_bf16() const override;
   nlohmann::json details() const override;
 
  protected:

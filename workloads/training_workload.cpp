@@ -37,6 +37,23 @@ std::string step_implementation(const TrainingStep* step) {
   return step ? fmt::format("{}", fmt::join(step->implementations(), "; ")) : "";
 }
 
+std::vector<ReferenceKernelUse> step_reference_kernels(const TrainingStep* step,
+                                                       const StepBreakdown* breakdown) {
+  std::vector<ReferenceKernelUse> uses;
+  if (!step) return uses;
+  for (const ReferenceOp& op : step->reference_ops()) {
+    ReferenceKernelUse use{op.op, op.implementation, std::nullopt};
+    if (breakdown && breakdown->total_s > 0) {
+      double seconds = 0;
+      for (const ReferenceOp& timed : breakdown->reference_ops)
+        if (timed.op == op.op) seconds += timed.seconds;
+      use.share_of_time = seconds / breakdown->total_s;
+    }
+    uses.push_back(use);
+  }
+  return uses;
+}
+
 std::string training_math_mode(DType dtype) {
   switch (dtype) {
     case DType::bf16:
@@ -164,6 +181,10 @@ std::string TrainingWorkload::implementation() const {
   return step_implementation(step_.get());
 }
 
+std::vector<ReferenceKernelUse> TrainingWorkload::reference_kernels() const {
+  return step_reference_kernels(step_.get(), breakdown_.total_s > 0 ? &breakdown_ : nullptr);
+}
+
 std::string TrainingWorkload::math_mode() const {
   return training_math_mode(step_options_.dtype);
 }
@@ -199,7 +220,8 @@ nlohmann::json TrainingWorkload::details() const {
     layers.push_back({{"layer", layer.name},
                       {"kind", layer.kind},
                       {"forward_s", layer.forward_s},
-                      {"backward_s", layer.backward_s}});
+                      {"backward_s", layer.backward_s},
+                      {"implementations", layer.implementations}});
   d["breakdown"] = {{"method", "one instrumented step, waiting after every op"},
                     {"total_s", breakdown_.total_s},
                     {"optimizer_s", breakdown_.optimizer_s},

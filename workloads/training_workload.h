@@ -30,6 +30,8 @@ class TrainingWorkload : public Workload {
   Validation validate() override;
   std::string implementation() const override;
   std::string math_mode() const override;
+  std::vector<ReferenceKernelUse> reference_kernels() const override;
+  bool emulates_bf16() const override { return step_ && step_->emulates_bf16(); }
   nlohmann::json details() const override;
 
  protected:
@@ -84,6 +86,10 @@ bool fold_op_check(const OpCheck& check, Validation* result);
 // What a step ran (one line per implementation), and the math mode of a step's dtype: what
 // every training workload reports.
 std::string step_implementation(const TrainingStep* step);
+// The step's reference-kernel ops, each with its share of `breakdown`'s step where one was
+// measured (an op that runs several times in a step sums its executions).
+std::vector<ReferenceKernelUse> step_reference_kernels(const TrainingStep* step,
+                                                       const StepBreakdown* breakdown);
 std::string training_math_mode(DType dtype);
 // Loss scaling as a report states it: the rule, the final scale and the skipped steps.
 nlohmann::json loss_scale_details(const DynamicLossScale& scale);

@@ -37,6 +37,15 @@ Status OpWorkload::run() {
   return backend_->execute(*plan_, buffers_, workspace_);
 }
 
+std::vector<ReferenceKernelUse> OpWorkload::reference_kernels() const {
+  if (!plan_ || !plan_->is_reference()) return {};
+  return {{descriptor().kind(), plan_->implementation(), 1.0}};
+}
+
+bool OpWorkload::emulates_bf16() const {
+  return plan_ && plan_->emulates_bf16();
+}
+
 std::string OpWorkload::implementation() const {
   return plan_ ? plan_->implementation() : "";
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,14 @@ struct Validation {
   double tolerance = 0;      // what the dtype allows
   std::int64_t checked = 0;  // outputs compared against the reference
   std::string message;       // why it failed
+};
+
+// One op of a case that runs a reference kernel, and its share of the case's time where an
+// instrumented run measured it.
+struct ReferenceKernelUse {
+  std::string op;  // "layer4.0.conv2 conv backward_weights", or the op kind of a one-op case
+  std::string implementation;
+  std::optional<double> share_of_time;
 };
 
 class Workload {
@@ -61,6 +70,9 @@ class Workload {
 
   virtual std::string implementation() const = 0;
   virtual std::string math_mode() const = 0;
+  // The ops whose plans run reference kernels (known once set up), never silently reported.
+  virtual std::vector<ReferenceKernelUse> reference_kernels() const = 0;
+  virtual bool emulates_bf16() const = 0;
   // What a model workload knows beyond its time (parameters, memory, per-layer breakdown),
   // recorded with the result; null for single-op workloads.
   virtual nlohmann::json details() const { return nullptr; }
@@ -73,6 +85,8 @@ class OpWorkload : public Workload {
   Status run() override;
   std::string implementation() const override;
   std::string math_mode() const override;
+  std::vector<ReferenceKernelUse> reference_kernels() const override;
+  bool emulates_bf16() const override;
 
  protected:
   // Plans `op` on `backend` and allocates every operand and the workspace.

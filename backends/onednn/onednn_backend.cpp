@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdlib>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -29,7 +30,10 @@ std::string version_string() {
 class OneDnnBackend final : public cpu::CpuBackend {
  public:
   explicit OneDnnBackend(const BackendConfig& config)
-      : CpuBackend("cpu-onednn", config), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+      : CpuBackend("cpu-onednn", config), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    for (DType dtype : {DType::f32, DType::bf16})
+      layouts_.emplace(dtype, onednn::choose_activation_layout(engine_, to_dnnl(dtype)));
+  }
 
   DeviceInfo device_info() const override {
     DeviceInfo info = CpuBackend::device_info();
@@ -40,6 +44,18 @@ class OneDnnBackend final : public cpu::CpuBackend {
     const char* fpmath = std::getenv("ONEDNN_DEFAULT_FPMATH_MODE");
     info.details["onednn_default_fpmath_mode_env"] = fpmath ? fpmath : "";
     info.details["onednn_fpmath_mode_used"] = "strict (set on every primitive)";
+    info.details["onednn_bf16"] = bf16_support();
+    nlohmann::json layouts = nlohmann::json::object();
+    for (const auto& [dtype, layout] : layouts_) {
+      nlohmann::json probes = nlohmann::json::array();
+      for (const onednn::LayoutProbe& p : layout.probes)
+        probes.push_back({{"op", p.op}, {"implementation", p.implementation}});
+      layouts[std::string(dtype_name(dtype))] = {
+          {"layout", layout.usable ? onednn::tag_name(layout.blocked) : "none"},
+          {"reason", layout.reason},
+          {"probes", probes}};
+    }
+    info.details["onednn_activation_layout"] = layouts;
     return info;
   }
 
@@ -53,7 +69,10 @@ class OneDnnBackend final : public cpu::CpuBackend {
           std::holds_alternative<BinaryOp>(op) || std::holds_alternative<FullyConnectedOp>(op) ||
           std::holds_alternative<LayerNormOp>(op)) {
         TB_RETURN_IF_ERROR(check_dtype(*data_type(op)));
-        return onednn::plan_training_op(engine_, stream_, op, out);
+        const auto layout = layouts_.find(*data_type(op));
+        return onednn::plan_training_op(
+            engine_, stream_, op,
+            layout != layouts_.end() ? layout->second : layouts_.at(DType::f32), out);
       }
     } catch (const dnnl::error& e) {
       return e.status == dnnl_unimplemented
@@ -68,6 +87,8 @@ class OneDnnBackend final : public cpu::CpuBackend {
     switch (isa) {
       case dnnl::cpu_isa::avx2:
         return "avx2";
+      case dnnl::cpu_isa::avx2_vnni:
+        return "avx2_vnni";
       case dnnl::cpu_isa::avx512_core:
         return "avx512_core";
       case dnnl::cpu_isa::avx512_core_vnni:
@@ -81,9 +102,29 @@ class OneDnnBackend final : public cpu::CpuBackend {
     }
   }
 
+  static bool isa_includes(dnnl::cpu_isa isa, dnnl::cpu_isa part) {
+    return (static_cast<unsigned>(isa) & static_cast<unsigned>(part)) ==
+           static_cast<unsigned>(part);
+  }
+
+  // oneDNN 2.6 runs bf16 from avx512_core: natively with AVX512_BF16 (or AMX), emulated with
+  // integer AVX-512 instructions without it, not at all below.
+  static std::string bf16_support() {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    if (isa_includes(isa, dnnl::cpu_isa::avx512_core_bf16))
+      return fmt::format("native ({})", isa_name(isa));
+    if (isa_includes(isa, dnnl::cpu_isa::avx512_core))
+      return fmt::format("emulated on {} (no AVX512_BF16)", isa_name(isa));
+    return fmt::format("unavailable: oneDNN 2.6 runs bf16 from avx512_core; this CPU has {}{}",
+                       isa_name(isa),
+                       std::getenv("ONEDNN_MAX_CPU_ISA") ? " (capped by ONEDNN_MAX_CPU_ISA)" : "");
+  }
+
   Status check_dtype(DType dtype) const {
     if (to_dnnl(dtype) == memory::data_type::undef)
       return Status::Unimplemented(fmt::format("cpu-onednn has no {} path", dtype_name(dtype)));
+    if (dtype == DType::bf16 && bf16_support().starts_with("unavailable: "))
+      return Status::Unimplemented(bf16_support().substr(13));
     return Status::Ok();
   }
 
@@ -123,6 +164,7 @@ class OneDnnBackend final : public cpu::CpuBackend {
 
   dnnl::engine engine_;
   dnnl::stream stream_;
+  std::map<DType, onednn::ActivationLayout> layouts_;  // the native layout per dtype
 };
 
 }  // namespace

@@ -2,6 +2,9 @@
 // ReLU, GELU, tanh, add (+ ReLU) and fully connected, forward and backward. Activations use the
 // backend's activation layout so consecutive layers hand blocked data to each other without
 // reorders.
+#include <functional>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "backends/cpu/fully_connected_gemm.h"
@@ -52,8 +55,32 @@ Status make(std::unique_ptr<Plan>* out, const dnnl::engine& engine, dnnl::stream
   return Status::Ok();
 }
 
-Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp& op,
-                 std::unique_ptr<Plan>* out) {
+// The layout an op's primitive computes in when it differs from what its callers exchange
+// (`none`: the same).
+using Computing = std::optional<tag>;
+
+// The layouts a native-layout op tries in turn: the shared one, then the fallbacks.
+std::vector<Computing> computing_layouts(Layout layout, const ActivationLayout& shared) {
+  std::vector<Computing> layouts = {std::nullopt};
+  if (layout != Layout::native) return layouts;
+  for (tag t : fallback_layouts(shared.blocked))
+    if (t != shared.blocked) layouts.push_back(t);
+  return layouts;
+}
+
+// The first layout in which `optimized` holds (an optimized kernel exists), or the shared one.
+Computing first_optimized(const std::vector<Computing>& layouts,
+                          const std::function<bool(const Computing&)>& optimized) {
+  for (const Computing& layout : layouts) try {
+      if (optimized(layout)) return layout;
+    } catch (const dnnl::error&) {  // no kernel at all in this layout: try the next
+    }
+  return std::nullopt;
+}
+
+Status plan_conv_computing(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp& op,
+                           const ActivationLayout& shared, const Computing& computing,
+                           std::unique_ptr<Plan>* out) {
   const dims src_dims = {op.mb, op.ic, op.ih, op.iw}, weight_dims = {op.oc, op.ic, op.kh, op.kw},
              dst_dims = {op.mb, op.oc, op.oh(), op.ow()};
   const dims strides = {op.sh, op.sw}, padding = {op.ph, op.pw};
@@ -65,8 +92,19 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
   // primitive picked.
   const bool chained = op.layout != Layout::any;
   auto activation = [&](const dims& shape, memory::dim channels) {
-    return chained ? memory::desc(shape, dt, activation_tag(op.layout, channels, dt))
-                   : memory::desc(shape, dt, tag::any);
+    if (!chained) return memory::desc(shape, dt, tag::any);
+    return memory::desc(shape, dt, computing.value_or(activation_tag(op.layout, channels, shared)));
+  };
+  // What callers exchange, and the binding that stages it into what the primitive computes on.
+  auto exchanged = [&](const dims& shape, memory::dim channels) {
+    return memory::desc(shape, dt, activation_tag(op.layout, channels, shared));
+  };
+  const memory::desc src_exchanged = exchanged(src_dims, op.ic),
+                     dst_exchanged = exchanged(dst_dims, op.oc);
+  auto activation_binding = [&](int arg, const memory::desc& plain, const memory::desc& caller,
+                                const memory::desc& computed) {
+    return chained ? OperandBinding{arg, plain, caller, computed}
+                   : OperandBinding{arg, plain, computed};
   };
   auto any = [](const dims& shape, memory::data_type type) {
     return memory::desc(shape, type, tag::any);
@@ -102,20 +140,23 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
                                         bias_plain, activation(dst_dims, op.oc), strides, padding,
                                         padding),
         fused_attr, engine);
-    return make(out, engine, stream, dnnl::convolution_forward(fused), fused,
-                bind_operands(
-                    specs, {{DNNL_ARG_SRC, src_plain, fused.src_desc()},
-                            weights_binding(DNNL_ARG_WEIGHTS, weights_plain, fused.weights_desc()),
-                            {DNNL_ARG_BIAS, bias_plain, fused.bias_desc()},
-                            {DNNL_ARG_DST, dst_plain, fused.dst_desc()}}));
+    return make(
+        out, engine, stream, dnnl::convolution_forward(fused), fused,
+        bind_operands(
+            specs, {activation_binding(DNNL_ARG_SRC, src_plain, src_exchanged, fused.src_desc()),
+                    weights_binding(DNNL_ARG_WEIGHTS, weights_plain, fused.weights_desc()),
+                    {DNNL_ARG_BIAS, bias_plain, fused.bias_desc()},
+                    activation_binding(DNNL_ARG_DST, dst_plain, dst_exchanged, fused.dst_desc())}));
   }
   switch (op.direction) {
     case ConvDirection::forward:
-      return make(out, engine, stream, dnnl::convolution_forward(forward), forward,
-                  bind_operands(specs, {{DNNL_ARG_SRC, src_plain, forward.src_desc()},
-                                        weights_binding(DNNL_ARG_WEIGHTS, weights_plain,
-                                                        forward.weights_desc()),
-                                        {DNNL_ARG_DST, dst_plain, forward.dst_desc()}}));
+      return make(
+          out, engine, stream, dnnl::convolution_forward(forward), forward,
+          bind_operands(
+              specs,
+              {activation_binding(DNNL_ARG_SRC, src_plain, src_exchanged, forward.src_desc()),
+               weights_binding(DNNL_ARG_WEIGHTS, weights_plain, forward.weights_desc()),
+               activation_binding(DNNL_ARG_DST, dst_plain, dst_exchanged, forward.dst_desc())}));
     case ConvDirection::backward_data: {
       dnnl::convolution_backward_data::primitive_desc pd(
           dnnl::convolution_backward_data::desc(algorithm, activation(src_dims, op.ic),
@@ -124,9 +165,11 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
           attr, engine, forward);
       return make(
           out, engine, stream, dnnl::convolution_backward_data(pd), pd,
-          bind_operands(specs, {{DNNL_ARG_DIFF_DST, dst_plain, pd.diff_dst_desc()},
+          bind_operands(specs, {activation_binding(DNNL_ARG_DIFF_DST, dst_plain, dst_exchanged,
+                                                   pd.diff_dst_desc()),
                                 weights_binding(DNNL_ARG_WEIGHTS, weights_plain, pd.weights_desc()),
-                                {DNNL_ARG_DIFF_SRC, src_plain, pd.diff_src_desc()}}));
+                                activation_binding(DNNL_ARG_DIFF_SRC, src_plain, src_exchanged,
+                                                   pd.diff_src_desc())}));
     }
     case ConvDirection::backward_weights: {
       dnnl::convolution_backward_weights::primitive_desc pd(
@@ -134,21 +177,41 @@ Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp&
               algorithm, activation(src_dims, op.ic), any(weight_dims, diff_weights_dt),
               activation(dst_dims, op.oc), strides, padding, padding),
           attr, engine, forward);
-      return make(out, engine, stream, dnnl::convolution_backward_weights(pd), pd,
-                  bind_operands(specs, {{DNNL_ARG_SRC, src_plain, pd.src_desc()},
-                                        {DNNL_ARG_DIFF_DST, dst_plain, pd.diff_dst_desc()},
-                                        weights_binding(DNNL_ARG_DIFF_WEIGHTS, diff_weights_plain,
-                                                        pd.diff_weights_desc())}));
+      return make(
+          out, engine, stream, dnnl::convolution_backward_weights(pd), pd,
+          bind_operands(
+              specs,
+              {activation_binding(DNNL_ARG_SRC, src_plain, src_exchanged, pd.src_desc()),
+               activation_binding(DNNL_ARG_DIFF_DST, dst_plain, dst_exchanged, pd.diff_dst_desc()),
+               weights_binding(DNNL_ARG_DIFF_WEIGHTS, diff_weights_plain,
+                               pd.diff_weights_desc())}));
     }
   }
   return Status::InvalidArgument("unknown convolution direction");
 }
 
-Status plan_batch_norm(const dnnl::engine& engine, dnnl::stream& stream, const BatchNormOp& op,
-                       std::unique_ptr<Plan>* out) {
+// A convolution direction has no state shared with the others, so each falls back alone.
+Status plan_conv(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp& op,
+                 const ActivationLayout& shared, std::unique_ptr<Plan>* out) {
+  const Computing computing =
+      first_optimized(computing_layouts(op.layout, shared), [&](const Computing& layout) {
+        std::unique_ptr<Plan> attempt;
+        return plan_conv_computing(engine, stream, op, shared, layout, &attempt).ok() &&
+               !attempt->is_reference();
+      });
+  return plan_conv_computing(engine, stream, op, shared, computing, out);
+}
+
+// Batch norm's forward and backward share the ReLU mask, whose format follows the layout, so
+// both passes compute in the first layout where both have optimized kernels.
+Status plan_batch_norm_computing(const dnnl::engine& engine, dnnl::stream& stream,
+                                 const BatchNormOp& op, const ActivationLayout& shared,
+                                 const Computing& computing, std::unique_ptr<Plan>* out,
+                                 bool* both_passes_optimized = nullptr) {
   const dims shape = {op.mb, op.channels, op.h, op.w};
   const memory::data_type dt = to_dnnl(op.dtype);
-  const memory::desc data(shape, dt, activation_tag(op.layout, op.channels, dt)),
+  const memory::desc exchanged(shape, dt, activation_tag(op.layout, op.channels, shared)),
+      data = computing ? memory::desc(shape, dt, *computing) : exchanged,
       plain = plain_desc(shape, dt), channel({op.channels}, memory::data_type::f32, tag::x);
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   if (op.fuse_relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
@@ -159,13 +222,15 @@ Status plan_batch_norm(const dnnl::engine& engine, dnnl::stream& stream, const B
             dnnl::prop_kind::forward_inference, data, op.epsilon,
             flags | dnnl::normalization_flags::use_global_stats),
         attr, engine);
+    if (both_passes_optimized)
+      *both_passes_optimized = !is_reference_implementation(inference.impl_info_str());
     return make(out, engine, stream, dnnl::batch_normalization_forward(inference), inference,
-                bind_operands(batch_norm_operands(op), {{DNNL_ARG_SRC, plain, data},
+                bind_operands(batch_norm_operands(op), {{DNNL_ARG_SRC, plain, exchanged, data},
                                                         {DNNL_ARG_SCALE, channel, channel},
                                                         {DNNL_ARG_SHIFT, channel, channel},
                                                         {DNNL_ARG_MEAN, channel, channel},
                                                         {DNNL_ARG_VARIANCE, channel, channel},
-                                                        {DNNL_ARG_DST, plain, data}}));
+                                                        {DNNL_ARG_DST, plain, exchanged, data}}));
   }
   dnnl::batch_normalization_forward::primitive_desc forward(
       dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, op.epsilon,
@@ -173,15 +238,19 @@ Status plan_batch_norm(const dnnl::engine& engine, dnnl::stream& stream, const B
       attr, engine);
   const std::vector<OperandSpec> specs = batch_norm_operands(op);
   const memory::desc mask = forward.workspace_desc();
+  dnnl::batch_normalization_backward::primitive_desc backward(
+      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data, data, op.epsilon,
+                                               flags),
+      attr, engine, forward);
+  if (both_passes_optimized)
+    *both_passes_optimized = !is_reference_implementation(forward.impl_info_str()) &&
+                             !is_reference_implementation(backward.impl_info_str());
   if (op.pass == Pass::forward) {
-    std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, plain, data},
-                                            {DNNL_ARG_SCALE, channel, channel},
-                                            {DNNL_ARG_SHIFT, channel, channel},
-                                            {DNNL_ARG_DST, plain, data},
-                                            {DNNL_ARG_MEAN, channel, channel},
-                                            {DNNL_ARG_VARIANCE, channel, channel},
-                                            {OneDnnPlan::kNoArgument, channel, channel},
-                                            {OneDnnPlan::kNoArgument, channel, channel}};
+    std::vector<OperandBinding> bindings = {
+        {DNNL_ARG_SRC, plain, exchanged, data},      {DNNL_ARG_SCALE, channel, channel},
+        {DNNL_ARG_SHIFT, channel, channel},          {DNNL_ARG_DST, plain, exchanged, data},
+        {DNNL_ARG_MEAN, channel, channel},           {DNNL_ARG_VARIANCE, channel, channel},
+        {OneDnnPlan::kNoArgument, channel, channel}, {OneDnnPlan::kNoArgument, channel, channel}};
     if (op.fuse_relu) bindings.push_back({DNNL_ARG_WORKSPACE, mask, mask});
     // oneDNN computes the batch statistics; the running ones are ours to keep.
     const std::int64_t channels = op.channels, reduced = op.mb * op.h * op.w;
@@ -194,29 +263,42 @@ Status plan_batch_norm(const dnnl::engine& engine, dnnl::stream& stream, const B
     return make(out, engine, stream, dnnl::batch_normalization_forward(forward), forward,
                 bind_operands(specs, bindings), epilogue);
   }
-  dnnl::batch_normalization_backward::primitive_desc pd(
-      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data, data, op.epsilon,
-                                               flags),
-      attr, engine, forward);
   std::vector<OperandBinding> bindings = {
-      {DNNL_ARG_SRC, plain, data},        {DNNL_ARG_DIFF_DST, plain, data},
-      {DNNL_ARG_SCALE, channel, channel}, {DNNL_ARG_SHIFT, channel, channel},
-      {DNNL_ARG_MEAN, channel, channel},  {DNNL_ARG_VARIANCE, channel, channel}};
+      {DNNL_ARG_SRC, plain, exchanged, data}, {DNNL_ARG_DIFF_DST, plain, exchanged, data},
+      {DNNL_ARG_SCALE, channel, channel},     {DNNL_ARG_SHIFT, channel, channel},
+      {DNNL_ARG_MEAN, channel, channel},      {DNNL_ARG_VARIANCE, channel, channel}};
   if (op.fuse_relu) bindings.push_back({DNNL_ARG_WORKSPACE, mask, mask});
-  bindings.push_back({DNNL_ARG_DIFF_SRC, plain, data});
+  bindings.push_back({DNNL_ARG_DIFF_SRC, plain, exchanged, data});
   bindings.push_back({DNNL_ARG_DIFF_SCALE, channel, channel});
   bindings.push_back({DNNL_ARG_DIFF_SHIFT, channel, channel});
-  return make(out, engine, stream, dnnl::batch_normalization_backward(pd), pd,
+  return make(out, engine, stream, dnnl::batch_normalization_backward(backward), backward,
               bind_operands(specs, bindings));
 }
 
-Status plan_pool(const dnnl::engine& engine, dnnl::stream& stream, const PoolOp& op,
-                 std::unique_ptr<Plan>* out) {
+Status plan_batch_norm(const dnnl::engine& engine, dnnl::stream& stream, const BatchNormOp& op,
+                       const ActivationLayout& shared, std::unique_ptr<Plan>* out) {
+  const Computing computing =
+      first_optimized(computing_layouts(op.layout, shared), [&](const Computing& layout) {
+        std::unique_ptr<Plan> attempt;
+        bool optimized = false;
+        return plan_batch_norm_computing(engine, stream, op, shared, layout, &attempt, &optimized)
+                   .ok() &&
+               optimized;
+      });
+  return plan_batch_norm_computing(engine, stream, op, shared, computing, out);
+}
+
+// Max pooling's forward and backward share the indices, as batch norm shares its mask.
+Status plan_pool_computing(const dnnl::engine& engine, dnnl::stream& stream, const PoolOp& op,
+                           const ActivationLayout& shared, const Computing& computing,
+                           std::unique_ptr<Plan>* out, bool* both_passes_optimized = nullptr) {
   const dims src_dims = {op.mb, op.channels, op.ih, op.iw},
              dst_dims = {op.mb, op.channels, op.oh(), op.ow()};
   const memory::data_type dt = to_dnnl(op.dtype);
-  const tag layout = activation_tag(op.layout, op.channels, dt);
+  const tag exchanged_tag = activation_tag(op.layout, op.channels, shared),
+            layout = computing.value_or(exchanged_tag);
   const memory::desc src(src_dims, dt, layout), dst(dst_dims, dt, layout),
+      src_exchanged(src_dims, dt, exchanged_tag), dst_exchanged(dst_dims, dt, exchanged_tag),
       src_plain = plain_desc(src_dims, dt), dst_plain = plain_desc(dst_dims, dt);
   const bool max = op.kind == PoolKind::max;
   const auto algorithm =
@@ -230,20 +312,36 @@ Status plan_pool(const dnnl::engine& engine, dnnl::stream& stream, const PoolOp&
       attr, engine);
   const std::vector<OperandSpec> specs = pool_operands(op);
   const memory::desc indices = forward.workspace_desc();
+  dnnl::pooling_backward::primitive_desc backward(
+      dnnl::pooling_backward::desc(algorithm, src, dst, strides, kernel, pad_left, pad_r), attr,
+      engine, forward);
+  if (both_passes_optimized)
+    *both_passes_optimized = !is_reference_implementation(forward.impl_info_str()) &&
+                             !is_reference_implementation(backward.impl_info_str());
   if (op.pass == Pass::forward) {
-    std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, src_plain, src},
-                                            {DNNL_ARG_DST, dst_plain, dst}};
+    std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, src_plain, src_exchanged, src},
+                                            {DNNL_ARG_DST, dst_plain, dst_exchanged, dst}};
     if (max) bindings.push_back({DNNL_ARG_WORKSPACE, indices, indices});
     return make(out, engine, stream, dnnl::pooling_forward(forward), forward,
                 bind_operands(specs, bindings));
   }
-  dnnl::pooling_backward::primitive_desc pd(
-      dnnl::pooling_backward::desc(algorithm, src, dst, strides, kernel, pad_left, pad_r), attr,
-      engine, forward);
-  std::vector<OperandBinding> bindings = {{DNNL_ARG_DIFF_DST, dst_plain, dst}};
+  std::vector<OperandBinding> bindings = {{DNNL_ARG_DIFF_DST, dst_plain, dst_exchanged, dst}};
   if (max) bindings.push_back({DNNL_ARG_WORKSPACE, indices, indices});
-  bindings.push_back({DNNL_ARG_DIFF_SRC, src_plain, src});
-  return make(out, engine, stream, dnnl::pooling_backward(pd), pd, bind_operands(specs, bindings));
+  bindings.push_back({DNNL_ARG_DIFF_SRC, src_plain, src_exchanged, src});
+  return make(out, engine, stream, dnnl::pooling_backward(backward), backward,
+              bind_operands(specs, bindings));
+}
+
+Status plan_pool(const dnnl::engine& engine, dnnl::stream& stream, const PoolOp& op,
+                 const ActivationLayout& shared, std::unique_ptr<Plan>* out) {
+  const Computing computing =
+      first_optimized(computing_layouts(op.layout, shared), [&](const Computing& layout) {
+        std::unique_ptr<Plan> attempt;
+        bool optimized = false;
+        return plan_pool_computing(engine, stream, op, shared, layout, &attempt, &optimized).ok() &&
+               optimized;
+      });
+  return plan_pool_computing(engine, stream, op, shared, computing, out);
 }
 
 OperandSpec flat_spec(const char* name, DType dtype, std::int64_t count, bool is_output) {
@@ -406,11 +504,13 @@ Status plan_fully_connected(const dnnl::engine& engine, dnnl::stream& stream,
 }  // namespace
 
 Status plan_training_op(const dnnl::engine& engine, dnnl::stream& stream, const OpDesc& op,
-                        std::unique_ptr<Plan>* out) {
-  if (const auto* conv = std::get_if<ConvOp>(&op)) return plan_conv(engine, stream, *conv, out);
+                        const ActivationLayout& shared, std::unique_ptr<Plan>* out) {
+  if (const auto* conv = std::get_if<ConvOp>(&op))
+    return plan_conv(engine, stream, *conv, shared, out);
   if (const auto* bn = std::get_if<BatchNormOp>(&op))
-    return plan_batch_norm(engine, stream, *bn, out);
-  if (const auto* pool = std::get_if<PoolOp>(&op)) return plan_pool(engine, stream, *pool, out);
+    return plan_batch_norm(engine, stream, *bn, shared, out);
+  if (const auto* pool = std::get_if<PoolOp>(&op))
+    return plan_pool(engine, stream, *pool, shared, out);
   if (const auto* eltwise = std::get_if<EltwiseOp>(&op))
     return plan_eltwise(engine, stream, *eltwise, out);
   if (const auto* norm = std::get_if<LayerNormOp>(&op))

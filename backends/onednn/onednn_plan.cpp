@@ -37,14 +37,8 @@ dnnl::primitive_attr base_attr() {
   return attr;
 }
 
-tag activation_tag(Layout layout, memory::dim channels, memory::data_type type) {
-  if (layout != Layout::native) return tag::nchw;
-  // bf16 on channels-last: oneDNN 2.6's AMX kernels (brgemm) take nhwc; in 16-channel blocks
-  // bf16 runs on AVX-512 dot products at a third of the speed (ResNet-50 step: 4.36 s
-  // against 1.69 s here). fp32 is fastest in 16-channel blocks (its batch norm is slower on
-  // nhwc: 2.91 s against 2.69 s).
-  if (type == memory::data_type::bf16) return tag::nhwc;
-  return channels % 16 == 0 ? tag::nChw16c : tag::nchw;
+tag activation_tag(Layout layout, memory::dim channels, const ActivationLayout& shared) {
+  return layout == Layout::native ? shared.for_channels(channels) : tag::nchw;
 }
 
 OneDnnPlan::OneDnnPlan(const dnnl::engine& engine, dnnl::stream& stream, dnnl::primitive primitive,
@@ -81,6 +75,7 @@ OneDnnPlan::OneDnnPlan(const dnnl::engine& engine, dnnl::stream& stream, dnnl::p
   }
   workspace_bytes_ = workspace;
   implementation_ = pd.impl_info_str();
+  is_reference_ = is_reference_implementation(implementation_);
   const bool all_f32 = std::all_of(descs_.begin(), descs_.end(), [](const Operand& o) {
     return o.planned.data_type() != memory::data_type::bf16 &&
            o.planned.data_type() != memory::data_type::f16;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/onednn/onednn_layout.h"
 
 namespace tb::onednn {
 
@@ -27,9 +28,9 @@ memory::data_type to_dnnl(DType dtype);
 // fp32 primitives into bf16 ones. Scratchpads are ours, planned as the workspace.
 dnnl::primitive_attr base_attr();
 
-// The activation layout every op of this backend uses for `layout` (plain: NCHW; native: the
-// fastest for the dtype: 16-channel blocks for fp32 where the channels allow, nhwc for bf16).
-tag activation_tag(Layout layout, memory::dim channels, memory::data_type type);
+// The activation layout an op's tensors use for `layout` (plain: NCHW; native: the one chosen
+// for the dtype, `shared`).
+tag activation_tag(Layout layout, memory::dim channels, const ActivationLayout& shared);
 
 class OneDnnPlan final : public cpu::CpuPlan {
  public:
@@ -74,8 +75,11 @@ class OneDnnPlan final : public cpu::CpuPlan {
 };
 
 // Plans the training ops (batch norm, pooling, ReLU, add, fully connected) and convolutions
-// whose layout is plain or native. Throws dnnl::error as oneDNN does.
+// whose layout is plain or native, with `shared` the native activation layout of the op's
+// dtype. An op whose kernel would be a reference one in that layout computes in nhwc, then
+// nchw, where those have an optimized kernel, reordering its operands in and out. Throws
+// dnnl::error as oneDNN does.
 Status plan_training_op(const dnnl::engine& engine, dnnl::stream& stream, const OpDesc& op,
-                        std::unique_ptr<Plan>* out);
+                        const ActivationLayout& shared, std::unique_ptr<Plan>* out);
 
 }  // namespace tb::onednn

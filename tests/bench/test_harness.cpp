@@ -37,6 +37,8 @@ class CountingWorkload final : public Workload {
   }
   std::string implementation() const override { return "spin"; }
   std::string math_mode() const override { return ""; }
+  std::vector<ReferenceKernelUse> reference_kernels() const override { return {}; }
+  bool emulates_bf16() const override { return false; }
 
   int runs = 0, resets = 0, fail_at = -1;
   bool fresh = true;
