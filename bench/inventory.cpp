@@ -56,8 +56,34 @@ nlohmann::json host_inventory_json() {
       {{"name", "CLI11"}, {"version", CLI11_VERSION}},
       {{"name", "Google Benchmark"}, {"version", TRAINBENCH_BENCHMARK_VERSION}},
   });
+  // x86 family / model / stepping name the microarchitecture where `model name` does not (a
+  // VM's "AMD EPYC"); microcode changes results (mitigations) without changing the machine.
+  auto known = [](int value) { return value < 0 ? nlohmann::json() : nlohmann::json(value); };
+  const nlohmann::json cpu_id = {{"vendor", host.cpu.vendor},
+                                 {"family", known(host.cpu.family)},
+                                 {"model", known(host.cpu.model)},
+                                 {"stepping", known(host.cpu.stepping)},
+                                 {"microcode", host.cpu.microcode}};
+  const std::vector<int> allowed = host.allowed_cpus();
+  const nlohmann::json last_level_cache = {
+      {"level", host.last_level()},
+      {"instances", host.last_level_cache_instances(allowed)},
+      {"bytes", host.last_level_cache_bytes(allowed)},
+      {"over", "the distinct instances serving the CPUs this process may use"}};
+  const nlohmann::json cpu_quota =
+      host.cpu_quota.cpus > 0
+          ? nlohmann::json{{"cpus", host.cpu_quota.cpus}, {"source", host.cpu_quota.source}}
+          : nlohmann::json();
   return {{"hostname", hostname},
           {"cpu_model", host.cpu_model},
+          {"cpu_id", cpu_id},
+          {"online_cpus", cpu::format_cpu_list(host.online_cpus)},
+          {"allowed_cpus", cpu::format_cpu_list(allowed)},
+          {"threads_per_core", host.threads_per_core},
+          {"last_level_cache", last_level_cache},
+          {"cpu_quota", cpu_quota},
+          {"transparent_hugepages", host.transparent_hugepages},
+          {"huge_page_bytes", host.huge_page_bytes},
           {"sockets", host.sockets},
           {"cores", host.cores},
           {"logical_cpus", host.logical_cpus},

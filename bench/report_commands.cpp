@@ -314,6 +314,10 @@ int compare_command(const CompareOptions& options) {
       if (result && (*result)["status"] == "passed") {
         text = fmt::format("{} ({})", headline_metric(*result),
                            format_seconds((*result)["stats"]["median_s"]));
+        if (const std::string caveats = result_caveats(*result); !caveats.empty()) {
+          text += " " + caveats;
+          cell["caveats"] = caveats;
+        }
         cell["median_s"] = (*result)["stats"]["median_s"];
         cell["metrics"] = (*result)["metrics"];
       } else if (result) {
@@ -377,6 +381,7 @@ int print_check(const CheckResult& check, TableFormat format, double threshold) 
                              {"verdict", verdict_name(entry.verdict)}};
       if (entry.comparison) item["comparison"] = comparison_json(*entry.comparison);
       if (!entry.reason.empty()) item["reason"] = entry.reason;
+      if (!entry.caveats.empty()) item["caveats"] = entry.caveats;
       out["cases"].push_back(item);
     }
     print(out.dump(2) + "\n");
@@ -389,7 +394,7 @@ int print_check(const CheckResult& check, TableFormat format, double threshold) 
     TextTable table({"case", "speed-up [95% CI], p, verdict"});
     for (const CheckEntry& entry : check.entries)
       if (entry.verdict == verdict)
-        table.add({key_text(entry.key),
+        table.add({key_text(entry.key) + (entry.caveats.empty() ? "" : " " + entry.caveats),
                    entry.comparison ? format_speedup(*entry.comparison) : entry.reason});
     if (table.empty()) continue;
     const std::string title = verdict == Verdict::slower   ? "regressions"

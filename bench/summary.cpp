@@ -11,6 +11,7 @@
 
 #include "backends/status.h"
 #include "bench/report_commands.h"
+#include "reports/compare.h"
 #include "reports/report.h"
 
 namespace tb {
@@ -57,9 +58,11 @@ struct Answer {
 };
 
 std::string measured(const nlohmann::json& result) {
-  return fmt::format("{} {} {}: median {:.4g} s", result["backend"].get<std::string>(),
+  const std::string caveats = result_caveats(result);
+  return fmt::format("{} {} {}: median {:.4g} s{}", result["backend"].get<std::string>(),
                      result["dtype"].get<std::string>(), result["workload"].get<std::string>(),
-                     result["stats"]["median_s"].get<double>());
+                     result["stats"]["median_s"].get<double>(),
+                     caveats.empty() ? "" : " " + caveats);
 }
 
 std::vector<Answer> answer(const nlohmann::json& report) {

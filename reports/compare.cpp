@@ -55,6 +55,24 @@ SampleComparison compare_samples(std::span<const double> baseline, std::span<con
   return result;
 }
 
+namespace {
+
+// A VM's `model name` ("AMD EPYC") is any Zen: x86 family / model / stepping tell them apart.
+// Microcode is left out (an update does not make another machine), and reports written before
+// cpu_id existed have only the name.
+std::string cpu_identity(const nlohmann::json& host) {
+  std::string text = host.at("cpu_model").get<std::string>();
+  const auto id = host.find("cpu_id");
+  if (id == host.end() || !id->is_object() || !id->contains("family") ||
+      !id->at("family").is_number_integer())
+    return text;
+  return fmt::format("{} ({} family {} model {} stepping {})", text,
+                     id->value("vendor", std::string()), id->at("family").get<int>(),
+                     id->value("model", -1), id->value("stepping", -1));
+}
+
+}  // namespace
+
 std::string machine_fingerprint(const nlohmann::json& report) {
   const auto& host = report.at("host");
   std::set<std::string> devices;
@@ -62,9 +80,9 @@ std::string machine_fingerprint(const nlohmann::json& report) {
     if (backend.contains("device") && backend["device"].is_object() &&
         backend["device"]["kind"] == "gpu")
       devices.insert(backend["device"]["model"].get<std::string>());
-  return fmt::format("{} | {} sockets, {} cores, {} CPUs | {:.0f} GiB{}{}",
-                     host.at("cpu_model").get<std::string>(), host.at("sockets").get<int>(),
-                     host.at("cores").get<int>(), host.at("logical_cpus").get<int>(),
+  return fmt::format("{} | {} sockets, {} cores, {} CPUs | {:.0f} GiB{}{}", cpu_identity(host),
+                     host.at("sockets").get<int>(), host.at("cores").get<int>(),
+                     host.at("logical_cpus").get<int>(),
                      host.at("memory_bytes").get<double>() / (1 << 30),
                      devices.empty() ? "" : " | ", fmt::join(devices, ", "));
 }
@@ -82,6 +100,24 @@ bool CheckResult::passed() const {
   return true;
 }
 
+std::string result_caveats(const nlohmann::json& result) {
+  std::string caveats;
+  if (result.contains("reference_kernels") && !result["reference_kernels"].empty()) {
+    double share = 0;
+    bool measured = false;
+    for (const nlohmann::json& use : result["reference_kernels"])
+      if (use["share_of_time"].is_number()) {
+        share += use["share_of_time"].get<double>();
+        measured = true;
+      }
+    caveats += fmt::format("[reference kernels: {} ops{}]", result["reference_kernels"].size(),
+                           measured ? fmt::format(", {:.1f}% of the time", 100 * share) : "");
+  }
+  if (result.value("bf16_emulated", false))
+    caveats += caveats.empty() ? "[bf16 emulated]" : " [bf16 emulated]";
+  return caveats;
+}
+
 CheckResult check_reports(const nlohmann::json& baseline, const nlohmann::json& current,
                           double threshold) {
   std::map<CaseKey, const nlohmann::json*> base, now;
@@ -89,7 +125,7 @@ CheckResult check_reports(const nlohmann::json& baseline, const nlohmann::json& 
   for (const auto& result : current.at("results")) now[case_key(result)] = &result;
   CheckResult check;
   for (const auto& [key, result] : now) {
-    CheckEntry entry{key, Verdict::new_case, std::nullopt, ""};
+    CheckEntry entry{key, Verdict::new_case, std::nullopt, "", result_caveats(*result)};
     const std::string status = (*result)["status"];
     if (status == "failed") {
       entry.verdict = Verdict::failed;
@@ -101,6 +137,10 @@ CheckResult check_reports(const nlohmann::json& baseline, const nlohmann::json& 
       const auto now_samples = (*result)["samples_s"].get<std::vector<double>>();
       entry.comparison = compare_samples(base_samples, now_samples, threshold);
       entry.verdict = entry.comparison->verdict;
+      if (const std::string before = result_caveats(*it->second); before != entry.caveats)
+        entry.caveats =
+            fmt::format("{} (baseline: {})", entry.caveats.empty() ? "[none]" : entry.caveats,
+                        before.empty() ? "none" : before);
     }
     check.entries.push_back(std::move(entry));
   }

@@ -40,11 +40,17 @@ SampleComparison compare_samples(std::span<const double> baseline, std::span<con
 // devices of the backends that ran.
 std::string machine_fingerprint(const nlohmann::json& report);
 
+// What a reader of a result's figure must know: the reference kernels it ran (how many ops,
+// their share of the time where measured) and emulated bf16; empty when neither.
+// "[reference kernels: 2 ops, 12.3% of the time] [bf16 emulated]"
+std::string result_caveats(const nlohmann::json& result);
+
 struct CheckEntry {
   CaseKey key;
   Verdict verdict = Verdict::unchanged;
   std::optional<SampleComparison> comparison;
-  std::string reason;  // for failed cases
+  std::string reason;        // for failed cases
+  std::string caveats = {};  // result_caveats of the current result (and the baseline's)
 };
 
 struct CheckResult {

@@ -180,10 +180,17 @@ std::unique_ptr<Workload> make_stream(const Descriptor& descriptor, const Device
   op.kernel = static_cast<StreamKernel>(
       std::find(std::begin(kKernelNames), std::end(kKernelNames), kernel) -
       std::begin(kKernelNames));
-  // Each array at least 4x the last-level cache (STREAM's rule), and never under 64 MiB.
+  // Each array at least 4x the last-level cache (STREAM's rule), and never under 64 MiB. The
+  // CPU backends report the sum of the distinct last-level caches their threads use (every L3
+  // of a many-CCX or two-socket host), not one instance. A cache figure that would put the
+  // three arrays past 3/8 of memory (a VM listing each vCPU's own copy of the host's L3) is
+  // capped there, so the default still fits.
   const std::uint64_t cache = device.details.value("last_level_cache_bytes", std::uint64_t{0});
-  const std::int64_t default_n =
-      static_cast<std::int64_t>(std::max<std::uint64_t>(4 * cache, 64u << 20) / 8);
+  std::uint64_t array_bytes = std::max<std::uint64_t>(4 * cache, 64u << 20);
+  if (device.memory_bytes > 0)
+    array_bytes =
+        std::min(array_bytes, std::max<std::uint64_t>(device.memory_bytes / 8, 64u << 20));
+  const std::int64_t default_n = static_cast<std::int64_t>(array_bytes / 8);
   op.n = reader.integer("n", default_n);
   reader.reject_unknown_keys();
   return std::make_unique<StreamWorkload>(op);

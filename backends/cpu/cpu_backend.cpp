@@ -1,10 +1,12 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include "backends/cpu/peak.h"
@@ -14,11 +16,50 @@
 namespace tb::cpu {
 namespace {
 
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-constexpr std::size_t kPage = 4096;
+constexpr std::size_t kPage = 4096;  // the first-touch and copy stride
 
-std::size_t mapped_size(std::size_t bytes) {
-  return (bytes + kHugePage - 1) / kHugePage * kHugePage;
+// The huge page a buffer of `bytes` is meant to be backed by: the kernel's transparent huge
+// page size when THP is on (always or madvise) and the buffer spans at least one; 0 for
+// ordinary pages. Small buffers stay on small pages: rounding them to a huge page (512 MiB
+// with 64 KiB base pages on arm64) would waste memory for no TLB gain.
+std::size_t huge_page_for(const HostInventory& host, std::size_t bytes) {
+  const bool thp =
+      host.transparent_hugepages == "always" || host.transparent_hugepages == "madvise";
+  return thp && host.huge_page_bytes > 0 && bytes >= host.huge_page_bytes ? host.huge_page_bytes
+                                                                          : 0;
+}
+
+std::size_t system_page() {
+  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// What allocate maps for `bytes` and release unmaps: whole huge pages, or whole pages.
+std::size_t mapped_size(const HostInventory& host, std::size_t bytes) {
+  const std::size_t huge = huge_page_for(host, bytes);
+  const std::size_t unit = huge ? huge : system_page();
+  return (std::max<std::size_t>(bytes, 1) + unit - 1) / unit * unit;
+}
+
+// mmap aligns to the base page only; a huge page can back just the huge-page-aligned stretches
+// of a mapping, so over-map by one huge page and trim both ends to an aligned start.
+void* map_aligned(std::size_t size, std::size_t alignment) {
+  const std::size_t span = alignment ? size + alignment : size;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED || !alignment) return raw;
+  const auto begin = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t start = (begin + alignment - 1) / alignment * alignment;
+  if (start > begin) munmap(raw, start - begin);
+  const std::size_t tail = begin + span - (start + size);
+  if (tail > 0) munmap(reinterpret_cast<void*>(start + size), tail);
+  return reinterpret_cast<void*>(start);
+}
+
+IsaLevel isa_level_or_throw(bool onednn_isa_cap) {
+  IsaLevel level;
+  const Status status = isa_level_from_environment(onednn_isa_cap, &level);
+  if (!status.ok()) throw UsageError(status.message());
+  return level;
 }
 
 class HostTimer final : public Timer {
@@ -58,11 +99,21 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes) {
   }
 }
 
-CpuBackend::CpuBackend(std::string name, const BackendConfig& config)
+CpuBackend::CpuBackend(std::string name, const BackendConfig& config, bool onednn_isa_cap)
     : name_(std::move(name)),
       host_(read_host_inventory()),
       placement_(configure_threads(config, host_)),
-      clock_ghz_(measure_clock_ghz()) {}
+      isa_level_(isa_level_or_throw(onednn_isa_cap)),
+      clock_ghz_(measure_clock_under_probe(isa_level_.isa, placement_.threads)) {}
+
+std::vector<int> CpuBackend::cpus_used() const {
+  std::vector<int> cpus = placement_.affinity;
+  if (cpus.empty() || std::find(cpus.begin(), cpus.end(), -1) != cpus.end())
+    return host_.allowed_cpus();
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
 
 DeviceInfo CpuBackend::device_info() const {
   DeviceInfo info;
@@ -77,11 +128,36 @@ DeviceInfo CpuBackend::device_info() const {
   info.numa_nodes = host_.numa_nodes;
   info.isa = host_.isa;
   info.clock_ghz = clock_ghz_;
-  const PeakRates rates = theoretical_peak(host_, placement_.threads, clock_ghz_);
+  info.details["clock_method"] = clock_method(isa_level_.isa, placement_.threads);
+  info.details["isa_level"] = isa_level_.reason;
+
+  // FMA pipes belong to cores, not threads; a cgroup quota below the cores used allows only
+  // that many cores' worth of time.
+  const double quota = host_.cpu_quota.cpus;
+  const double cores = quota > 0 ? std::min<double>(placement_.cores_used, quota)
+                                 : static_cast<double>(placement_.cores_used);
+  info.details["cores_used"] = placement_.cores_used;
+  if (quota > 0 && quota < placement_.cores_used)
+    info.details["cores_counted"] = fmt::format("{:g}: the cgroup CPU quota", cores);
+  if (!placement_.note.empty()) info.details["threads_note"] = placement_.note;
+
+  const PeakRates rates = theoretical_peak(host_, cores, isa_level_, clock_ghz_);
   info.theoretical_fp32_gflops = rates.fp32_gflops;
   info.theoretical_bf16_gflops = rates.bf16_gflops;
   info.details["peak_model"] = rates.model;
-  info.details["last_level_cache_bytes"] = host_.last_level_cache_bytes();
+  info.details["peak_basis"] = rates.basis;
+  info.details["peak_source"] = rates.source;
+  nlohmann::json by_level = nlohmann::json::object();
+  for (const LevelPeak& level : fp32_peak_by_level(host_, cores, clock_ghz_))
+    by_level[std::string(isa_name(level.isa))] = {{"gflops", level.fp32_gflops},
+                                                  {"per_core", level.formula}};
+  info.details["fp32_theoretical_by_isa"] = by_level;  // all at the clock measured above
+
+  const std::vector<int> cpus = cpus_used();
+  info.details["last_level_cache_bytes"] = host_.last_level_cache_bytes(cpus);
+  info.details["last_level_cache_instances"] = host_.last_level_cache_instances(cpus);
+  info.details["transparent_hugepages"] = host_.transparent_hugepages;
+  info.details["huge_page_bytes"] = host_.huge_page_bytes;
   return info;
 }
 
@@ -90,12 +166,13 @@ Status CpuBackend::allocate(std::size_t bytes, Buffer* out) {
   if (bytes > available)
     return Status::OutOfMemory(fmt::format(
         "needs {:.2f} GiB but only {:.2f} GiB of memory is available", gib(bytes), gib(available)));
-  const std::size_t size = mapped_size(bytes);
-  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const std::size_t huge = huge_page_for(host_, bytes);
+  const std::size_t size = mapped_size(host_, bytes);
+  void* data = map_aligned(size, huge);
   if (data == MAP_FAILED)
     return Status::OutOfMemory(
         fmt::format("cannot map {:.2f} GiB: {}", gib(size), std::strerror(errno)));
-  madvise(data, size, MADV_HUGEPAGE);  // fewer page faults and TLB misses; a hint only
+  if (huge) madvise(data, size, MADV_HUGEPAGE);  // fewer page faults and TLB misses; a hint only
   // First touch by the computing threads, with the static partition the kernels use.
   const std::int64_t pages = static_cast<std::int64_t>(size / kPage);
 #pragma omp parallel for schedule(static)
@@ -116,9 +193,13 @@ CpuBackend::~CpuBackend() {
 
 Status CpuBackend::flush_caches() {
   if (!flush_buffer_.data) {
-    // Twice the last-level cache, capped: a VM may report its host's whole L3.
+    // Twice the last-level caches the threads use, summed over their instances: each thread
+    // writes its static share through its own L3, so every instance sees about twice its
+    // size. Capped at 1 GiB or 1/16 of memory, whichever is more: a VM may report its host's
+    // whole L3.
+    const std::uint64_t cap = std::max<std::uint64_t>(1u << 30, host_.memory_total_bytes / 16);
     const std::size_t bytes =
-        std::clamp<std::uint64_t>(2 * host_.last_level_cache_bytes(), 64u << 20, 1u << 30);
+        std::clamp<std::uint64_t>(2 * host_.last_level_cache_bytes(cpus_used()), 64u << 20, cap);
     TB_RETURN_IF_ERROR(allocate(bytes, &flush_buffer_));
   }
   auto* data = static_cast<std::uint64_t*>(flush_buffer_.data);
@@ -129,7 +210,7 @@ Status CpuBackend::flush_caches() {
 }
 
 void CpuBackend::release(Buffer buffer) {
-  if (buffer.data) munmap(buffer.data, mapped_size(buffer.bytes));
+  if (buffer.data) munmap(buffer.data, mapped_size(host_, buffer.bytes));
 }
 
 Status CpuBackend::upload(const void* host, Buffer device, std::size_t bytes) {
@@ -151,7 +232,7 @@ std::unique_ptr<Timer> CpuBackend::make_timer() {
 Status CpuBackend::plan(const OpDesc& op, std::unique_ptr<Plan>* out) {
   if (const auto* stream = std::get_if<StreamOp>(&op)) return plan_stream(*stream, out);
   if (const auto* peak = std::get_if<PeakOp>(&op))
-    return plan_peak(*peak, host_, placement_.threads, out);
+    return plan_peak(*peak, host_, placement_.threads, isa_level_, out);
   if (std::holds_alternative<TransferOp>(op))
     return Status::Unimplemented(
         fmt::format("{}: no transfers, host memory is the device's memory", name_));

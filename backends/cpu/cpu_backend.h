@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/host_info.h"
+#include "backends/cpu/peak.h"
 #include "backends/cpu/threading.h"
 #include "backends/registry.h"
 
@@ -25,7 +26,10 @@ class CpuPlan : public Plan {
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend(std::string name, const BackendConfig& config);
+  // `onednn_isa_cap`: ONEDNN_MAX_CPU_ISA also caps the ISA level the peak probes and the
+  // theoretical peak use, as it caps the library's kernels (oneDNN backends pass true).
+  // Throws UsageError for a bad thread count or TRAINBENCH_MAX_ISA.
+  CpuBackend(std::string name, const BackendConfig& config, bool onednn_isa_cap = false);
   ~CpuBackend() override;
 
   std::string name() const override { return name_; }
@@ -49,11 +53,17 @@ class CpuBackend : public Backend {
 
   const HostInventory& host() const { return host_; }
   const ThreadPlacement& placement() const { return placement_; }
+  const IsaLevel& isa_level() const { return isa_level_; }
 
  private:
+  // The CPUs the threads run on: the pinned ones, or every allowed CPU when any thread is
+  // unpinned (it may run anywhere in the mask).
+  std::vector<int> cpus_used() const;
+
   std::string name_;
   HostInventory host_;
   ThreadPlacement placement_;
+  IsaLevel isa_level_;
   double clock_ghz_ = 0;
   Buffer flush_buffer_;  // allocated at the first flush, kept until the backend goes
 };

@@ -1,10 +1,17 @@
 // What the host is: read once from /proc and /sys, recorded in every report.
+//
+// The readers take the root of the file system as a parameter (default "/") so tests can point
+// them at a fake tree; the parsers are pure functions of the file text.
 #pragma once
 
 #include <sched.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tb::cpu {
@@ -15,31 +22,99 @@ struct CacheLevel {
   std::uint64_t bytes = 0;
 };
 
+// One physical cache: the CPUs in its shared_cpu_list share it.
+struct CacheInstance {
+  int level = 0;
+  std::string type;
+  std::uint64_t bytes = 0;
+  std::vector<int> cpus;  // ascending
+};
+
 struct CpuCore {
   int package = 0, core = 0;
-  std::vector<int> logical_cpus;  // hardware threads of this core, ascending
+  std::vector<int> logical_cpus;  // hardware threads of this core in the affinity, ascending
+};
+
+// What /proc/cpuinfo says about the first CPU. On x86 family / model / stepping identify the
+// microarchitecture where `model name` does not (a VM's "AMD EPYC" is any of Zen 1 to Zen 5).
+struct CpuIdentity {
+  std::string vendor;      // vendor_id: GenuineIntel, AuthenticAMD; empty elsewhere
+  std::string model_name;  // `model name` (x86) or `Model` (Arm boards)
+  int family = -1, model = -1, stepping = -1;  // -1: not reported (not x86)
+  std::string microcode;                       // as the kernel prints it, e.g. "0x1000065"
+  std::vector<std::string> flags;              // `flags` (x86) or `Features` (Arm)
+};
+
+// The cgroup CPU bandwidth limit on this process: quota / period, in CPUs.
+struct CpuQuota {
+  double cpus = 0;     // 0: no limit
+  std::string source;  // the file that set it, for the report
 };
 
 struct HostInventory {
-  std::string cpu_model;
+  std::string cpu_model;  // CpuIdentity::model_name
+  CpuIdentity cpu;
   int sockets = 0, cores = 0, logical_cpus = 0;
+  std::vector<int> online_cpus;        // from cpu/online
+  int threads_per_core = 1;            // most SMT siblings on one core (thread_siblings_list)
   std::vector<CpuCore> cores_allowed;  // cores with at least one CPU in this process's affinity
   std::uint64_t memory_total_bytes = 0, memory_available_bytes = 0;
   int numa_nodes = 0;
-  std::vector<std::string> isa;  // the flags that decide which kernels can run
-  std::vector<CacheLevel> caches;
+  std::vector<std::string> isa;                // the flags that decide which kernels can run
+  std::vector<CacheLevel> caches;              // the first online CPU's caches, by index
+  std::vector<CacheInstance> cache_instances;  // every distinct cache of the online CPUs
+  CpuQuota cpu_quota;
+  std::string transparent_hugepages;  // the bracketed mode: always, madvise or never; empty: none
+  std::uint64_t huge_page_bytes = 0;  // the kernel's transparent huge page (PMD) size; 0: none
   std::string os, kernel;
 
   bool has_isa(const std::string& flag) const;
+  // The CPUs this process may run on (the union of cores_allowed), ascending.
+  std::vector<int> allowed_cpus() const;
+  int last_level() const;  // the highest cache level holding data
+  // Sum of the distinct last-level caches that serve at least one of `cpus`: on a many-CCX
+  // EPYC or a two-socket host that is every L3 the threads can fill, not cpu0's one.
+  std::uint64_t last_level_cache_bytes(std::span<const int> cpus) const;
+  int last_level_cache_instances(std::span<const int> cpus) const;
+  // Over the CPUs this process may run on.
   std::uint64_t last_level_cache_bytes() const;
 };
 
+// Parsers of the kernel's text formats, pure so tests can feed them any machine.
+CpuIdentity parse_cpuinfo(std::string_view text);
+// A cpulist as sysfs writes it, "0-3,8,10-11" (also "0-15:2" strides); ascending, unique.
+// Malformed pieces are skipped.
+std::vector<int> parse_cpu_list(std::string_view text);
+// The inverse: ascending CPUs as ranges, "0-3,8,10-11".
+std::string format_cpu_list(std::span<const int> cpus);
+// cgroup v2 cpu.max, "150000 100000" -> 1.5; "max 100000" (no limit) or garbage -> nullopt.
+std::optional<double> parse_cgroup2_cpu_max(std::string_view text);
+// cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us; a quota of -1 (no limit) -> nullopt.
+std::optional<double> parse_cgroup1_quota(std::string_view quota, std::string_view period);
+// The bracketed choice of a sysfs mode file: "always [madvise] never" -> "madvise".
+std::string parse_bracketed_choice(std::string_view text);
+// "48K", "4096K", "480M" as sysfs writes cache sizes.
+std::uint64_t parse_cache_size(std::string_view text);
+
+// The tightest CPU bandwidth limit on this process's cgroup or any of its ancestors, from
+// <root>/proc/self/cgroup and the cgroup v2 (cpu.max) or v1 (cpu.cfs_*) files under
+// <root>/sys/fs/cgroup.
+CpuQuota read_cpu_quota(const std::filesystem::path& root = "/");
+
+// This machine, for the CPUs this process was started on.
 HostInventory read_host_inventory();
+// The machine described by the tree under `root`, for a process allowed `allowed_cpus`.
+HostInventory read_host_inventory(const std::filesystem::path& root,
+                                  std::span<const int> allowed_cpus);
 // The CPUs this process was started on, captured before any thread was pinned.
 const cpu_set_t& process_cpus();
 // Free memory now, from /proc/meminfo (MemAvailable), in bytes.
 std::uint64_t memory_available_bytes();
-// Core clock while running, measured with a chain of dependent integer adds (1 cycle each).
-double measure_clock_ghz();
+
+// Core clock while running, from a chain of dependent integer multiplies (3 cycles each) timed
+// on `threads` threads at once. When `load` is given every thread runs it right before each
+// timing window, so the window sees the frequency that load sustains (an AVX-512 licence, the
+// package power limit with every core busy); see host_info.cpp. The median over threads.
+double measure_clock_ghz(int threads = 1, void (*load)() = nullptr);
 
 }  // namespace tb::cpu

@@ -6,18 +6,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
+#include "backends/cpu/peak_table.h"
 
 namespace tb::cpu {
 namespace {
 
-// Enough independent chains to cover FMA latency (4-5 cycles) on two pipes.
+// Enough independent chains to cover FMA latency (4-5 cycles) on two pipes, and SSE2's
+// mul + add latency (6-8 cycles) on up to four.
 constexpr int kChains = 12;
 
 double mean(const float* values, std::size_t count) {
@@ -48,6 +51,18 @@ __attribute__((target("avx2,fma"))) double fma_avx2(std::int64_t iterations, flo
   alignas(32) float lanes[kChains][8];
   for (int chain = 0; chain < kChains; ++chain) _mm256_store_ps(lanes[chain], acc[chain]);
   return mean(&lanes[0][0], kChains * 8);
+}
+
+// SSE2, the portable level: no FMA, so a mul then an add per step (2 FLOP, as an FMA counts).
+double mul_add_sse(std::int64_t iterations, float one_value, float increment) {
+  const __m128 one = _mm_set1_ps(one_value), inc = _mm_set1_ps(increment);
+  __m128 acc[kChains];
+  for (auto& a : acc) a = _mm_setzero_ps();
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (auto& a : acc) a = _mm_add_ps(_mm_mul_ps(a, one), inc);
+  alignas(16) float lanes[kChains][4];
+  for (int chain = 0; chain < kChains; ++chain) _mm_store_ps(lanes[chain], acc[chain]);
+  return mean(&lanes[0][0], kChains * 4);
 }
 
 // vdpbf16ps: each fp32 lane accumulates two bf16 products: 32 multiply-adds per instruction.
@@ -120,25 +135,35 @@ struct PeakKernel {
   const char* name = "";
 };
 
-// The fastest probe this CPU can run for the dtype.
-PeakKernel select_kernel(DType dtype, const HostInventory& host) {
-  if (dtype == DType::f32 && host.has_isa("avx512f"))
-    return {fma_avx512, kChains * 16 * 2, "avx512 vfmadd231ps zmm, 12 chains"};
-  if (dtype == DType::f32 && host.has_isa("avx2") && host.has_isa("fma"))
-    return {fma_avx2, kChains * 8 * 2, "avx2 vfmadd231ps ymm, 12 chains"};
-  if (dtype == DType::bf16 && host.has_isa("amx_bf16") && amx_permitted())
-    return {amx_bf16, 4 * 16 * 16 * 32 * 2, "amx_bf16 tdpbf16ps, 4 accumulator tiles"};
-  if (dtype == DType::bf16 && host.has_isa("avx512_bf16"))
-    return {dpbf16_avx512, kChains * 16 * 4, "avx512_bf16 vdpbf16ps zmm, 12 chains"};
+// The fp32 probe of a level (one the CPU runs: IsaLevel never names a level above it).
+PeakKernel fp32_kernel(Isa level) {
+  switch (level) {
+    case Isa::avx512:
+      return {fma_avx512, kChains * 16 * 2, "avx512: vfmadd231ps zmm, 12 chains"};
+    case Isa::avx2:
+      return {fma_avx2, kChains * 8 * 2, "avx2: vfmadd231ps ymm, 12 chains"};
+    case Isa::portable:
+      break;
+  }
+  return {mul_add_sse, kChains * 4 * 2, "portable: SSE2 mulps + addps xmm, 12 chains"};
+}
+
+// bf16 needs the avx512 level: vdpbf16ps is AVX-512, and AMX sits above it.
+PeakKernel bf16_kernel(const HostInventory& host, const IsaLevel& level) {
+  if (level.isa != Isa::avx512) return {};
+  if (level.amx && host.has_isa("amx_bf16") && amx_permitted())
+    return {amx_bf16, 4 * 16 * 16 * 32 * 2, "amx_bf16: tdpbf16ps, 4 accumulator tiles"};
+  if (host.has_isa("avx512_bf16"))
+    return {dpbf16_avx512, kChains * 16 * 4, "avx512_bf16: vdpbf16ps zmm, 12 chains"};
   return {};
 }
 
 class PeakPlan final : public CpuPlan {
  public:
-  PeakPlan(const PeakOp& op, PeakKernel kernel, int threads)
+  PeakPlan(const PeakOp& op, PeakKernel kernel, int threads, const IsaLevel& level)
       : op_(op), kernel_(kernel), threads_(threads) {
     operands_ = {{"per_thread", DType::f64, {threads}, threads * sizeof(double), true}};
-    implementation_ = kernel.name;
+    implementation_ = fmt::format("{} (level {})", kernel.name, level.reason);
     math_mode_ = dtype_name(op.dtype);
     flops_per_execution_ =
         threads * kernel.flops_per_iteration * static_cast<double>(op.iterations);
@@ -160,42 +185,161 @@ class PeakPlan final : public CpuPlan {
   int threads_;
 };
 
+// About 1 ms of the fp32 probe (12 vector ops per iteration at one or two per cycle), the load
+// each clock window follows.
+constexpr std::int64_t kBurstIterations = 400'000;
+
+template <double (*Kernel)(std::int64_t, float, float)>
+void vector_burst() {
+  // Real data (not zeros) so the units draw the power they draw in the probe.
+  volatile float one = 1.0f, increment = static_cast<float>(kPeakIncrement);
+  volatile double sink = Kernel(kBurstIterations, one, increment);
+  (void)sink;
+}
+
+// The levels as the host's flags show them (a fake host in tests has no CPU to ask).
+bool host_runs(const HostInventory& host, Isa level) {
+  switch (level) {
+    case Isa::portable:
+      return true;
+    case Isa::avx2:
+      return host.has_isa("avx2") && host.has_isa("fma");
+    case Isa::avx512:
+      return host.has_isa("avx512f") && host.has_isa("avx512bw") && host.has_isa("avx512dq") &&
+             host.has_isa("avx512vl");
+  }
+  return false;
+}
+
+std::string upper(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
 }  // namespace
 
-Status plan_peak(const PeakOp& op, const HostInventory& host, int threads,
+std::optional<IsaLevel> parse_onednn_isa_cap(std::string_view value) {
+  const std::string name = upper(value);
+  const std::string reason = fmt::format("ONEDNN_MAX_CPU_ISA={}", value);
+  if (name == "ALL" || name == "DEFAULT" || name.find("AMX") != std::string::npos)
+    return IsaLevel{Isa::avx512, true, reason};
+  if (name.starts_with("AVX512") || name.starts_with("AVX10"))
+    return IsaLevel{Isa::avx512, false, reason};
+  if (name.starts_with("AVX2")) return IsaLevel{Isa::avx2, false, reason};
+  if (name == "AVX" || name == "SSE41") return IsaLevel{Isa::portable, false, reason};
+  return std::nullopt;
+}
+
+namespace {
+
+// Lowers `level` to what oneDNN's cap `variable`=`value` lets its kernels run.
+void apply_onednn_cap(const char* variable, const char* value, IsaLevel* level) {
+  const std::optional<IsaLevel> cap = parse_onednn_isa_cap(value);
+  if (!cap) {
+    level->reason += fmt::format(" ({}={} not understood: not applied)", variable, value);
+  } else if (cap->isa < level->isa) {
+    *level = {cap->isa, false, fmt::format("{}, {}={}", isa_name(cap->isa), variable, value)};
+  } else if (level->amx && !cap->amx) {
+    level->amx = false;
+    level->reason += fmt::format(", no AMX: {}={}", variable, value);
+  }
+}
+
+}  // namespace
+
+Status isa_level_from_environment(bool onednn_cap, IsaLevel* out) {
+  Isa chosen = Isa::portable;
+  TB_RETURN_IF_ERROR(isa_from_environment(&chosen));
+  const char* ours = std::getenv("TRAINBENCH_MAX_ISA");
+  IsaLevel level{chosen, chosen == Isa::avx512,
+                 ours && *ours ? fmt::format("{}, TRAINBENCH_MAX_ISA={}", isa_name(chosen), ours)
+                               : fmt::format("{}, the best this CPU runs", isa_name(chosen))};
+  if (onednn_cap)
+    for (const char* variable : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})  // oneDNN's order
+      if (const char* value = std::getenv(variable); value && *value) {
+        apply_onednn_cap(variable, value, &level);
+        break;
+      }
+  *out = level;
+  return Status::Ok();
+}
+
+Status plan_peak(const PeakOp& op, const HostInventory& host, int threads, const IsaLevel& level,
                  std::unique_ptr<Plan>* out) {
   if (op.iterations <= 0 || op.iterations > kPeakMaxIterations)
     return Status::InvalidArgument(
         fmt::format("peak iterations must be in 1..{}, got {}", kPeakMaxIterations, op.iterations));
-  const PeakKernel kernel = select_kernel(op.dtype, host);
+  const PeakKernel kernel = op.dtype == DType::f32    ? fp32_kernel(level.isa)
+                            : op.dtype == DType::bf16 ? bf16_kernel(host, level)
+                                                      : PeakKernel{};
   if (!kernel.function)
-    return Status::Unimplemented(fmt::format("no {} peak kernel for this CPU (needs {})",
-                                             dtype_name(op.dtype),
-                                             op.dtype == DType::bf16 ? "avx512_bf16" : "avx2+fma"));
-  *out = std::make_unique<PeakPlan>(op, kernel, threads);
+    return Status::Unimplemented(fmt::format(
+        "no {} peak kernel at level {} (bf16 needs the avx512 level with avx512_bf16 or "
+        "amx_bf16)",
+        dtype_name(op.dtype), level.reason));
+  *out = std::make_unique<PeakPlan>(op, kernel, threads, level);
   return Status::Ok();
 }
 
-PeakRates theoretical_peak(const HostInventory& host, int threads, double clock_ghz) {
-  // Two FMA pipes per core is what current x86 server cores have for their widest vectors.
-  constexpr int kFmaPipes = 2;
-  // AMX: one 16x16x32 bf16 tile product (16,384 flops) per 16 cycles per core.
-  constexpr int kAmxBf16FlopsPerCycle = 1024;
-  const int lanes = host.has_isa("avx512f") ? 16 : host.has_isa("avx2") ? 8 : 4;
-  PeakRates rates;
-  rates.fp32_gflops = threads * kFmaPipes * lanes * 2.0 * clock_ghz;
-  std::string bf16_model = "none";
-  if (host.has_isa("amx_bf16")) {
-    rates.bf16_gflops = threads * kAmxBf16FlopsPerCycle * clock_ghz;
-    bf16_model = fmt::format("AMX {} flops/cycle/core", kAmxBf16FlopsPerCycle);
-  } else if (host.has_isa("avx512_bf16")) {
-    rates.bf16_gflops = 2 * rates.fp32_gflops;
-    bf16_model = "vdpbf16ps at the FMA rate, 2x fp32";
+double measure_clock_under_probe(Isa level, int threads) {
+  switch (level) {
+    case Isa::avx512:
+      return measure_clock_ghz(threads, vector_burst<fma_avx512>);
+    case Isa::avx2:
+      return measure_clock_ghz(threads, vector_burst<fma_avx2>);
+    case Isa::portable:
+      break;
   }
+  return measure_clock_ghz(threads, vector_burst<mul_add_sse>);
+}
+
+std::string clock_method(Isa level, int threads) {
+  return fmt::format(
+      "median over {} threads of each one's fastest 0.15 ms window of dependent imul (3 cycles "
+      "each), every window right after 1 ms of the {} fp32 probe on all threads at once",
+      threads, isa_name(level));
+}
+
+PeakRates theoretical_peak(const HostInventory& host, double cores, const IsaLevel& level,
+                           double clock_ghz) {
+  const PeakSpec spec = lookup_peak_spec(host.cpu);
+  const bool runs = host_runs(host, level.isa);
+  const double fp32 = runs ? fp32_flops_per_cycle(spec.row, level.isa) : 0;
+  const bool amx = level.amx && host.has_isa("amx_bf16") && spec.row.amx_bf16_per_cycle > 0;
+  const double bf16 =
+      runs ? bf16_flops_per_cycle(spec.row, level.isa, host.has_isa("avx512_bf16"), amx) : 0;
+  const std::string bf16_model =
+      bf16 == 0 ? std::string("none at this level")
+      : amx     ? fmt::format("AMX {:g} FLOP/cycle", bf16)
+                : fmt::format(
+                      "vdpbf16ps, 2 bf16 products per fp32 lane at the 512-bit FMA rate = "
+                          "{:g} FLOP/cycle",
+                      bf16);
+  PeakRates rates;
+  rates.fp32_gflops = cores * fp32 * clock_ghz;
+  rates.bf16_gflops = cores * bf16 * clock_ghz;
   rates.model = fmt::format(
-      "fp32: {} threads x {} FMA pipes x {} lanes x 2 flops x {:.2f} GHz measured; bf16: {}",
-      threads, kFmaPipes, lanes, clock_ghz, bf16_model);
+      "{:g} physical cores x FLOP/cycle/core x {:.2f} GHz (measured under the {} probe); fp32 at "
+      "{}: {}; bf16: {}",
+      cores, clock_ghz, isa_name(level.isa), level.reason,
+      runs ? fp32_formula(spec.row, level.isa) : "the CPU's flags lack this level", bf16_model);
+  rates.basis =
+      spec.row.note.empty() ? spec.basis : fmt::format("{}: {}", spec.basis, spec.row.note);
+  rates.source = spec.row.source;
   return rates;
+}
+
+std::vector<LevelPeak> fp32_peak_by_level(const HostInventory& host, double cores,
+                                          double clock_ghz) {
+  const PeakSpec spec = lookup_peak_spec(host.cpu);
+  std::vector<LevelPeak> peaks;
+  for (Isa level : {Isa::portable, Isa::avx2, Isa::avx512}) {
+    const double per_cycle = fp32_flops_per_cycle(spec.row, level);
+    if (host_runs(host, level) && per_cycle > 0)
+      peaks.push_back({level, cores * per_cycle * clock_ghz, fp32_formula(spec.row, level)});
+  }
+  return peaks;
 }
 
 }  // namespace tb::cpu

@@ -30,7 +30,9 @@ std::string version_string() {
 class OneDnnBackend final : public cpu::CpuBackend {
  public:
   explicit OneDnnBackend(const BackendConfig& config)
-      : CpuBackend("cpu-onednn", config), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+      : CpuBackend("cpu-onednn", config, /*onednn_isa_cap=*/true),
+        engine_(dnnl::engine::kind::cpu, 0),
+        stream_(engine_) {
     for (DType dtype : {DType::f32, DType::bf16})
       layouts_.emplace(dtype, onednn::choose_activation_layout(engine_, to_dnnl(dtype)));
   }

@@ -109,6 +109,35 @@ TEST(CheckReports, CheckedInReports) {
   EXPECT_EQ(verdict_of(few, "gemm"), Verdict::insufficient_samples);
 }
 
+// A figure measured with reference kernels or emulated bf16 says so wherever it is shown, and
+// check names a change in them between the baseline and now.
+TEST(CheckReports, ReferenceKernelsAndEmulatedBf16AreShown) {
+  nlohmann::json baseline = read_report(data("baseline.json"));
+  nlohmann::json current = baseline;
+  for (nlohmann::json& result : current["results"]) {
+    if (result["status"] != "passed") continue;
+    result["reference_kernels"] = {{{"op", "layer4.0.conv2 conv backward"},
+                                    {"implementation", "ref:any"},
+                                    {"share_of_time", 0.25}},
+                                   {{"op", "fc fully_connected forward"},
+                                    {"implementation", "ref:any"},
+                                    {"share_of_time", nullptr}}};
+    result["bf16_emulated"] = true;
+  }
+  const nlohmann::json& first = current["results"][0];
+  EXPECT_EQ(result_caveats(first), "[reference kernels: 2 ops, 25.0% of the time] [bf16 emulated]");
+  EXPECT_EQ(result_caveats(baseline["results"][0]), "");
+  const CheckResult check = check_reports(baseline, current, 0.05);
+  ASSERT_FALSE(check.entries.empty());
+  for (const CheckEntry& entry : check.entries) {
+    if (entry.verdict == Verdict::missing) continue;
+    EXPECT_NE(entry.caveats.find("[reference kernels: 2 ops"), std::string::npos);
+    if (entry.comparison) {
+      EXPECT_NE(entry.caveats.find("(baseline: none)"), std::string::npos);
+    }
+  }
+}
+
 TEST(Fingerprint, DistinguishesMachines) {
   EXPECT_EQ(machine_fingerprint(read_report(data("baseline.json"))),
             machine_fingerprint(read_report(data("current_same.json"))));

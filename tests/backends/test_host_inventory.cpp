@@ -1,0 +1,430 @@
+// The host inventory's parsers and readers against fake /proc and /sys trees, and the peak
+// table against the CPUs it must tell apart.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/host_info.h"
+#include "backends/cpu/peak.h"
+#include "backends/cpu/peak_table.h"
+#include "backends/cpu/threading.h"
+#include "reports/compare.h"
+#include "tests/temp_dir.h"
+
+namespace tb::cpu {
+namespace {
+
+using testing_support::TempDir;
+namespace fs = std::filesystem;
+
+void write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text << "\n";
+}
+
+// A /proc/cpuinfo block for one CPU as the kernel prints it.
+std::string cpuinfo_block(int processor, const std::string& vendor, int family, int model,
+                          int stepping, const std::string& name, const std::string& flags) {
+  return "processor\t: " + std::to_string(processor) + "\nvendor_id\t: " + vendor +
+         "\ncpu family\t: " + std::to_string(family) + "\nmodel\t\t: " + std::to_string(model) +
+         "\nmodel name\t: " + name + "\nstepping\t: " + std::to_string(stepping) +
+         "\nmicrocode\t: 0xa0011d1\ncpu MHz\t\t: 2596.120\nflags\t\t: " + flags + "\n\n";
+}
+
+const std::string kZen4Flags =
+    "fpu sse sse2 avx avx2 fma f16c avx512f avx512dq avx512bw "
+    "avx512vl avx512_bf16 avx512_vnni";
+
+CpuIdentity identity(const std::string& vendor, int family, int model, int stepping,
+                     const std::string& name, const std::string& flags = kZen4Flags) {
+  return parse_cpuinfo(cpuinfo_block(0, vendor, family, model, stepping, name, flags));
+}
+
+// Two CCXs of two SMT cores each: CPUs 0,1 + 4,5 share one 16 MiB L3, 2,3 + 6,7 the other.
+// CPU n and n+4 are one core's two threads, as Linux numbers them on AMD and Intel.
+void write_two_ccx_tree(const fs::path& root) {
+  std::string cpuinfo;
+  for (int cpu = 0; cpu < 8; ++cpu)
+    cpuinfo += cpuinfo_block(cpu, "AuthenticAMD", 25, 1, 1, "AMD EPYC", kZen4Flags);
+  write(root / "proc/cpuinfo", cpuinfo);
+  write(root / "proc/meminfo",
+        "MemTotal:       16318480 kB\nMemAvailable:   12000000 kB\nHugepagesize:       2048 kB");
+  const fs::path cpus = root / "sys/devices/system/cpu";
+  write(cpus / "online", "0-7");
+  for (int cpu = 0; cpu < 8; ++cpu) {
+    const fs::path dir = cpus / ("cpu" + std::to_string(cpu));
+    const int core = cpu % 4;
+    write(dir / "topology/physical_package_id", "0");
+    write(dir / "topology/core_id", std::to_string(core));
+    write(dir / "topology/thread_siblings_list",
+          std::to_string(core) + "," + std::to_string(core + 4));
+    const std::string siblings = std::to_string(core) + "," + std::to_string(core + 4);
+    const std::string ccx = core < 2 ? "0-1,4-5" : "2-3,6-7";
+    const std::tuple<int, const char*, const char*, std::string> caches[] = {
+        {1, "Data", "32K", siblings},
+        {1, "Instruction", "32K", siblings},
+        {2, "Unified", "512K", siblings},
+        {3, "Unified", "16384K", ccx}};
+    int index = 0;
+    for (const auto& [level, type, size, shared] : caches) {
+      const fs::path cache = dir / "cache" / ("index" + std::to_string(index++));
+      write(cache / "level", std::to_string(level));
+      write(cache / "type", type);
+      write(cache / "size", size);
+      write(cache / "shared_cpu_list", shared);
+    }
+  }
+  write(root / "sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never");
+  write(root / "sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "2097152");
+  write(root / "proc/self/cgroup", "0::/");
+}
+
+std::vector<int> range(int first, int last) {
+  std::vector<int> cpus;
+  for (int cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
+  return cpus;
+}
+
+TEST(CpuList, ParsesRangesSinglesAndStrides) {
+  EXPECT_EQ(parse_cpu_list("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parse_cpu_list("0-15:4"), (std::vector<int>{0, 4, 8, 12}));
+  EXPECT_EQ(parse_cpu_list("5,1,3-2,x-y,1"), (std::vector<int>{1, 5}));  // bad pieces skipped
+  EXPECT_TRUE(parse_cpu_list("").empty());
+  EXPECT_EQ(format_cpu_list(std::vector<int>{0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(format_cpu_list(std::vector<int>{}), "");
+}
+
+TEST(Cpuinfo, FamilyAndModelTellVmEpycsApart) {
+  const CpuIdentity zen3 = identity("AuthenticAMD", 25, 1, 1, "AMD EPYC");
+  const CpuIdentity zen5 = identity("AuthenticAMD", 26, 2, 1, "AMD EPYC");
+  EXPECT_EQ(zen3.model_name, zen5.model_name);
+  EXPECT_EQ(zen3.vendor, "AuthenticAMD");
+  EXPECT_EQ(zen3.family, 25);
+  EXPECT_EQ(zen3.model, 1);
+  EXPECT_EQ(zen3.stepping, 1);
+  EXPECT_EQ(zen3.microcode, "0xa0011d1");
+  EXPECT_EQ(zen5.family, 26);
+  EXPECT_NE(std::find(zen5.flags.begin(), zen5.flags.end(), "avx512f"), zen5.flags.end());
+  EXPECT_EQ(lookup_peak_spec(zen3).row.microarchitecture, "Zen 3");
+  EXPECT_EQ(lookup_peak_spec(zen5).row.microarchitecture, "Zen 5 (server / desktop)");
+}
+
+TEST(Cpuinfo, ArmHasNoX86Identity) {
+  const CpuIdentity arm = parse_cpuinfo(
+      "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd sve\nCPU implementer\t: 0x41\n");
+  EXPECT_EQ(arm.family, -1);
+  EXPECT_EQ(arm.model, -1);
+  EXPECT_EQ(arm.flags, (std::vector<std::string>{"fp", "asimd", "sve"}));
+}
+
+TEST(Cgroup, ParsesQuotas) {
+  EXPECT_DOUBLE_EQ(*parse_cgroup2_cpu_max("150000 100000\n"), 1.5);
+  EXPECT_FALSE(parse_cgroup2_cpu_max("max 100000").has_value());
+  EXPECT_FALSE(parse_cgroup2_cpu_max("").has_value());
+  EXPECT_DOUBLE_EQ(*parse_cgroup1_quota("50000", "100000"), 0.5);
+  EXPECT_FALSE(parse_cgroup1_quota("-1", "100000").has_value());
+  EXPECT_EQ(quota_thread_cap(1.5), 2);
+  EXPECT_EQ(quota_thread_cap(2.0), 2);
+  EXPECT_EQ(quota_thread_cap(0.2), 1);
+  EXPECT_EQ(quota_thread_cap(0), 0);
+}
+
+TEST(Cgroup, V2TightestLimitUpTheTree) {
+  TempDir dir("tb-cgroup2");
+  const fs::path root = dir.path();
+  write(root / "proc/self/cgroup", "0::/job.slice/run");
+  write(root / "sys/fs/cgroup/job.slice/run/cpu.max", "150000 100000");
+  write(root / "sys/fs/cgroup/job.slice/cpu.max", "max 100000");
+  CpuQuota quota = read_cpu_quota(root);
+  EXPECT_DOUBLE_EQ(quota.cpus, 1.5);
+  EXPECT_NE(quota.source.find("job.slice/run/cpu.max"), std::string::npos) << quota.source;
+
+  write(root / "sys/fs/cgroup/job.slice/cpu.max", "100000 100000");  // the parent is tighter
+  EXPECT_DOUBLE_EQ(read_cpu_quota(root).cpus, 1.0);
+}
+
+TEST(Cgroup, V1QuotaAndNone) {
+  TempDir dir("tb-cgroup1");
+  const fs::path root = dir.path();
+  write(root / "proc/self/cgroup", "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n");
+  write(root / "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "250000");
+  write(root / "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000");
+  EXPECT_DOUBLE_EQ(read_cpu_quota(root).cpus, 2.5);
+
+  write(root / "sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1");
+  EXPECT_EQ(read_cpu_quota(root).cpus, 0);
+}
+
+TEST(HostTree, SumsDistinctLastLevelCaches) {
+  TempDir dir("tb-two-ccx");
+  write_two_ccx_tree(dir.path());
+  const HostInventory host = read_host_inventory(dir.path(), range(0, 7));
+  EXPECT_EQ(host.logical_cpus, 8);
+  EXPECT_EQ(host.cores, 4);
+  EXPECT_EQ(host.sockets, 1);
+  EXPECT_EQ(host.threads_per_core, 2);
+  ASSERT_EQ(host.cores_allowed.size(), 4u);
+  EXPECT_EQ(host.cores_allowed[1].logical_cpus, (std::vector<int>{1, 5}));
+  EXPECT_EQ(host.last_level(), 3);
+  EXPECT_EQ(host.last_level_cache_bytes(), std::uint64_t{32} << 20);  // two 16 MiB L3s
+  EXPECT_EQ(host.last_level_cache_instances(host.allowed_cpus()), 2);
+  const std::vector<int> one_ccx = {0, 4};
+  EXPECT_EQ(host.last_level_cache_bytes(one_ccx), std::uint64_t{16} << 20);
+  ASSERT_EQ(host.caches.size(), 4u);  // cpu0's levels, as the report's caches list
+  EXPECT_EQ(host.caches[3].bytes, std::uint64_t{16} << 20);
+  EXPECT_EQ(host.cpu.family, 25);
+  EXPECT_EQ(host.cpu_model, "AMD EPYC");
+  EXPECT_EQ(host.transparent_hugepages, "madvise");
+  EXPECT_EQ(host.huge_page_bytes, std::uint64_t{2} << 20);
+  EXPECT_EQ(host.memory_total_bytes, std::uint64_t{16318480} * 1024);
+  EXPECT_EQ(host.cpu_quota.cpus, 0);
+}
+
+TEST(HostTree, AffinityLimitsCoresAndCaches) {
+  TempDir dir("tb-affinity");
+  write_two_ccx_tree(dir.path());
+  const std::vector<int> allowed = {0, 1, 4};  // two cores of the first CCX, one with SMT
+  const HostInventory host = read_host_inventory(dir.path(), allowed);
+  ASSERT_EQ(host.cores_allowed.size(), 2u);
+  EXPECT_EQ(host.cores_allowed[0].logical_cpus, (std::vector<int>{0, 4}));
+  EXPECT_EQ(host.last_level_cache_bytes(), std::uint64_t{16} << 20);
+  EXPECT_EQ(physical_cores_used(host, std::vector<int>{0, 4}), 1);  // SMT siblings: one core
+  EXPECT_EQ(physical_cores_used(host, std::vector<int>{0, 1}), 2);
+  EXPECT_EQ(physical_cores_used(host, std::vector<int>{-1, -1, -1}), 2);  // unpinned
+}
+
+TEST(HostTree, OfflineCpusAndHugePageSizeFromMeminfo) {
+  TempDir dir("tb-offline");
+  write_two_ccx_tree(dir.path());
+  write(dir.file("sys/devices/system/cpu/online"), "0-2,4-7");  // cpu3 offline
+  fs::remove(dir.file("sys/kernel/mm/transparent_hugepage/hpage_pmd_size"));
+  const HostInventory host = read_host_inventory(dir.path(), range(0, 7));
+  EXPECT_EQ(host.logical_cpus, 7);
+  EXPECT_EQ(host.online_cpus, (std::vector<int>{0, 1, 2, 4, 5, 6, 7}));
+  EXPECT_EQ(host.huge_page_bytes, std::uint64_t{2} << 20);  // Hugepagesize: 2048 kB
+}
+
+TEST(Threading, QuotaCapsTheDefaultAndSaysSo) {
+  TempDir dir("tb-quota");
+  write_two_ccx_tree(dir.path());
+  write(dir.file("proc/self/cgroup"), "0::/limited");
+  write(dir.file("sys/fs/cgroup/limited/cpu.max"), "150000 100000");
+  const HostInventory host = read_host_inventory(dir.path(), range(0, 7));
+  EXPECT_DOUBLE_EQ(host.cpu_quota.cpus, 1.5);
+  // Unpinned: the fake tree's CPUs are not this machine's.
+  const ThreadPlacement placement = configure_threads(BackendConfig{0, PinPolicy::none}, host);
+  EXPECT_EQ(placement.threads, 2);
+  EXPECT_NE(placement.note.find("cgroup CPU quota of 1.50 CPUs"), std::string::npos)
+      << placement.note;
+  const ThreadPlacement explicit_four = configure_threads(BackendConfig{4, PinPolicy::none}, host);
+  EXPECT_EQ(explicit_four.threads, 4);
+  EXPECT_NE(explicit_four.note.find("throttles"), std::string::npos) << explicit_four.note;
+  configure_threads(BackendConfig{}, read_host_inventory());  // restore for later tests
+}
+
+TEST(HostInventory, ThisMachineHasIdentityAndCaches) {
+  const HostInventory host = read_host_inventory();
+  EXPECT_FALSE(host.online_cpus.empty());
+  EXPECT_GE(host.threads_per_core, 1);
+  EXPECT_GT(host.last_level_cache_bytes(), 0u);
+#if defined(__x86_64__)
+  EXPECT_GT(host.cpu.family, 0);
+  EXPECT_FALSE(host.cpu.vendor.empty());
+#endif
+}
+
+// ---- the peak table ----
+
+double fp32(const CpuIdentity& cpu, Isa level) {
+  return fp32_flops_per_cycle(lookup_peak_spec(cpu).row, level);
+}
+
+TEST(PeakTable, AmdZenGenerations) {
+  const CpuIdentity zen3 = identity("AuthenticAMD", 25, 0x01, 1, "AMD EPYC 7763 64-Core");
+  const CpuIdentity zen4 = identity("AuthenticAMD", 25, 0x11, 1, "AMD EPYC 9654 96-Core");
+  const CpuIdentity zen5 = identity("AuthenticAMD", 26, 0x02, 1, "AMD EPYC");
+  EXPECT_EQ(fp32(zen3, Isa::avx2), 32);
+  EXPECT_EQ(fp32(zen3, Isa::avx512), 0);     // no AVX-512
+  EXPECT_EQ(fp32(zen3, Isa::portable), 16);  // mul on 2 FMA pipes, add on 2 FADD pipes
+  // Zen 4 double-pumps 512-bit ops on its 256-bit pipes: no more FLOP/cycle than AVX2.
+  EXPECT_EQ(fp32(zen4, Isa::avx2), 32);
+  EXPECT_EQ(fp32(zen4, Isa::avx512), 32);
+  EXPECT_EQ(fp32(zen5, Isa::avx512), 64);
+  EXPECT_EQ(fp32(zen5, Isa::avx2), 32);
+  const PeakRow& row = lookup_peak_spec(zen5).row;
+  EXPECT_EQ(bf16_flops_per_cycle(row, Isa::avx512, true, false), 128);
+  EXPECT_EQ(bf16_flops_per_cycle(row, Isa::avx2, true, false), 0);
+  EXPECT_NE(std::string(row.source).find("58455"), std::string::npos);
+  const CpuIdentity strix = identity("AuthenticAMD", 26, 0x24, 0, "AMD Ryzen AI 9 HX 370");
+  EXPECT_EQ(fp32(strix, Isa::avx512), 32);  // mobile Zen 5 double-pumps
+}
+
+TEST(PeakTable, XeonSkusWithOneOrTwoFmaUnits) {
+  const std::string flags = kZen4Flags;
+  auto xeon = [&](const std::string& name, int stepping) {
+    return identity("GenuineIntel", 6, 0x55, stepping, "Intel(R) Xeon(R) " + name, flags);
+  };
+  EXPECT_EQ(fp32(xeon("Gold 6248 CPU @ 2.50GHz", 7), Isa::avx512), 64);
+  EXPECT_EQ(fp32(xeon("Platinum 8180 CPU @ 2.50GHz", 4), Isa::avx512), 64);
+  EXPECT_EQ(fp32(xeon("Gold 5218 CPU @ 2.30GHz", 7), Isa::avx512), 32);
+  EXPECT_EQ(fp32(xeon("Silver 4114 CPU @ 2.20GHz", 4), Isa::avx512), 32);
+  EXPECT_EQ(fp32(xeon("Bronze 3106 CPU @ 1.70GHz", 4), Isa::avx512), 32);
+  EXPECT_EQ(fp32(xeon("Gold 5122 CPU @ 3.60GHz", 4), Isa::avx512), 64);    // the 2-FMA Gold 5
+  EXPECT_EQ(fp32(xeon("Gold 5318H CPU @ 2.50GHz", 11), Isa::avx512), 64);  // Cooper Lake
+  EXPECT_EQ(fp32(xeon("Gold 5218 CPU @ 2.30GHz", 7), Isa::avx2), 32);
+  const PeakSpec one_fma = lookup_peak_spec(xeon("Silver 4114 CPU @ 2.20GHz", 4));
+  EXPECT_TRUE(one_fma.from_table);
+  EXPECT_NE(one_fma.basis.find("Silver"), std::string::npos) << one_fma.basis;
+}
+
+TEST(PeakTable, SapphireRapidsAmxAndUnknownCpus) {
+  const CpuIdentity spr = identity("GenuineIntel", 6, 0x8f, 8, "Intel(R) Xeon(R) Platinum 8480+",
+                                   kZen4Flags + " amx_tile amx_bf16");
+  const PeakRow& row = lookup_peak_spec(spr).row;
+  EXPECT_EQ(bf16_flops_per_cycle(row, Isa::avx512, true, true), 1024);
+  EXPECT_EQ(bf16_flops_per_cycle(row, Isa::avx512, true, false), 128);  // AMX capped off
+
+  const PeakSpec unknown = lookup_peak_spec(identity("GenuineIntel", 6, 0x99, 0, "Future"));
+  EXPECT_FALSE(unknown.from_table);
+  EXPECT_NE(unknown.basis.find("assumption"), std::string::npos) << unknown.basis;
+  EXPECT_EQ(fp32_flops_per_cycle(unknown.row, Isa::avx512), 64);  // 2 pipes, widest width
+}
+
+TEST(PeakTable, EveryRowHasASourceAndPipes) {
+  for (const PeakRow& row : peak_table()) {
+    EXPECT_FALSE(row.source.empty()) << row.microarchitecture;
+    EXPECT_GT(row.fma_pipes, 0) << row.microarchitecture;
+    EXPECT_FALSE(row.models.empty()) << row.microarchitecture;
+  }
+}
+
+HostInventory fake_host(const CpuIdentity& cpu) {
+  HostInventory host;
+  host.cpu = cpu;
+  host.cpu_model = cpu.model_name;
+  for (const char* flag :
+       {"avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_bf16"})
+    host.isa.emplace_back(flag);
+  return host;
+}
+
+TEST(TheoreticalPeak, CountsCoresAtTheLevelInEffect) {
+  const HostInventory host = fake_host(identity("AuthenticAMD", 26, 2, 1, "AMD EPYC"));
+  const PeakRates full = theoretical_peak(host, 2, IsaLevel{Isa::avx512, true, "avx512"}, 3.0);
+  EXPECT_DOUBLE_EQ(full.fp32_gflops, 2 * 64 * 3.0);
+  EXPECT_DOUBLE_EQ(full.bf16_gflops, 2 * 128 * 3.0);
+  EXPECT_NE(full.basis.find("Zen 5"), std::string::npos) << full.basis;
+  EXPECT_NE(full.source.find("58455"), std::string::npos) << full.source;
+  const PeakRates capped = theoretical_peak(host, 2, IsaLevel{Isa::avx2, false, "avx2"}, 3.0);
+  EXPECT_DOUBLE_EQ(capped.fp32_gflops, 2 * 32 * 3.0);
+  EXPECT_EQ(capped.bf16_gflops, 0);
+  EXPECT_DOUBLE_EQ(theoretical_peak(host, 1.5, IsaLevel{Isa::avx512, true, ""}, 2.0).fp32_gflops,
+                   1.5 * 64 * 2.0);
+  const std::vector<LevelPeak> levels = fp32_peak_by_level(host, 2, 3.0);
+  ASSERT_EQ(levels.size(), 3u);
+  EXPECT_EQ(levels[0].isa, Isa::portable);
+  EXPECT_DOUBLE_EQ(levels[0].fp32_gflops, 2 * 16 * 3.0);
+  EXPECT_DOUBLE_EQ(levels[2].fp32_gflops, 2 * 64 * 3.0);
+}
+
+TEST(IsaLevel, OneDnnCapNames) {
+  EXPECT_EQ(parse_onednn_isa_cap("AVX2")->isa, Isa::avx2);
+  EXPECT_EQ(parse_onednn_isa_cap("avx2_vnni")->isa, Isa::avx2);
+  EXPECT_EQ(parse_onednn_isa_cap("AVX512_CORE_BF16")->isa, Isa::avx512);
+  EXPECT_FALSE(parse_onednn_isa_cap("AVX512_CORE_BF16")->amx);
+  EXPECT_TRUE(parse_onednn_isa_cap("AVX512_CORE_AMX")->amx);
+  EXPECT_TRUE(parse_onednn_isa_cap("ALL")->amx);
+  EXPECT_EQ(parse_onednn_isa_cap("SSE41")->isa, Isa::portable);
+  EXPECT_FALSE(parse_onednn_isa_cap("bogus").has_value());
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(IsaLevel, EnvironmentCapsTheProbe) {
+  const ScopedEnv ours("TRAINBENCH_MAX_ISA", "portable");
+  IsaLevel level;
+  ASSERT_TRUE(isa_level_from_environment(false, &level).ok());
+  EXPECT_EQ(level.isa, Isa::portable);
+  EXPECT_NE(level.reason.find("TRAINBENCH_MAX_ISA=portable"), std::string::npos);
+
+  // The portable probe is SSE2 mul + add, exact like the FMA ones.
+  const HostInventory host = read_host_inventory();
+  std::unique_ptr<Plan> plan;
+  ASSERT_TRUE(plan_peak(PeakOp{DType::f32, 1000}, host, 1, level, &plan).ok());
+  EXPECT_EQ(plan->implementation().rfind("portable:", 0), 0u) << plan->implementation();
+  double result = 0;
+  const Buffer out{&result, sizeof(result)};
+  ASSERT_TRUE(static_cast<CpuPlan&>(*plan).run(std::span<const Buffer>(&out, 1), Buffer{}).ok());
+  EXPECT_EQ(result, 1000 * kPeakIncrement);
+  EXPECT_EQ(plan_peak(PeakOp{DType::bf16, 1000}, host, 1, level, &plan).code(),
+            StatusCode::unimplemented);
+
+  const ScopedEnv bad("TRAINBENCH_MAX_ISA", "avx9000");
+  EXPECT_FALSE(isa_level_from_environment(false, &level).ok());
+}
+
+TEST(IsaLevel, OneDnnCapLowersTheLevel) {
+  const ScopedEnv theirs("ONEDNN_MAX_CPU_ISA", "SSE41");
+  IsaLevel level;
+  ASSERT_TRUE(isa_level_from_environment(true, &level).ok());
+  EXPECT_EQ(level.isa, Isa::portable);
+  EXPECT_NE(level.reason.find("ONEDNN_MAX_CPU_ISA=SSE41"), std::string::npos) << level.reason;
+  ASSERT_TRUE(isa_level_from_environment(false, &level).ok());  // not a oneDNN backend
+  Isa ours = Isa::portable;
+  ASSERT_TRUE(isa_from_environment(&ours).ok());
+  EXPECT_EQ(level.isa, ours);
+}
+
+TEST(Clock, UnderTheVectorProbeOnAllThreads) {
+  const double ghz = measure_clock_under_probe(Isa::portable, 2);
+  EXPECT_GT(ghz, 0.5);
+  EXPECT_LT(ghz, 7.0);
+}
+
+TEST(Fingerprint, FamilyAndModelSeparateVmEpycs) {
+  auto report = [](std::optional<int> family) {
+    nlohmann::json host = {{"cpu_model", "AMD EPYC"},
+                           {"sockets", 1},
+                           {"cores", 2},
+                           {"logical_cpus", 2},
+                           {"memory_bytes", 0}};
+    if (family)
+      host["cpu_id"] = {{"vendor", "AuthenticAMD"},
+                        {"family", *family},
+                        {"model", 1},
+                        {"stepping", 1},
+                        {"microcode", "0x1"}};
+    return nlohmann::json{{"host", host}, {"backends", nlohmann::json::array()}};
+  };
+  EXPECT_NE(machine_fingerprint(report(25)), machine_fingerprint(report(26)));
+  EXPECT_NE(machine_fingerprint(report(26)).find("family 26 model 1 stepping 1"),
+            std::string::npos);
+  // A report from before cpu_id keeps its old fingerprint.
+  EXPECT_EQ(machine_fingerprint(report(std::nullopt)).rfind("AMD EPYC |", 0), 0u);
+}
+
+}  // namespace
+}  // namespace tb::cpu
