@@ -23,7 +23,7 @@ struct AdamFactors {
   float inverse_c1;       // 1 / c1
   float inverse_root_c2;  // 1 / sqrt(c2)
 };
-inline AdamFactors adam_factors(const AdamCoefficients& k) {
+TB_ALWAYS_INLINE AdamFactors adam_factors(const AdamCoefficients& k) {
   return {k.beta1,
           k.beta2,
           k.epsilon,
@@ -31,28 +31,31 @@ inline AdamFactors adam_factors(const AdamCoefficients& k) {
           1.0f - k.learning_rate * k.weight_decay,
           k.learning_rate / k.correction1,
           1.0f / k.correction1,
-          1.0f / std::sqrt(k.correction2)};
+          1.0f / sqrtf(k.correction2)};
 }
 
 // m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2.
-TB_HOST_DEVICE inline void adam_moments(const AdamFactors& f, float g, float& m, float& v) {
+TB_HOST_DEVICE TB_ALWAYS_INLINE void adam_moments(const AdamFactors& f, float g, float& m,
+                                                  float& v) {
   m = f.beta1 * m + (1.0f - f.beta1) * g;
   v = f.beta2 * v + (1.0f - f.beta2) * g * g;
 }
 
 // AdamW's new weight from the updated moments.
-TB_HOST_DEVICE inline float adamw_weight(const AdamFactors& f, float w, float m, float v) {
+TB_HOST_DEVICE TB_ALWAYS_INLINE float adamw_weight(const AdamFactors& f, float w, float m,
+                                                   float v) {
   return w * f.decay - f.step_size * m / (sqrtf(v) * f.inverse_root_c2 + f.epsilon);
 }
 
 // LAMB's update direction u = m_hat / (sqrt(v_hat) + eps) + weight_decay * w.
-TB_HOST_DEVICE inline float lamb_update(const AdamFactors& f, float w, float m, float v) {
+TB_HOST_DEVICE TB_ALWAYS_INLINE float lamb_update(const AdamFactors& f, float w, float m, float v) {
   return m * f.inverse_c1 / (sqrtf(v) * f.inverse_root_c2 + f.epsilon) + f.weight_decay * w;
 }
 
 // LAMB's step for a tensor: the learning rate times the trust ratio |w| / |u| (1 where either
 // norm is 0), from the squared norms.
-TB_HOST_DEVICE inline float lamb_step(float learning_rate, double weight_norm, double update_norm) {
+TB_HOST_DEVICE TB_ALWAYS_INLINE float lamb_step(float learning_rate, double weight_norm,
+                                                double update_norm) {
   return learning_rate * static_cast<float>(weight_norm > 0 && update_norm > 0
                                                 ? sqrt(weight_norm / update_norm)
                                                 : 1.0);
@@ -60,8 +63,8 @@ TB_HOST_DEVICE inline float lamb_step(float learning_rate, double weight_norm, d
 
 // PyTorch's SGD with momentum: g = grad + weight_decay * w; v = mu v + g; w -= lr v.
 template <typename T>
-TB_HOST_DEVICE inline T sgd_momentum_weight(T learning_rate, T mu, T weight_decay, T w, T grad,
-                                            T& momentum) {
+TB_HOST_DEVICE TB_ALWAYS_INLINE T sgd_momentum_weight(T learning_rate, T mu, T weight_decay, T w,
+                                                      T grad, T& momentum) {
   momentum = mu * momentum + (grad + weight_decay * w);
   return w - learning_rate * momentum;
 }

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/host_device.h"
+
 namespace tb::cpu {
 
-inline std::uint16_t float_to_bf16(float value) {
+TB_ALWAYS_INLINE std::uint16_t float_to_bf16(float value) {
   std::uint32_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
@@ -16,7 +18,7 @@ inline std::uint16_t float_to_bf16(float value) {
   return static_cast<std::uint16_t>(bits >> 16);
 }
 
-inline float bf16_to_float(std::uint16_t value) {
+TB_ALWAYS_INLINE float bf16_to_float(std::uint16_t value) {
   const std::uint32_t bits = static_cast<std::uint32_t>(value) << 16;
   float result;
   std::memcpy(&result, &bits, sizeof(result));

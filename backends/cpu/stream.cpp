@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/vector_kernels.h"
 #include "backends/operands.h"
 
 namespace tb::cpu {
@@ -10,55 +11,52 @@ namespace {
 
 class StreamPlan final : public CpuPlan {
  public:
-  explicit StreamPlan(const StreamOp& op) : op_(op) {
+  StreamPlan(const StreamOp& op, const CpuKernels* kernels) : op_(op), kernels_(kernels) {
     operands_ = stream_operands(op);
-    implementation_ = "openmp static loop, ordinary stores";
+    implementation_ =
+        fmt::format("openmp static loop, ordinary stores, {}", isa_name(kernels->isa));
     math_mode_ = "fp64";
+    is_reference_ = is_reference_level(*kernels);
   }
 
   Status run(std::span<const Buffer> operands, Buffer) override {
-    double* __restrict a = static_cast<double*>(operands[0].data);
-    double* __restrict b = static_cast<double*>(operands[1].data);
-    double* __restrict c = static_cast<double*>(operands[2].data);
+    double* a = static_cast<double*>(operands[0].data);
+    double* b = static_cast<double*>(operands[1].data);
+    double* c = static_cast<double*>(operands[2].data);
     const std::int64_t n = op_.n;
     const double s = op_.scalar;
     switch (op_.kernel) {
       case StreamKernel::copy:
-#pragma omp parallel for schedule(static)
-        for (std::int64_t i = 0; i < n; ++i) c[i] = a[i];
+        kernels_->stream_copy(a, c, n);
         break;
       case StreamKernel::scale:
-#pragma omp parallel for schedule(static)
-        for (std::int64_t i = 0; i < n; ++i) b[i] = s * c[i];
+        kernels_->stream_scale(b, c, s, n);
         break;
       case StreamKernel::add:
-#pragma omp parallel for schedule(static)
-        for (std::int64_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+        kernels_->stream_add(a, b, c, n);
         break;
       case StreamKernel::triad:
-#pragma omp parallel for schedule(static)
-        for (std::int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+        kernels_->stream_triad(a, b, c, s, n);
         break;
-      case StreamKernel::dot: {
-        double sum = 0;
-#pragma omp parallel for schedule(static) reduction(+ : sum)
-        for (std::int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-        *static_cast<double*>(operands[3].data) = sum;
+      case StreamKernel::dot:
+        *static_cast<double*>(operands[3].data) = kernels_->stream_dot(a, b, n);
         break;
-      }
     }
     return Status::Ok();
   }
 
  private:
   StreamOp op_;
+  const CpuKernels* kernels_;
 };
 
 }  // namespace
 
 Status plan_stream(const StreamOp& op, std::unique_ptr<Plan>* out) {
   if (op.n <= 0) return Status::InvalidArgument(fmt::format("stream needs n > 0, got {}", op.n));
-  *out = std::make_unique<StreamPlan>(op);
+  const CpuKernels* kernels = nullptr;
+  if (Status status = kernels_from_environment(&kernels); !status.ok()) return status;
+  *out = std::make_unique<StreamPlan>(op, kernels);
   return Status::Ok();
 }
 

@@ -27,10 +27,12 @@ using Index = std::int64_t;
 class KernelPlan final : public CpuPlan {
  public:
   using Kernel = std::function<void(std::span<const Buffer>)>;
-  KernelPlan(std::vector<OperandSpec> operands, std::string implementation, Kernel kernel)
+  KernelPlan(std::vector<OperandSpec> operands, std::string implementation, Kernel kernel,
+             bool reference = false)
       : kernel_(std::move(kernel)) {
     operands_ = std::move(operands);
     implementation_ = std::move(implementation);
+    is_reference_ = reference;
   }
   Status run(std::span<const Buffer> operands, Buffer) override {
     kernel_(operands);
@@ -46,16 +48,40 @@ T* as(const Buffer& buffer) {
   return static_cast<T*>(buffer.data);
 }
 
+// The f32 (and bf16) paths run the plan's kernel table (vector_kernels.h); the templates' plain
+// loops are the f64 reference.
+BatchNormShape batch_norm_shape(const BatchNormOp& op) {
+  return {op.mb, op.channels, op.h * op.w, op.epsilon};
+}
+PoolShape pool_shape(const PoolOp& op) {
+  return {op.mb * op.channels,
+          op.ih,
+          op.iw,
+          op.oh(),
+          op.ow(),
+          op.kh,
+          op.kw,
+          op.sh,
+          op.sw,
+          op.ph,
+          op.pw};
+}
+
 // --- batch norm (per channel over N, H, W), optionally followed by ReLU ---
 
 template <typename T>
-void batch_norm_forward(const BatchNormOp& op, std::span<const Buffer> b) {
+void batch_norm_forward(const CpuKernels& k, const BatchNormOp& op, std::span<const Buffer> b) {
   const T* src = as<T>(b[0]);
   const T *gamma = as<T>(b[1]), *beta = as<T>(b[2]);
   T* dst = as<T>(b[3]);
   T *mean = as<T>(b[4]), *variance = as<T>(b[5]);
   std::int32_t* mask = op.fuse_relu ? as<std::int32_t>(b[8]) : nullptr;
   const Index plane = op.h * op.w, reduced = op.mb * plane;
+  if constexpr (std::is_same_v<T, float>) {
+    k.batch_norm_forward_f32(batch_norm_shape(op), src, gamma, beta, dst, mean, variance, mask);
+    return update_running_stats(mean, variance, op.channels, reduced, op.momentum, as<T>(b[6]),
+                                as<T>(b[7]));
+  }
 #pragma omp parallel for schedule(static)
   for (Index c = 0; c < op.channels; ++c) {
     double sum = 0;
@@ -89,11 +115,14 @@ void batch_norm_forward(const BatchNormOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void batch_norm_inference(const BatchNormOp& op, std::span<const Buffer> b) {
+void batch_norm_inference(const CpuKernels& k, const BatchNormOp& op, std::span<const Buffer> b) {
   const T* src = as<T>(b[0]);
   const T *gamma = as<T>(b[1]), *beta = as<T>(b[2]);
   const T *running_mean = as<T>(b[3]), *running_var = as<T>(b[4]);
   T* dst = as<T>(b[5]);
+  if constexpr (std::is_same_v<T, float>)
+    return k.batch_norm_inference_f32(batch_norm_shape(op), src, gamma, beta, running_mean,
+                                      running_var, dst, op.fuse_relu);
   const Index plane = op.h * op.w;
 #pragma omp parallel for schedule(static) collapse(2)
   for (Index n = 0; n < op.mb; ++n)
@@ -108,12 +137,15 @@ void batch_norm_inference(const BatchNormOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void batch_norm_backward(const BatchNormOp& op, std::span<const Buffer> b) {
+void batch_norm_backward(const CpuKernels& k, const BatchNormOp& op, std::span<const Buffer> b) {
   const T *src = as<T>(b[0]), *diff_dst = as<T>(b[1]), *gamma = as<T>(b[2]);
   const T *mean = as<T>(b[4]), *variance = as<T>(b[5]);
   const int out = op.fuse_relu ? 7 : 6;
   const std::int32_t* mask = op.fuse_relu ? as<std::int32_t>(b[6]) : nullptr;
   T *diff_src = as<T>(b[out]), *diff_gamma = as<T>(b[out + 1]), *diff_beta = as<T>(b[out + 2]);
+  if constexpr (std::is_same_v<T, float>)
+    return k.batch_norm_backward_f32(batch_norm_shape(op), src, diff_dst, gamma, mean, variance,
+                                     mask, diff_src, diff_gamma, diff_beta);
   const Index plane = op.h * op.w, reduced = op.mb * plane;
   auto dy = [&](Index i) { return mask && !mask[i] ? 0.0 : static_cast<double>(diff_dst[i]); };
 #pragma omp parallel for schedule(static)
@@ -144,25 +176,29 @@ void batch_norm_backward(const BatchNormOp& op, std::span<const Buffer> b) {
 // --- element-wise ---
 
 template <typename T>
-void relu_forward(Index count, std::span<const Buffer> b) {
+void relu_forward(const CpuKernels& k, Index count, std::span<const Buffer> b) {
   const T* src = as<T>(b[0]);
   T* dst = as<T>(b[1]);
+  if constexpr (std::is_same_v<T, float>) return k.relu_forward_f32(count, src, dst);
 #pragma omp parallel for simd schedule(static)
   for (Index i = 0; i < count; ++i) dst[i] = src[i] > 0 ? src[i] : T(0);
 }
 
 template <typename T>
-void relu_backward(Index count, std::span<const Buffer> b) {
+void relu_backward(const CpuKernels& k, Index count, std::span<const Buffer> b) {
   const T *dst = as<T>(b[0]), *diff_dst = as<T>(b[1]);
   T* diff_src = as<T>(b[2]);
+  if constexpr (std::is_same_v<T, float>)
+    return k.relu_backward_f32(count, dst, diff_dst, diff_src);
 #pragma omp parallel for simd schedule(static)
   for (Index i = 0; i < count; ++i) diff_src[i] = dst[i] > 0 ? diff_dst[i] : T(0);
 }
 
 template <typename T>
-void add(const BinaryOp& op, std::span<const Buffer> b) {
+void add(const CpuKernels& k, const BinaryOp& op, std::span<const Buffer> b) {
   const T *x = as<T>(b[0]), *y = as<T>(b[1]);
   T* dst = as<T>(b[2]);
+  if constexpr (std::is_same_v<T, float>) return k.add_f32(op.count, x, y, dst, op.fuse_relu);
   if (op.fuse_relu) {
 #pragma omp parallel for simd schedule(static)
     for (Index i = 0; i < op.count; ++i) dst[i] = std::max(x[i] + y[i], T(0));
@@ -282,15 +318,15 @@ void layer_norm_backward(const LayerNormOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void softmax_forward(const SoftmaxOp& op, std::span<const Buffer> b) {
+void softmax_forward(const CpuKernels& k, const SoftmaxOp& op, std::span<const Buffer> b) {
   const T* src = as<T>(b[0]);
   const float* mask = op.masked ? as<float>(b[1]) : nullptr;
   T* dst = as<T>(b[op.masked ? 2 : 1]);
   if constexpr (std::is_same_v<T, float>) {
-    return softmax_rows_f32(src, mask, dst, op.rows, op.cols, op.scale, op.rows_per_mask);
+    return k.softmax_rows_f32(src, mask, dst, op.rows, op.cols, op.scale, op.rows_per_mask);
   } else if constexpr (std::is_same_v<T, Bf16>) {
-    return softmax_rows_bf16(&src->bits, mask, &dst->bits, op.rows, op.cols, op.scale,
-                             op.rows_per_mask);
+    return k.softmax_rows_bf16(&src->bits, mask, &dst->bits, op.rows, op.cols, op.scale,
+                               op.rows_per_mask);
   }
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < op.rows; ++r) {
@@ -434,10 +470,12 @@ void embedding_backward(const EmbeddingOp& op, std::span<const Buffer> b) {
 // --- pooling ---
 
 template <typename T>
-void max_pool_forward(const PoolOp& op, std::span<const Buffer> b) {
+void max_pool_forward(const CpuKernels& k, const PoolOp& op, std::span<const Buffer> b) {
   const T* src = as<T>(b[0]);
   T* dst = as<T>(b[1]);
   std::int32_t* indices = as<std::int32_t>(b[2]);
+  if constexpr (std::is_same_v<T, float>)
+    return k.max_pool_forward_f32(pool_shape(op), src, dst, indices);
   const Index oh = op.oh(), ow = op.ow();
 #pragma omp parallel for schedule(static)
   for (Index plane = 0; plane < op.mb * op.channels; ++plane) {
@@ -462,10 +500,12 @@ void max_pool_forward(const PoolOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void max_pool_backward(const PoolOp& op, std::span<const Buffer> b) {
+void max_pool_backward(const CpuKernels& k, const PoolOp& op, std::span<const Buffer> b) {
   const T* diff_dst = as<T>(b[0]);
   const std::int32_t* indices = as<std::int32_t>(b[1]);
   T* diff_src = as<T>(b[2]);
+  if constexpr (std::is_same_v<T, float>)
+    return k.max_pool_backward_f32(pool_shape(op), diff_dst, indices, diff_src);
   const Index outputs = op.oh() * op.ow(), inputs = op.ih * op.iw;
 #pragma omp parallel for schedule(static)
   for (Index plane = 0; plane < op.mb * op.channels; ++plane) {
@@ -478,9 +518,11 @@ void max_pool_backward(const PoolOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void average_pool_forward(const PoolOp& op, std::span<const Buffer> b) {
+void average_pool_forward(const CpuKernels& k, const PoolOp& op, std::span<const Buffer> b) {
   const T* src = as<T>(b[0]);
   T* dst = as<T>(b[1]);
+  if constexpr (std::is_same_v<T, float>)
+    return k.average_pool_forward_f32(pool_shape(op), src, dst);
   const Index inputs = op.ih * op.iw;
 #pragma omp parallel for schedule(static)
   for (Index plane = 0; plane < op.mb * op.channels; ++plane) {
@@ -491,9 +533,11 @@ void average_pool_forward(const PoolOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void average_pool_backward(const PoolOp& op, std::span<const Buffer> b) {
+void average_pool_backward(const CpuKernels& k, const PoolOp& op, std::span<const Buffer> b) {
   const T* diff_dst = as<T>(b[0]);
   T* diff_src = as<T>(b[1]);
+  if constexpr (std::is_same_v<T, float>)
+    return k.average_pool_backward_f32(pool_shape(op), diff_dst, diff_src);
   const Index inputs = op.ih * op.iw;
 #pragma omp parallel for schedule(static)
   for (Index plane = 0; plane < op.mb * op.channels; ++plane)
@@ -643,13 +687,14 @@ void gemm(const GemmOp& op, std::span<const Buffer> b) {
 // --- loss and optimizer ---
 
 template <typename T>
-void softmax_cross_entropy_forward(const SoftmaxCrossEntropyOp& op, std::span<const Buffer> b) {
+void softmax_cross_entropy_forward(const CpuKernels& k, const SoftmaxCrossEntropyOp& op,
+                                   std::span<const Buffer> b) {
   const T* logits = as<T>(b[0]);
   const std::int32_t* labels = as<std::int32_t>(b[1]);
   T* probabilities = as<T>(b[2]);
   if constexpr (std::is_same_v<T, float>) {
     *as<T>(b[3]) = static_cast<T>(
-        softmax_cross_entropy_f32(logits, labels, probabilities, op.rows, op.classes) /
+        k.softmax_cross_entropy_f32(logits, labels, probabilities, op.rows, op.classes) /
         static_cast<double>(op.rows));
     return;
   }
@@ -682,7 +727,7 @@ void softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op, std::span<c
 }
 
 template <typename T>
-void adamw(Index count, std::span<const Buffer> b) {
+void adamw(const CpuKernels& kernels, Index count, std::span<const Buffer> b) {
   T* weights = as<T>(b[0]);
   const T* grads = as<T>(b[1]);
   T *m = as<T>(b[2]), *v = as<T>(b[3]);
@@ -691,9 +736,9 @@ void adamw(Index count, std::span<const Buffer> b) {
                weight_decay = hyper[4], step = hyper[5];
   const double correction1 = 1 - std::pow(beta1, step), correction2 = 1 - std::pow(beta2, step);
   if constexpr (std::is_same_v<T, float>) {
-    return adamw_f32(count, weights, grads, m, v,
-                     {hyper[0], hyper[1], hyper[2], hyper[3], hyper[4],
-                      static_cast<float>(correction1), static_cast<float>(correction2)});
+    return kernels.adamw_f32(count, weights, grads, m, v,
+                             {hyper[0], hyper[1], hyper[2], hyper[3], hyper[4],
+                              static_cast<float>(correction1), static_cast<float>(correction2)});
   }
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) {
@@ -708,7 +753,7 @@ void adamw(Index count, std::span<const Buffer> b) {
 
 // LAMB over a flat buffer of `tensors` parameter tensors (offsets in operand 4).
 template <typename T>
-void lamb(Index tensors, std::span<const Buffer> b) {
+void lamb(const CpuKernels& kernels, Index tensors, std::span<const Buffer> b) {
   T* weights = as<T>(b[0]);
   const T* grads = as<T>(b[1]);
   T *m = as<T>(b[2]), *v = as<T>(b[3]);
@@ -718,9 +763,9 @@ void lamb(Index tensors, std::span<const Buffer> b) {
                weight_decay = hyper[4], step = hyper[5];
   const double correction1 = 1 - std::pow(beta1, step), correction2 = 1 - std::pow(beta2, step);
   if constexpr (std::is_same_v<T, float>) {
-    return lamb_f32(tensors, offsets, weights, grads, m, v,
-                    {hyper[0], hyper[1], hyper[2], hyper[3], hyper[4],
-                     static_cast<float>(correction1), static_cast<float>(correction2)});
+    return kernels.lamb_f32(tensors, offsets, weights, grads, m, v,
+                            {hyper[0], hyper[1], hyper[2], hyper[3], hyper[4],
+                             static_cast<float>(correction1), static_cast<float>(correction2)});
   }
 #pragma omp parallel for schedule(dynamic)
   for (Index t = 0; t < tensors; ++t) {
@@ -746,17 +791,17 @@ void lamb(Index tensors, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void dropout(const DropoutOp& op, std::span<const Buffer> b) {
+void dropout(const CpuKernels& k, const DropoutOp& op, std::span<const Buffer> b) {
   const T* in = as<T>(b[0]);
   const std::int32_t step = *as<std::int32_t>(b[1]);
   T* out = as<T>(b[2]);
   const std::uint64_t threshold = dropout_threshold(op.probability);
   const double scale = 1.0 / (1.0 - op.probability);
   if constexpr (std::is_same_v<T, float>) {
-    dropout_f32(in, out, op.count, op.seed, step, threshold, static_cast<float>(scale));
+    k.dropout_f32(in, out, op.count, op.seed, step, threshold, static_cast<float>(scale));
   } else if constexpr (std::is_same_v<T, Bf16>) {
-    dropout_bf16(&in->bits, &out->bits, op.count, op.seed, step, threshold,
-                 static_cast<float>(scale));
+    k.dropout_bf16(&in->bits, &out->bits, op.count, op.seed, step, threshold,
+                   static_cast<float>(scale));
   } else {
 #pragma omp parallel for schedule(static)
     for (Index i = 0; i < op.count; ++i)
@@ -765,11 +810,13 @@ void dropout(const DropoutOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void sgd_momentum(Index count, std::span<const Buffer> b) {
+void sgd_momentum(const CpuKernels& k, Index count, std::span<const Buffer> b) {
   T* weights = as<T>(b[0]);
   const T* grads = as<T>(b[1]);
   T* momentum = as<T>(b[2]);
   const float* hyper = as<float>(b[3]);
+  if constexpr (std::is_same_v<T, float>)
+    return k.sgd_momentum_f32(count, weights, grads, momentum, hyper[0], hyper[1], hyper[2]);
   const T learning_rate = hyper[0], mu = hyper[1], weight_decay = hyper[2];
 #pragma omp parallel for simd schedule(static)
   for (Index i = 0; i < count; ++i)
@@ -793,7 +840,7 @@ void unscale_gradients(Index count, std::span<const Buffer> b) {
 
 // f32 <-> bf16, round to nearest even: weights into the compute dtype, activations across a
 // precision boundary.
-Status plan_cast(const CastOp& op, std::unique_ptr<Plan>* out) {
+Status plan_cast(const CpuKernels* k, const CastOp& op, std::unique_ptr<Plan>* out) {
   const bool to_bf16 = op.from == DType::f32 && op.to == DType::bf16;
   const bool to_f32 = op.from == DType::bf16 && op.to == DType::f32;
   if (!to_bf16 && !to_f32)
@@ -803,17 +850,18 @@ Status plan_cast(const CastOp& op, std::unique_ptr<Plan>* out) {
   const Index count = op.count;
   KernelPlan::Kernel body;
   if (to_bf16)
-    body = [count](std::span<const Buffer> b) {
-      cast_f32_to_bf16(as<float>(b[0]), as<std::uint16_t>(b[1]), count);
+    body = [k, count](std::span<const Buffer> b) {
+      k->cast_f32_to_bf16(as<float>(b[0]), as<std::uint16_t>(b[1]), count);
     };
   else
-    body = [count](std::span<const Buffer> b) {
-      cast_bf16_to_f32(as<std::uint16_t>(b[0]), as<float>(b[1]), count);
+    body = [k, count](std::span<const Buffer> b) {
+      k->cast_bf16_to_f32(as<std::uint16_t>(b[0]), as<float>(b[1]), count);
     };
-  *out = std::make_unique<KernelPlan>(
-      cast_operands(op),
-      fmt::format("shared CPU cast {} -> {}", dtype_name(op.from), dtype_name(op.to)),
-      std::move(body));
+  *out =
+      std::make_unique<KernelPlan>(cast_operands(op),
+                                   fmt::format("shared CPU cast {} -> {} ({})", dtype_name(op.from),
+                                               dtype_name(op.to), isa_name(k->isa)),
+                                   std::move(body), is_reference_level(*k));
   return Status::Ok();
 }
 
@@ -822,18 +870,22 @@ bool is_float_or_double(DType dtype) {
 }
 
 // Instantiates `Body<T>` for the op's dtype: f32 or f64, and bf16 (stored as Bf16, computed in
-// float) for the ops no library here offers in bf16.
+// float) for the ops no library here offers in bf16. `kernels`: the table the f32 / bf16 body
+// runs (its level is named in the implementation), or null where those bodies are plain loops
+// here; the f64 reference never uses it.
 enum class Bf16Data { refused, accepted };
 template <Bf16Data bf16 = Bf16Data::refused, typename Kernel>
 Status make_plan(DType dtype, std::vector<OperandSpec> operands, std::string_view what,
-                 Kernel&& kernel, std::unique_ptr<Plan>* out) {
+                 const CpuKernels* kernels, Kernel&& kernel, std::unique_ptr<Plan>* out) {
   const bool bf16_ok = bf16 == Bf16Data::accepted && dtype == DType::bf16;
   if (!is_float_or_double(dtype) && !bf16_ok)
     return Status::Unimplemented(fmt::format("the shared CPU {} runs in f32 and f64{}, not {}",
                                              what, bf16 == Bf16Data::accepted ? " and bf16" : "",
                                              dtype_name(dtype)));
+  const bool tabled = kernels && dtype != DType::f64;
   const std::string implementation =
-      fmt::format("shared CPU {} ({}, plain layout)", what, dtype_name(dtype));
+      fmt::format("shared CPU {} ({}, plain layout{}{})", what, dtype_name(dtype),
+                  tabled ? ", " : "", tabled ? isa_name(kernels->isa) : "");
   KernelPlan::Kernel body;
   if (dtype == DType::f64)
     body = [kernel](std::span<const Buffer> b) { kernel(double{}, b); };
@@ -841,7 +893,11 @@ Status make_plan(DType dtype, std::vector<OperandSpec> operands, std::string_vie
     body = [kernel](std::span<const Buffer> b) { kernel(float{}, b); };
   else if constexpr (bf16 == Bf16Data::accepted)
     body = [kernel](std::span<const Buffer> b) { kernel(Bf16{}, b); };
-  *out = std::make_unique<KernelPlan>(std::move(operands), implementation, std::move(body));
+  // The f64 loops are the reference itself; the portable float level is one where a vector
+  // level exists.
+  *out =
+      std::make_unique<KernelPlan>(std::move(operands), implementation, std::move(body),
+                                   dtype == DType::f64 || (tabled && is_reference_level(*kernels)));
   return Status::Ok();
 }
 
@@ -863,15 +919,20 @@ template void update_running_stats<double>(const double*, const double*, std::in
                                            float, double*, double*);
 
 Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
+  // The kernel level for the f32 and bf16 paths, chosen now (TRAINBENCH_MAX_ISA caps it).
+  const CpuKernels* k = nullptr;
+  if (Status status = kernels_from_environment(&k); !status.ok()) return status;
   if (const auto* op = std::get_if<BatchNormOp>(&desc)) {
     const BatchNormOp o = *op;
     return make_plan(
-        o.dtype, batch_norm_operands(o), "batch norm",
-        [o]<typename T>(T, std::span<const Buffer> b) {
+        o.dtype, batch_norm_operands(o), "batch norm", k,
+        [k, o]<typename T>(T, std::span<const Buffer> b) {
           if (o.inference)
-            batch_norm_inference<T>(o, b);
+            batch_norm_inference<T>(*k, o, b);
+          else if (o.pass == Pass::forward)
+            batch_norm_forward<T>(*k, o, b);
           else
-            o.pass == Pass::forward ? batch_norm_forward<T>(o, b) : batch_norm_backward<T>(o, b);
+            batch_norm_backward<T>(*k, o, b);
         },
         out);
   }
@@ -880,11 +941,12 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     static constexpr const char* kNames[] = {"ReLU", "GELU (erf)", "tanh"};
     return make_plan(
         o.dtype, eltwise_operands(o), kNames[static_cast<int>(o.kind)],
-        [o]<typename T>(T, std::span<const Buffer> b) {
+        o.kind == EltwiseKind::relu ? k : nullptr,
+        [k, o]<typename T>(T, std::span<const Buffer> b) {
           const bool forward = o.pass == Pass::forward;
           switch (o.kind) {
             case EltwiseKind::relu:
-              forward ? relu_forward<T>(o.count, b) : relu_backward<T>(o.count, b);
+              forward ? relu_forward<T>(*k, o.count, b) : relu_backward<T>(*k, o.count, b);
               break;
             case EltwiseKind::gelu:
               forward ? gelu_forward<T>(o.count, b) : gelu_backward<T>(o.count, b);
@@ -899,7 +961,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   if (const auto* op = std::get_if<LayerNormOp>(&desc)) {
     const LayerNormOp o = *op;
     return make_plan(
-        o.dtype, layer_norm_operands(o), "layer norm",
+        o.dtype, layer_norm_operands(o), "layer norm", nullptr,
         [o]<typename T>(T, std::span<const Buffer> b) {
           o.pass == Pass::forward ? layer_norm_forward<T>(o, b) : layer_norm_backward<T>(o, b);
         },
@@ -911,8 +973,9 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
       return Status::InvalidArgument("softmax: rows must be a multiple of rows_per_mask");
     return make_plan<Bf16Data::accepted>(
         o.dtype, softmax_operands(o), o.masked ? "scaled masked softmax" : "scaled softmax",
-        [o]<typename T>(T, std::span<const Buffer> b) {
-          o.pass == Pass::forward ? softmax_forward<T>(o, b) : softmax_backward<T>(o, b);
+        o.pass == Pass::forward ? k : nullptr,
+        [k, o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? softmax_forward<T>(*k, o, b) : softmax_backward<T>(o, b);
         },
         out);
   }
@@ -920,6 +983,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     const EmbeddingOp o = *op;
     return make_plan<Bf16Data::accepted>(
         o.dtype, embedding_operands(o), o.pass == Pass::forward ? "row gather" : "row scatter-add",
+        nullptr,
         [o]<typename T>(T, std::span<const Buffer> b) {
           if (o.pass == Pass::forward)
             embedding_forward<T>(o, b);
@@ -933,19 +997,19 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   if (const auto* op = std::get_if<BinaryOp>(&desc)) {
     const BinaryOp o = *op;
     return make_plan(
-        o.dtype, binary_operands(o), o.fuse_relu ? "add + ReLU" : "add",
-        [o]<typename T>(T, std::span<const Buffer> b) { add<T>(o, b); }, out);
+        o.dtype, binary_operands(o), o.fuse_relu ? "add + ReLU" : "add", k,
+        [k, o]<typename T>(T, std::span<const Buffer> b) { add<T>(*k, o, b); }, out);
   }
   if (const auto* op = std::get_if<PoolOp>(&desc)) {
     const PoolOp o = *op;
     const bool max = o.kind == PoolKind::max;
     return make_plan(
-        o.dtype, pool_operands(o), max ? "max pooling" : "global average pooling",
-        [o, max]<typename T>(T, std::span<const Buffer> b) {
+        o.dtype, pool_operands(o), max ? "max pooling" : "global average pooling", k,
+        [k, o, max]<typename T>(T, std::span<const Buffer> b) {
           if (o.pass == Pass::forward)
-            max ? max_pool_forward<T>(o, b) : average_pool_forward<T>(o, b);
+            max ? max_pool_forward<T>(*k, o, b) : average_pool_forward<T>(*k, o, b);
           else
-            max ? max_pool_backward<T>(o, b) : average_pool_backward<T>(o, b);
+            max ? max_pool_backward<T>(*k, o, b) : average_pool_backward<T>(*k, o, b);
         },
         out);
   }
@@ -953,26 +1017,27 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     const SoftmaxCrossEntropyOp o = *op;
     return make_plan(
         o.dtype, softmax_cross_entropy_operands(o), "softmax cross-entropy",
-        [o]<typename T>(T, std::span<const Buffer> b) {
-          o.pass == Pass::forward ? softmax_cross_entropy_forward<T>(o, b)
+        o.pass == Pass::forward ? k : nullptr,
+        [k, o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? softmax_cross_entropy_forward<T>(*k, o, b)
                                   : softmax_cross_entropy_backward<T>(o, b);
         },
         out);
   }
-  if (const auto* op = std::get_if<CastOp>(&desc)) return plan_cast(*op, out);
+  if (const auto* op = std::get_if<CastOp>(&desc)) return plan_cast(k, *op, out);
   if (const auto* op = std::get_if<DropoutOp>(&desc)) {
     const DropoutOp o = *op;
     if (!(o.probability >= 0 && o.probability < 1))
       return Status::InvalidArgument("dropout probability must be in [0, 1)");
     // Forward and backward are the same map: keep and scale, or zero.
     return make_plan<Bf16Data::accepted>(
-        o.dtype, dropout_operands(o), "dropout (counter-based mask, not stored)",
-        [o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(o, b); }, out);
+        o.dtype, dropout_operands(o), "dropout (counter-based mask, not stored)", k,
+        [k, o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(*k, o, b); }, out);
   }
   if (const auto* op = std::get_if<UnscaleGradientsOp>(&desc)) {
     const UnscaleGradientsOp o = *op;
     return make_plan(
-        o.dtype, unscale_gradients_operands(o), "gradient unscale and finite check",
+        o.dtype, unscale_gradients_operands(o), "gradient unscale and finite check", nullptr,
         [o]<typename T>(T, std::span<const Buffer> b) { unscale_gradients<T>(o.count, b); }, out);
   }
   if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
@@ -981,15 +1046,15 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
       return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
     static constexpr const char* kNames[] = {"SGD with momentum", "AdamW", "LAMB"};
     return make_plan(
-        o.dtype, optimizer_operands(o), kNames[static_cast<int>(o.kind)],
-        [o]<typename T>(T, std::span<const Buffer> b) {
+        o.dtype, optimizer_operands(o), kNames[static_cast<int>(o.kind)], k,
+        [k, o]<typename T>(T, std::span<const Buffer> b) {
           switch (o.kind) {
             case OptimizerKind::sgd_momentum:
-              return sgd_momentum<T>(o.count, b);
+              return sgd_momentum<T>(*k, o.count, b);
             case OptimizerKind::adamw:
-              return adamw<T>(o.count, b);
+              return adamw<T>(*k, o.count, b);
             case OptimizerKind::lamb:
-              return lamb<T>(o.tensors, b);
+              return lamb<T>(*k, o.tensors, b);
           }
         },
         out);
@@ -1003,7 +1068,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     if (o.batch < 1 || o.heads < 1 || o.sequence < 1 || o.head_dim < 1)
       return Status::InvalidArgument("attention: batch, heads, sequence and head_dim must be >= 1");
     return make_plan(
-        o.dtype, attention_operands(o), "fused attention",
+        o.dtype, attention_operands(o), "fused attention", nullptr,
         [o]<typename T>(T, std::span<const Buffer> b) {
           if constexpr (std::is_same_v<T, double>)
             o.pass == Pass::forward ? attention_forward(o, b) : attention_backward(o, b);
@@ -1015,7 +1080,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
       return Status::Unimplemented("the shared f64 GEMM takes f64 operands only");
     const GemmOp o = *op;
     return make_plan(
-        DType::f64, gemm_operands(o), "strided-batched GEMM",
+        DType::f64, gemm_operands(o), "strided-batched GEMM", nullptr,
         [o]<typename T>(T, std::span<const Buffer> b) {
           if constexpr (std::is_same_v<T, double>) gemm(o, b);
         },
@@ -1026,7 +1091,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
     if (o.epilogue != ConvEpilogue::none && o.direction != ConvDirection::forward)
       return Status::InvalidArgument("a convolution epilogue is for the forward direction");
     return make_plan(
-        o.dtype, conv_operands(o), "direct convolution",
+        o.dtype, conv_operands(o), "direct convolution", nullptr,
         [o]<typename T>(T, std::span<const Buffer> b) {
           if constexpr (std::is_same_v<T, double>) {
             if (o.direction == ConvDirection::forward) conv_forward(o, b);
@@ -1039,7 +1104,7 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   if (const auto* op = std::get_if<FullyConnectedOp>(&desc); op && op->dtype == DType::f64) {
     const FullyConnectedOp o = *op;
     return make_plan(
-        o.dtype, fully_connected_operands(o), "fully connected",
+        o.dtype, fully_connected_operands(o), "fully connected", nullptr,
         [o]<typename T>(T, std::span<const Buffer> b) {
           if constexpr (std::is_same_v<T, double>) fully_connected(o, b);
         },

@@ -6,6 +6,9 @@
 //     the double-precision reference;
 //   - convolution and fully connected layers in f64 only: the reference a library's f32
 //     kernels are checked against (a slow f32 loop would only mislead a benchmark).
+// The f32 and bf16 paths run the kernel table (vector_kernels.h) of the ISA level chosen when
+// the plan is made (TRAINBENCH_MAX_ISA caps it; a malformed value is InvalidArgument), named at
+// the end of the plan's implementation; the f64 reference keeps its plain loops.
 // For these plans the `native` layout is the plain one.
 #pragma once
 

@@ -79,16 +79,18 @@ class GemmPlan final : public cpu::CpuPlan {
 };
 
 // Convolution as one sgemm per image: W (oc x ic*kh*kw) times the image's column matrix
-// (ic*kh*kw x oh*ow). The column matrix is the workspace, planned once.
+// (ic*kh*kw x oh*ow). The column matrix is the workspace, planned once; im2col / col2im are
+// the shared kernels at the level chosen when the plan is made.
 class ConvPlan final : public cpu::CpuPlan {
  public:
-  explicit ConvPlan(const ConvOp& op) : op_(op) {
+  ConvPlan(const ConvOp& op, const cpu::CpuKernels* kernels) : op_(op), kernels_(kernels) {
     operands_ = conv_operands(op);
     identity_ = cpu::im2col_is_identity(op);
     workspace_bytes_ =
         identity_ ? 0 : static_cast<std::size_t>(patch_size() * pixels()) * sizeof(float);
     implementation_ =
-        fmt::format("{}cblas_sgemm per image{}, {}", identity_ ? "" : "im2col + ",
+        fmt::format("{}cblas_sgemm per image{}, {}",
+                    identity_ ? "" : fmt::format("im2col ({}) + ", cpu::isa_name(kernels->isa)),
                     op.epilogue == ConvEpilogue::bias_relu ? " + bias and ReLU while in cache"
                     : op.epilogue == ConvEpilogue::bias    ? " + bias while in cache"
                                                            : "",
@@ -121,7 +123,7 @@ class ConvPlan final : public cpu::CpuPlan {
                       in0 + n * dst_image, pixels, 0.0f, columns, pixels);
           if (!identity_) {
             std::memset(image, 0, static_cast<std::size_t>(src_image) * sizeof(float));
-            cpu::col2im(op_, columns, image);
+            cpu::col2im(*kernels_, op_, columns, image);
           }
           break;
         }
@@ -156,11 +158,12 @@ class ConvPlan final : public cpu::CpuPlan {
   }
   const float* columns_of(const float* image, float* col) const {
     if (identity_) return image;
-    cpu::im2col(op_, image, col);
+    cpu::im2col(*kernels_, op_, image, col);
     return col;
   }
 
   ConvOp op_;
+  const cpu::CpuKernels* kernels_;
   bool identity_ = false;
 };
 
@@ -251,7 +254,9 @@ class OpenBlasBackend final : public cpu::CpuBackend {
     if (op.dtype != DType::f32)
       return Status::Unimplemented(fmt::format(
           "cpu-openblas: the im2col convolution is fp32 only, not {}", dtype_name(op.dtype)));
-    *out = std::make_unique<ConvPlan>(op);
+    const cpu::CpuKernels* kernels = nullptr;
+    if (Status status = cpu::kernels_from_environment(&kernels); !status.ok()) return status;
+    *out = std::make_unique<ConvPlan>(op, kernels);
     return Status::Ok();
   }
 };

@@ -8,9 +8,7 @@
 #include "backends/cpu/low_precision.h"
 #include "backends/cpu/reference.h"
 #include "backends/cpu/threading.h"
-#include "backends/cpu/vector_kernels.h"
 #include "backends/registry.h"
-#include "backends/seeded.h"
 
 namespace tb::cpu {
 namespace {
@@ -131,76 +129,6 @@ TEST(Reference, ConvDirectionsAreAdjoint) {
   EXPECT_NEAR(forward, data, 1e-9);
   EXPECT_NEAR(forward, weights, 1e-9);
   EXPECT_NE(forward, 0);
-}
-
-// A uniform value in [0, 1) from a counter, and the coefficients of an optimizer's step
-// (bias corrections for beta1 0.9, beta2 0.999, epsilon 1e-6).
-double unit(std::int64_t i) {
-  return static_cast<double>(mix64(static_cast<std::uint64_t>(i)) >> 11) * 0x1.0p-53;
-}
-AdamCoefficients adam_step(float learning_rate, float weight_decay, int step) {
-  const float beta1 = 0.9f, beta2 = 0.999f, t = static_cast<float>(step);
-  return {learning_rate,
-          beta1,
-          beta2,
-          1e-6f,
-          weight_decay,
-          1.0f - std::pow(beta1, t),
-          1.0f - std::pow(beta2, t)};
-}
-
-// The AVX-512 AdamW (reciprocal square root and reciprocal refined by Newton steps) against
-// the portable loop's sqrt and division, over gradients from 1e-20 to 100, exact zeros, and
-// moments that stay 0 (an embedding row no batch touched): within float rounding.
-TEST(VectorKernels, AdamWMatchesThePortableLoop) {
-  const std::int64_t n = 4099;  // a tail after the 16-lane blocks
-  std::vector<float> grads(n), m(n, 0.0f), v(n, 0.0f);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double u = unit(i);
-    grads[i] =
-        i % 17 == 0 ? 0.0f : static_cast<float>((i % 2 ? 1 : -1) * std::pow(10.0, -20 + 22 * u));
-  }
-  for (int step = 1; step <= 3; ++step) {
-    const AdamCoefficients k = adam_step(1e-3f, 0.0f, step);
-    std::vector<float> fast_w(n, 0.0f), portable_w(n, 0.0f), fast_m = m, fast_v = v;
-    cpu::adamw_f32(n, fast_w.data(), grads.data(), fast_m.data(), fast_v.data(), k);
-    cpu::adamw_portable(n, portable_w.data(), grads.data(), m.data(), v.data(), k);
-    for (std::int64_t i = 0; i < n; ++i) {  // fused multiply-adds round once: an ulp apart
-      ASSERT_NEAR(fast_m[i], m[i], 1e-6 * std::fabs(m[i]));
-      ASSERT_NEAR(fast_v[i], v[i], 1e-6 * std::fabs(v[i]));
-    }
-    m = fast_m, v = fast_v;  // both continue from the same moments
-    for (std::int64_t i = 0; i < n; ++i)
-      ASSERT_NEAR(fast_w[i], portable_w[i], 1e-6 * std::fabs(portable_w[i]) + 1e-30)
-          << "element " << i << ", gradient " << grads[i] << ", step " << step;
-  }
-}
-
-// The AVX-512 LAMB against the portable loop: tensors of 37 (one partial block), 4,100
-// (a chunk and a partial one) and 5,000 values, three steps.
-TEST(VectorKernels, LambMatchesThePortableLoop) {
-  const std::vector<std::int32_t> offsets = {0, 37, 4137, 9137};
-  const std::int64_t n = offsets.back();
-  std::vector<float> grads(n), weights(n), m(n, 0.0f), v(n, 0.0f);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double u = unit(i);
-    grads[i] =
-        i % 13 == 0 ? 0.0f : static_cast<float>((i % 2 ? 1 : -1) * std::pow(10.0, -8 + 9 * u));
-    weights[i] = static_cast<float>(u - 0.5);
-  }
-  std::vector<float> portable_w = weights, portable_m = m, portable_v = v;
-  for (int step = 1; step <= 3; ++step) {
-    const AdamCoefficients k = adam_step(2e-3f, 0.01f, step);
-    cpu::lamb_f32(3, offsets.data(), weights.data(), grads.data(), m.data(), v.data(), k);
-    cpu::lamb_portable(3, offsets.data(), portable_w.data(), grads.data(), portable_m.data(),
-                       portable_v.data(), k);
-    for (std::int64_t i = 0; i < n; ++i) {
-      ASSERT_NEAR(m[i], portable_m[i], 1e-6 * std::fabs(portable_m[i])) << i;
-      ASSERT_NEAR(v[i], portable_v[i], 1e-6 * std::fabs(portable_v[i])) << i;
-      // The step moves each weight by about lr = 2e-3: agree to 1e-4 of that.
-      ASSERT_NEAR(weights[i], portable_w[i], 2e-7 + 1e-6 * std::fabs(portable_w[i])) << i;
-    }
-  }
 }
 
 }  // namespace
