@@ -93,11 +93,17 @@ struct DeviceInfo {
   nlohmann::json details = nlohmann::json::object();  // backend-specific extras
 };
 
+// Device time of the work queued between start() and stop(). stop() marks the end right after
+// the last launch, before anything waits (an event on the GPU's stream; the host clock on a
+// CPU, whose work is done when its call returns), so a sample never carries the host's wake-up.
 class Timer {
  public:
   virtual ~Timer() = default;
   virtual void start() = 0;
-  virtual double stop_seconds() = 0;  // elapsed since start(), after the device finished
+  virtual void stop() = 0;
+  // Seconds from start() to stop(), waiting for the device to reach stop(); NaN when the
+  // device could not time it.
+  virtual double elapsed_seconds() = 0;
 };
 
 // Device telemetry over one measured case (power, temperature, clocks, throttling, energy),
@@ -138,6 +144,8 @@ class Backend {
                                 Buffer device) = 0;
   virtual Status export_operand(const Plan& plan, int index, Buffer device, void* plain_host) = 0;
   virtual Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) = 0;
+  // Why the backend can run nothing more (a sticky device error), or empty while healthy.
+  virtual std::string broken() const { return ""; }
 };
 
 }  // namespace tb

@@ -4,7 +4,26 @@
 #include <chrono>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace tb {
+
+namespace {
+
+// One sample's time per unit: a time that is not positive and finite (a device that could
+// not time the work, a clock that went wrong) fails the case instead of joining the samples.
+Status read_sample(Timer& timer, int units, double* seconds_per_unit) {
+  const double seconds = timer.elapsed_seconds();
+  if (!(std::isfinite(seconds) && seconds > 0))
+    return Status::Failed(
+        fmt::format("the timer read {} s for a sample of {} unit{}: not a "
+                    "positive, finite time",
+                    seconds, units, units == 1 ? "" : "s"));
+  *seconds_per_unit = seconds / units;
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status measure(Workload& workload, Backend& backend, const HarnessConfig& config,
                Measurement* out) {
@@ -18,6 +37,10 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
     TB_RETURN_IF_ERROR(workload.run());
     out->samples_s = workload.own_samples();
     if (out->samples_s.empty()) return Status::Failed("the workload produced no time");
+    for (double seconds : out->samples_s)
+      if (!(std::isfinite(seconds) && seconds > 0))
+        return Status::Failed(
+            fmt::format("a run's time is {} s: not a positive, finite time", seconds));
     return Status::Ok();
   }
 
@@ -29,8 +52,10 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
     if (workload.output_feeds_back()) TB_RETURN_IF_ERROR(workload.reset());
     timer->start();
     TB_RETURN_IF_ERROR(workload.run());
-    backend.synchronize();
-    fastest = std::min(fastest, timer->stop_seconds());
+    timer->stop();
+    double seconds = 0;
+    TB_RETURN_IF_ERROR(read_sample(*timer, 1, &seconds));
+    fastest = std::min(fastest, seconds);
     ++out->warmup_runs;
     if (seconds_since(warmup_start) > config.time_budget_seconds) break;
   }
@@ -52,8 +77,10 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
     }
     timer->start();
     for (int unit = 0; unit < out->units_per_sample; ++unit) TB_RETURN_IF_ERROR(workload.run());
-    backend.synchronize();
-    out->samples_s.push_back(timer->stop_seconds() / out->units_per_sample);
+    timer->stop();
+    double seconds = 0;
+    TB_RETURN_IF_ERROR(read_sample(*timer, out->units_per_sample, &seconds));
+    out->samples_s.push_back(seconds);
   }
   return Status::Ok();
 }

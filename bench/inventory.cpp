@@ -22,8 +22,9 @@ namespace tb {
 std::map<std::string, std::string> result_affecting_environment() {
   static constexpr std::string_view kPrefixes[] = {"OMP_",    "GOMP_", "KMP_",  "OPENBLAS_",
                                                    "ONEDNN_", "DNNL_", "CUDA_", "MKL_"};
-  static constexpr std::string_view kNames[] = {"NVIDIA_TF32_OVERRIDE", "LD_PRELOAD", "MALLOC_CONF",
-                                                "GOTO_NUM_THREADS"};
+  static constexpr std::string_view kNames[] = {"NVIDIA_TF32_OVERRIDE", "LD_PRELOAD",
+                                                "MALLOC_CONF",          "GOTO_NUM_THREADS",
+                                                "TRAINBENCH_MAX_ISA",   "ATEN_CPU_CAPABILITY"};
   std::map<std::string, std::string> found;
   for (char** entry = environ; entry && *entry; ++entry) {
     const std::string_view text(*entry);

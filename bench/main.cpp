@@ -72,6 +72,20 @@ int info_command(const BackendConfig& config, bool as_json) {
              host["cpu_model"].get<std::string>(), host["sockets"].get<int>(),
              host["cores"].get<int>(), host["logical_cpus"].get<int>(),
              host["numa_nodes"].get<int>());
+  if (host.contains("cpu_id")) {
+    const auto& id = host["cpu_id"];
+    fmt::print("cpu id    {} family {} model {} stepping {} microcode {}\n",
+               id.value("vendor", std::string("?")), id.value("family", -1), id.value("model", -1),
+               id.value("stepping", -1), id.value("microcode", std::string("?")));
+  }
+  if (host.contains("last_level_cache") && host["last_level_cache"].is_object())
+    fmt::print("llc       {:.1f} MiB in {} instance(s) over the CPUs used\n",
+               host["last_level_cache"].value("bytes", 0.0) / (1 << 20),
+               host["last_level_cache"].value("instances", 0));
+  if (host.contains("cpu_quota") && !host["cpu_quota"].is_null())
+    fmt::print("quota     {}\n", host["cpu_quota"].dump());
+  if (host.contains("transparent_hugepages"))
+    fmt::print("thp       {}\n", host["transparent_hugepages"].dump());
   fmt::print("memory    {:.1f} GiB\n", host["memory_bytes"].get<double>() / (1 << 30));
   fmt::print("isa       {}\n", fmt::join(host["isa"].get<std::vector<std::string>>(), " "));
   fmt::print("os        {} / {}\ncompiler  {}\n", host["os"].get<std::string>(),

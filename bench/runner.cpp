@@ -20,6 +20,7 @@ struct BackendSlot {
   const BackendEntry* entry = nullptr;
   Availability availability;
   std::unique_ptr<Backend> backend;  // null when not usable here
+  std::string broken;                // why it broke during the run (a sticky device error)
   DeviceInfo device;
   std::map<std::string, PeakRate> peaks;
 };
@@ -70,6 +71,22 @@ CaseMetrics compute_metrics(const WorkCounts& counts, double seconds, DType dtyp
   return metrics;
 }
 
+}  // namespace
+
+void account_for_breakage(const std::string& broken_now, std::string* broken_before,
+                          CaseResult* result) {
+  if (broken_now.empty() || !broken_before->empty()) return;
+  *broken_before = broken_now;
+  if (result->status == CaseStatus::failed) return;  // it failed already, with its own reason
+  result->status = CaseStatus::failed;
+  result->reason = fmt::format("the backend broke during this case: {}", broken_now);
+  result->samples_s.clear();  // a failed case is never reported as a speed
+  result->stats.reset();
+  result->metrics.reset();
+}
+
+namespace {
+
 // "conv backward (ref:any) 12% of the time; ...", the first few ops by name.
 std::string reference_kernel_summary(const std::vector<ReferenceKernelUse>& uses) {
   constexpr std::size_t kNamed = 3;
@@ -93,6 +110,12 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
     result.status = CaseStatus::skipped;
     result.reason = fmt::format("backend {} is not usable here: {}", result.backend,
                                 item.slot->availability.reason);
+    return result;
+  }
+  if (!item.slot->broken.empty()) {
+    result.status = CaseStatus::skipped;
+    result.reason = fmt::format("backend {} broke during an earlier case: {}", result.backend,
+                                item.slot->broken);
     return result;
   }
   Backend& backend = *item.slot->backend;
@@ -271,7 +294,7 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
       throw UsageError(
           fmt::format("unknown backend '{}' (this build has: {})", name, fmt::join(known, ", ")));
     }
-    slots.push_back({entry, entry->probe(), nullptr, {}, {}});
+    slots.push_back({entry, entry->probe(), nullptr, {}, {}, {}});
   }
   if (options.cases.empty()) throw UsageError("no workloads to run");
 
@@ -350,6 +373,8 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
     progress.flush();
     CaseResult result = run_case(cases[i], options, options.seed + i * 1000);
     cases[i].workload.reset();  // release its memory before the next case allocates
+    if (cases[i].slot->backend)
+      account_for_breakage(cases[i].slot->backend->broken(), &cases[i].slot->broken, &result);
     failed += result.status == CaseStatus::failed;
     writer->add(result);
     print_row(table, result);
@@ -363,7 +388,9 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
   // A backend the user asked for that cannot run here is an error too, after the rest ran.
   const bool unusable =
       std::any_of(slots.begin(), slots.end(), [](const BackendSlot& s) { return !s.backend; });
-  return failed > 0 || unusable ? 1 : 0;
+  const bool broke = std::any_of(slots.begin(), slots.end(),
+                                 [](const BackendSlot& s) { return !s.broken.empty(); });
+  return failed > 0 || unusable || broke ? 1 : 0;
 }
 
 }  // namespace tb

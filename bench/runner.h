@@ -35,8 +35,16 @@ struct RunOptions {
   std::vector<ChildEnvironment> child_environments;
 };
 
+// Folds a backend's health into a case's result: `broken_now` is the backend's broken() after
+// the case, `broken_before` what was known before it (updated). The case during which the
+// backend broke fails with the reason, whatever it reported; later cases of that backend are
+// skipped with it (the runner does not run them).
+void account_for_breakage(const std::string& broken_now, std::string* broken_before,
+                          CaseResult* result);
+
 // Exit code: 0 when every case passed or is unimplemented, 1 when any failed or a requested
-// backend is not usable here (its cases are recorded as skipped, with the reason).
+// backend is not usable here (its cases are recorded as skipped, with the reason), or a
+// backend broke during the run.
 // Throws UsageError (exit 2) for bad input found before the first case runs and
 // ReportError when the report cannot be written.
 int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream& progress);

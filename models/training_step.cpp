@@ -948,7 +948,8 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
     if (!breakdown) return s.execute(op);
     timer->start();
     TB_RETURN_IF_ERROR(s.execute(op));
-    const double seconds = timer->stop_seconds();
+    timer->stop();
+    const double seconds = timer->elapsed_seconds();
     if (op.phase == Phase::forward) breakdown->layers[op.layer].forward_s += seconds;
     if (op.phase == Phase::backward) breakdown->layers[op.layer].backward_s += seconds;
     if (op.phase == Phase::optimizer) breakdown->optimizer_s += seconds;
@@ -982,7 +983,10 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
     TB_RETURN_IF_ERROR(run_op(s.optimizer));
     ++steps_taken_;
   }
-  if (breakdown) breakdown->total_s = total->stop_seconds();
+  if (breakdown) {
+    total->stop();
+    breakdown->total_s = total->elapsed_seconds();
+  }
   return Status::Ok();
 }
 

@@ -124,13 +124,25 @@ Status largest_batch(Backend& backend, ResNetTrainConfig config, std::uint64_t b
   TB_RETURN_IF_ERROR(bytes_at(1, &one));
   TB_RETURN_IF_ERROR(bytes_at(2, &two));
   if (one > budget) return Status::OutOfMemory("not even one image fits in the memory available");
+  // A linear estimate from batches 1 and 2, then a search: a plan's workspace is not linear
+  // in the batch (a library's kernel, and so its scratchpad, changes with the shape), so the
+  // estimate can land on either side. `fits` fits; `too_big` does not.
   const std::uint64_t per_image = std::max<std::uint64_t>(two - one, 1);
-  std::int64_t batch = static_cast<std::int64_t>(1 + (budget - one) / per_image);
-  for (std::uint64_t bytes = 0;; batch = std::max<std::int64_t>(1, batch * 97 / 100)) {
-    TB_RETURN_IF_ERROR(bytes_at(batch, &bytes));
-    if (bytes <= budget || batch == 1) break;
+  std::int64_t fits = 1, too_big = static_cast<std::int64_t>(1 + (budget - one) / per_image);
+  std::uint64_t bytes = 0;
+  constexpr std::int64_t kLargestBatch = std::int64_t{1} << 20;
+  for (;;) {  // grow until a batch does not fit
+    TB_RETURN_IF_ERROR(bytes_at(too_big, &bytes));
+    if (bytes > budget || too_big >= kLargestBatch) break;
+    fits = too_big;
+    too_big *= 2;
   }
-  *out = batch;
+  while (too_big - fits > 1) {
+    const std::int64_t middle = fits + (too_big - fits) / 2;
+    TB_RETURN_IF_ERROR(bytes_at(middle, &bytes));
+    (bytes <= budget ? fits : too_big) = middle;
+  }
+  *out = fits;
   return Status::Ok();
 }
 

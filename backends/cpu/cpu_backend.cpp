@@ -65,12 +65,13 @@ IsaLevel isa_level_or_throw(bool onednn_isa_cap) {
 class HostTimer final : public Timer {
  public:
   void start() override { start_ = std::chrono::steady_clock::now(); }
-  double stop_seconds() override {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  void stop() override { stop_ = std::chrono::steady_clock::now(); }
+  double elapsed_seconds() override {
+    return std::chrono::duration<double>(stop_ - start_).count();
   }
 
  private:
-  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point start_, stop_;
 };
 
 double gib(std::uint64_t bytes) {

@@ -65,18 +65,22 @@ class EventTimer final : public Timer {
     cudaEventDestroy(stop_);
   }
   void start() override { failed_ = cudaEventRecord(start_) != cudaSuccess; }
-  double stop_seconds() override {
+  // Recorded right after the last launch: the host's wait comes after, outside the sample.
+  void stop() override { note(cudaEventRecord(stop_)); }
+  double elapsed_seconds() override {
     float ms = 0;
-    for (cudaError_t error : {cudaEventRecord(stop_), cudaEventSynchronize(stop_),
-                              cudaEventElapsedTime(&ms, start_, stop_)})
-      if (error != cudaSuccess) {
-        health_->record(error, "CUDA event timing");
-        failed_ = true;
-      }
+    note(cudaEventSynchronize(stop_));
+    if (!failed_) note(cudaEventElapsedTime(&ms, start_, stop_));
     return failed_ ? std::numeric_limits<double>::quiet_NaN() : ms * 1e-3;
   }
 
  private:
+  void note(cudaError_t error) {
+    if (error == cudaSuccess) return;
+    health_->record(error, "CUDA event timing");
+    failed_ = true;
+  }
+
   std::shared_ptr<Health> health_;
   cudaEvent_t start_{}, stop_{};
   bool failed_ = false;  // a sample that failed reads NaN, never 0
@@ -373,6 +377,7 @@ class CudaBackend final : public Backend {
                        "L2 flush");
   }
   std::unique_ptr<Timer> make_timer() override { return std::make_unique<EventTimer>(health_); }
+  std::string broken() const override { return health_->broken; }
   std::unique_ptr<TelemetryMonitor> start_telemetry() override {
     return nvml_ ? Nvml::monitor(nvml_, 0) : nullptr;
   }

@@ -32,6 +32,7 @@
 #include "backends/cpu/training_ops.h"
 #include "backends/cpu/vector_kernels.h"
 #include "backends/seeded.h"
+#include "tests/scoped_env.h"
 
 namespace tb::cpu {
 namespace {
@@ -535,26 +536,7 @@ INSTANTIATE_TEST_SUITE_P(Levels, KernelLevel, ::testing::Values(Isa::avx2, Isa::
                            return std::string(isa_name(info.param));
                          });
 
-// Sets an environment variable for one scope (restoring it after).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing_support::ScopedEnv;
 
 TEST(KernelSelection, TheCapChoosesTheLevel) {
   Isa isa = Isa::avx512;

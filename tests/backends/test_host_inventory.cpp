@@ -15,6 +15,7 @@
 #include "backends/cpu/peak_table.h"
 #include "backends/cpu/threading.h"
 #include "reports/compare.h"
+#include "tests/scoped_env.h"
 #include "tests/temp_dir.h"
 
 namespace tb::cpu {
@@ -344,24 +345,7 @@ TEST(IsaLevel, OneDnnCapNames) {
   EXPECT_FALSE(parse_onednn_isa_cap("bogus").has_value());
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing_support::ScopedEnv;
 
 TEST(IsaLevel, EnvironmentCapsTheProbe) {
   const ScopedEnv ours("TRAINBENCH_MAX_ISA", "portable");

@@ -3,8 +3,13 @@
 
 #include <thread>
 
+#include <cmath>
+#include <limits>
+
 #include "backends/registry.h"
 #include "bench/harness.h"
+#include "bench/runner.h"
+#include "tests/forwarding_backend.h"
 
 namespace tb {
 namespace {
@@ -114,6 +119,128 @@ TEST_F(Harness, AFailingRunEndsTheMeasurementWithItsStatus) {
   const Status status = measure(workload, *backend_, HarnessConfig{1, 0, 10, 10, 0, 0}, &m);
   EXPECT_EQ(status.code(), StatusCode::failed);
   EXPECT_EQ(status.message(), "device lost");
+}
+
+// Logs the timer's and the backend's calls, and can make every sample read `forced_seconds`.
+class RecordingBackend final : public testing_support::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  void synchronize() override {
+    log.push_back("wait");
+    ForwardingBackend::synchronize();
+  }
+  std::unique_ptr<Timer> make_timer() override {
+    return std::make_unique<RecordingTimer>(real_.make_timer(), this);
+  }
+  std::vector<std::string> log;
+  std::optional<double> forced_seconds;
+
+ private:
+  class RecordingTimer final : public Timer {
+   public:
+    RecordingTimer(std::unique_ptr<Timer> real, RecordingBackend* owner)
+        : real_(std::move(real)), owner_(owner) {}
+    void start() override {
+      owner_->log.push_back("start");
+      real_->start();
+    }
+    void stop() override {
+      owner_->log.push_back("record stop");
+      real_->stop();
+    }
+    double elapsed_seconds() override {
+      owner_->log.push_back("wait for stop");
+      const double seconds = real_->elapsed_seconds();
+      return owner_->forced_seconds.value_or(seconds);
+    }
+
+   private:
+    std::unique_ptr<Timer> real_;
+    RecordingBackend* owner_;
+  };
+};
+
+class LoggingWorkload final : public Workload {
+ public:
+  explicit LoggingWorkload(std::vector<std::string>* log) : log_(log) {}
+  Descriptor descriptor() const override { return Descriptor("logging"); }
+  DType dtype() const override { return DType::f32; }
+  WorkCounts counts() const override { return {}; }
+  std::uint64_t device_bytes() const override { return 0; }
+  Status setup(Backend&, std::uint64_t) override { return Status::Ok(); }
+  Status run() override {
+    log_->push_back("run");
+    return Status::Ok();
+  }
+  Validation validate() override { return {}; }
+  std::string implementation() const override { return "log"; }
+  std::string math_mode() const override { return ""; }
+  std::vector<ReferenceKernelUse> reference_kernels() const override { return {}; }
+  bool emulates_bf16() const override { return false; }
+
+ private:
+  std::vector<std::string>* log_;
+};
+
+// The end of a sample is recorded right after its last unit is launched, before anything
+// waits: a GPU sample then holds the device's time only, not the host's wake-up.
+TEST_F(Harness, TheStopIsRecordedBeforeAnythingWaits) {
+  RecordingBackend recording(*backend_);
+  LoggingWorkload workload(&recording.log);
+  for (bool flush : {false, true}) {
+    recording.log.clear();
+    HarnessConfig config{2, 0, 3, 3, 10.0, 0};
+    config.flush_caches = flush;
+    Measurement m;
+    ASSERT_TRUE(measure(workload, recording, config, &m).ok());
+    int samples = 0;
+    for (std::size_t i = 0; i < recording.log.size(); ++i) {
+      if (recording.log[i] != "record stop") continue;
+      ++samples;
+      EXPECT_EQ(recording.log[i - 1], "run") << "entry " << i;
+      ASSERT_LT(i + 1, recording.log.size());
+      EXPECT_EQ(recording.log[i + 1], "wait for stop") << "entry " << i;
+    }
+    EXPECT_EQ(samples, 2 + 3);  // warm-up runs and samples
+  }
+}
+
+// A time that is not positive and finite fails the case with the reason; it is never a sample.
+TEST_F(Harness, ANonFiniteOrNonPositiveSampleFailsTheCase) {
+  RecordingBackend recording(*backend_);
+  LoggingWorkload workload(&recording.log);
+  for (double bad : {std::numeric_limits<double>::quiet_NaN(), 0.0, -1e-3,
+                     std::numeric_limits<double>::infinity()}) {
+    recording.forced_seconds = bad;
+    Measurement m;
+    const Status status = measure(workload, recording, HarnessConfig{1, 0, 3, 3, 0, 0}, &m);
+    EXPECT_EQ(status.code(), StatusCode::failed) << bad;
+    EXPECT_NE(status.message().find("not a positive, finite time"), std::string::npos)
+        << status.message();
+  }
+}
+
+// The case during which a backend breaks fails with the reason; the runner skips its later
+// cases (their results say why) and exits 1.
+TEST(BackendBreakage, TheCaseThatBrokeItFailsAndItIsRemembered) {
+  std::string broken;
+  CaseResult passed;
+  passed.status = CaseStatus::passed;
+  passed.samples_s = {1e-3};
+  account_for_breakage("", &broken, &passed);
+  EXPECT_EQ(passed.status, CaseStatus::passed);
+  EXPECT_TRUE(broken.empty());
+
+  account_for_breakage("cudaLaunchKernel failed with a sticky error", &broken, &passed);
+  EXPECT_EQ(passed.status, CaseStatus::failed);
+  EXPECT_NE(passed.reason.find("broke during this case: cudaLaunchKernel"), std::string::npos);
+  EXPECT_TRUE(passed.samples_s.empty());
+  EXPECT_EQ(broken, "cudaLaunchKernel failed with a sticky error");
+
+  CaseResult later;  // already skipped by the runner: its own result stands
+  later.status = CaseStatus::skipped;
+  account_for_breakage("cudaLaunchKernel failed with a sticky error", &broken, &later);
+  EXPECT_EQ(later.status, CaseStatus::skipped);
 }
 
 }  // namespace
