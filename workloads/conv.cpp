@@ -16,6 +16,7 @@ constexpr int kSampledOutputs = 256;
 // of this machine. Beyond it the check samples and probes every output row in as many column
 // groups as the same budget allows (cpu::conv_probe_error).
 constexpr std::int64_t kReferenceBudget = std::int64_t{1} << 28;
+constexpr std::int64_t kProbeDoubles = std::int64_t{1} << 24;  // each of the probe's two arrays
 
 const char* direction_name(ConvDirection direction) {
   switch (direction) {
@@ -112,7 +113,9 @@ class ConvWorkload final : public OpWorkload {
         every_output || op_.epilogue == ConvEpilogue::bias_relu
             ? 0
             : std::clamp<std::int64_t>(
-                  kReferenceBudget / (shape.batches * shape.rows * shape.inner), 1, shape.columns);
+                  std::min(kReferenceBudget / (shape.batches * shape.rows * shape.inner),
+                           kProbeDoubles / shape.inner),
+                  1, shape.columns);
     result.method =
         every_output ? std::string("fp64 reference on every output, NaN-poisoned output")
         : probe_groups > 0

@@ -17,6 +17,7 @@ constexpr int kSampledOutputs = 256;
 // Multiply-adds the probe may spend (2 per row, column group and k): 2^30 (batch m k groups)
 // is about 1 s on two cores of this machine.
 constexpr std::int64_t kProbeBudget = std::int64_t{1} << 30;
+constexpr std::int64_t kProbeDoubles = std::int64_t{1} << 24;  // 128 MiB
 
 class GemmWorkload final : public OpWorkload {
  public:
@@ -82,8 +83,11 @@ class GemmWorkload final : public OpWorkload {
     // Column groups for the probe: as many as kProbeBudget multiply-adds allow, so a case
     // small enough (batch m n k <= kProbeBudget, about 1 s here) is compared with its fp64
     // reference on every output.
+    // The probe holds two groups x k arrays of doubles: at most kProbeDoubles each.
     const std::int64_t groups = std::clamp<std::int64_t>(
-        kProbeBudget / std::max<std::int64_t>(op_.batch * op_.m * op_.k, 1), 1, op_.n);
+        std::min(kProbeBudget / std::max<std::int64_t>(op_.batch * op_.m * op_.k, 1),
+                 kProbeDoubles / op_.k),
+        1, op_.n);
     result.method =
         groups == op_.n
             ? std::string("fp64 reference on every output, NaN-poisoned output")

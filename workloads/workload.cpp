@@ -158,13 +158,16 @@ cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fast_accu
   // while the allowance at k = 65,536 is about 6e-5 ||t||_2 and at k = 802,816 (ResNet-50's
   // largest backward-weights reduction in the suites) 8e-5 ||t||_2. Measured (test_workloads,
   // Backends/Margins): each damage 10x above it and the libraries' worst error 10x below,
-  // except oneDNN's backward weights, whose long running sums leave only 57x between its
-  // worst error and TF32 inputs (the allowance sits 5x from each).
+  // except oneDNN's backward weights, whose long running sums leave only 90x between its
+  // worst error (0.22) and TF32 inputs (20x). An output stored in bf16 or f16 rounds by up to
+  // u_out |exact|, a quarter of its part of the allowance, so there the library reaches 0.25
+  // and a 0.1% element or tile is below the output's own resolution.
   // FP8's fast accumulation keeps about 14 bits between promotions to fp32 (measured on
-  // Hopper by DeepSeek-V3's authors): its unit is taken as 2^-13.
+  // Hopper by DeepSeek-V3's authors): its unit is taken as 2^-13; that allowance (12% of
+  // ||t||_2 at k = 8192) is not measured here (no GPU) and cannot separate a k-tile left out.
   // f64 (the reference's own loops: one running sum) is held to the running-sum bound at every
   // k; its damages are ten orders of magnitude above it.
-  constexpr double kAccumulation = 30, kOutput = 2;
+  constexpr double kAccumulation = 30, kOutput = 4;
   const double block = output == DType::f64 ? INFINITY : 1024;
   const double accumulator = output == DType::f64 ? 0x1p-53 : fast_accumulation ? 0x1p-13 : 0x1p-24;
   const double rounding = output == DType::bf16  ? 0x1p-8

@@ -27,8 +27,8 @@ struct WorkCounts {
 struct Validation {
   bool passed = false;
   std::string method;        // how the output was checked
-  double error = 0;          // worst normalized error found
-  double tolerance = 0;      // what the dtype allows
+  double error = 0;          // worst normalized error found (ops: in error_scale units)
+  double tolerance = 0;      // what the dtype allows (ops: kErrorTolerance)
   std::int64_t checked = 0;  // outputs compared against the reference
   std::string message;       // why it failed
 };

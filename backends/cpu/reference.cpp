@@ -98,13 +98,13 @@ double gemm_probe_error(const GemmOp& op, const float* a, const float* b, const 
       for (std::int64_t kk = 0; kk < op.k; ++kk) row[kk] = view.a_at(i, kk);
       // Per group: measured C x, the reference's beta C0 x, and the output rounding's scale.
       std::vector<double> measured(groups, 0.0), beta_term(groups, 0.0), beta_squares(groups, 0.0),
-          output_squares(groups, 0.0);
+          output_sizes(groups, 0.0);
       const std::int64_t offset = (batch * op.m + i) * op.n;
       for (std::int64_t j = 0; j < op.n; ++j) {
         const std::int64_t g = group_of[j];
         const double c_ij = c[offset + j];
         measured[g] += c_ij * x[j];
-        output_squares[g] += c_ij * c_ij;
+        output_sizes[g] += std::fabs(c_ij);
         if (beta != 0) {
           beta_term[g] += beta * c0[offset + j] * x[j];
           beta_squares[g] += beta * beta * c0[offset + j] * c0[offset + j];
@@ -116,7 +116,7 @@ double gemm_probe_error(const GemmOp& op, const float* a, const float* b, const 
         const double expected = alpha * product + beta_term[g];
         const double squares = alpha * alpha * product_squares + beta_squares[g];
         const double allowed =
-            scale.accumulation * std::sqrt(squares) + scale.output * std::sqrt(output_squares[g]);
+            scale.accumulation * std::sqrt(squares) + scale.output * output_sizes[g];
         double error = std::fabs(measured[g] - expected) / std::max(allowed, 1e-300);
         if (std::isnan(error)) error = INFINITY;
         worst = std::max(worst, error);
@@ -218,11 +218,11 @@ double conv_probe_error(const ConvOp& op, const float* in0, const float* in1, co
                  : op.direction == ConvDirection::backward_data
                      ? in1[((s / taps) * op.ic + r) * taps + s % taps]  // weights(oc, ic, kh, kw)
                      : in1[((s / plane) * op.oc + r) * plane + s % plane];  // diff_dst(n, oc, p)
-      std::vector<double> measured(groups, 0.0), output_squares(groups, 0.0);
+      std::vector<double> measured(groups, 0.0), output_sizes(groups, 0.0);
       const double* out_row = out + (b * shape.rows + r) * shape.columns;
       for (std::int64_t c = 0; c < shape.columns; ++c) {
         measured[group_of[c]] += out_row[c] * x[c];
-        output_squares[group_of[c]] += out_row[c] * out_row[c];
+        output_sizes[group_of[c]] += std::fabs(out_row[c]);
       }
       std::vector<double> bias_term(groups, 0.0);
       if (bias)
@@ -232,7 +232,7 @@ double conv_probe_error(const ConvOp& op, const float* in0, const float* in1, co
             dots(row.data(), &rx[g * shape.inner], &rr[g * shape.inner], shape.inner);
         const double bias_squares = bias ? double{bias[r]} * bias[r] * group_size[g] : 0.0;
         const double allowed = scale.accumulation * std::sqrt(product_squares + bias_squares) +
-                               scale.output * std::sqrt(output_squares[g]);
+                               scale.output * output_sizes[g];
         double error = std::fabs(measured[g] - product - bias_term[g]) / std::max(allowed, 1e-300);
         if (std::isnan(error)) error = INFINITY;
         worst = std::max(worst, error);

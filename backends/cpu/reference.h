@@ -32,8 +32,10 @@ ReferenceValue gemm_reference(const GemmOp& op, const float* a, const float* b, 
 
 // Freivalds' probe, grouped: the columns of C are split into `groups` contiguous groups and
 // each row's residual sum_{j in g} x_j (C - alpha op(A) op(B) - beta C0)_ij, with a seeded
-// x_j = +-1, is measured against the same sum's own error scale, sqrt(sum_{j in g} of the
-// squared element scales), computed exactly as (A.A)((B.B)(x.x)) in O(mk + kn) per group.
+// x_j = +-1, is measured against the same sum's own error scale: the accumulation's part
+// combined as sqrt(sum_{j in g} of the squared element parts), computed exactly as
+// (A.A)((B.B)(x.x)) in O(mk + kn) per group, and the output rounding's (bounded, not random)
+// as sum_{j in g} |c_ij| times its unit.
 // With groups == n every element is compared with its fp64 reference. Returns the largest
 // residual in units of its scale. Cost: about 2 batch m k groups + 2 batch k n multiply-adds.
 // Detection limit: one element off by e element scales moves its group's residual by about
