@@ -161,9 +161,11 @@ double conv_probe_error(const ConvOp& op, const float* in0, const float* in1, co
       rx[group_of[c] * shape.inner + s] += r * x[c];
       rr[group_of[c] * shape.inner + s] += r * r;
     };
-    // One pass over the non-zeros of R[b] (the implicit im2col matrix).
+    // One pass over the non-zeros of R[b] (the implicit im2col matrix), in parallel over the
+    // outer loop: each of its iterations owns distinct s, so no two threads add to one entry.
     switch (op.direction) {
       case ConvDirection::forward:  // R(s = (ic, kh, kw), c = (oh, ow)) = src
+#pragma omp parallel for schedule(dynamic, 1)
         for (std::int64_t ic = 0; ic < op.ic; ++ic)
           for (std::int64_t kh = 0; kh < op.kh; ++kh)
             for (std::int64_t kw = 0; kw < op.kw; ++kw)
@@ -179,6 +181,7 @@ double conv_probe_error(const ConvOp& op, const float* in0, const float* in1, co
               }
         break;
       case ConvDirection::backward_data:  // R(s = (oc, kh, kw), c = (ih, iw)) = diff_dst
+#pragma omp parallel for schedule(dynamic, 1)
         for (std::int64_t oc = 0; oc < op.oc; ++oc)
           for (std::int64_t kh = 0; kh < op.kh; ++kh)
             for (std::int64_t kw = 0; kw < op.kw; ++kw)
@@ -194,6 +197,7 @@ double conv_probe_error(const ConvOp& op, const float* in0, const float* in1, co
               }
         break;
       case ConvDirection::backward_weights:  // R(s = (n, oh, ow), c = (ic, kh, kw)) = src
+#pragma omp parallel for schedule(dynamic, 1)
         for (std::int64_t n = 0; n < op.mb; ++n)
           for (std::int64_t oh = 0; oh < out_h; ++oh)
             for (std::int64_t ow = 0; ow < out_w; ++ow)
