@@ -12,6 +12,11 @@ namespace tb {
 namespace {
 
 constexpr int kSampledOutputs = 256;
+// Multiply-adds the fp64 reference of every output may cost: 2^28 is about 0.3 s on two cores
+// of this machine. Beyond it the check samples and probes every output row in as many column
+// groups as the same budget allows (cpu::conv_probe_error).
+constexpr std::int64_t kReferenceBudget = std::int64_t{1} << 28;
+constexpr std::int64_t kProbeDoubles = std::int64_t{1} << 24;  // each of the probe's two arrays
 
 const char* direction_name(ConvDirection direction) {
   switch (direction) {
@@ -88,46 +93,83 @@ class ConvWorkload final : public OpWorkload {
     const int output = output_operand();
     Status status = poison(output);
     if (status.ok()) status = run();
-    std::vector<float> out;
-    if (status.ok()) status = export_floats(output, &out);
+    std::vector<double> out;
+    if (status.ok()) status = export_doubles(output, &out);
     if (!status.ok()) return {false, "", 0, 0, 0, status.message()};
 
     Validation result = check_finite_and_nonzero(out);
-    result.method =
-        fmt::format("fp64 reference on {} sampled outputs, NaN-poisoned output", kSampledOutputs);
     const OperandSpec& out_spec = plan_->operands()[output];
     const std::int64_t reduction =
         op_.direction == ConvDirection::forward         ? op_.ic * op_.kh * op_.kw
         : op_.direction == ConvDirection::backward_data ? op_.oc * op_.kh * op_.kw
                                                         : op_.mb * op_.oh() * op_.ow();
-    result.tolerance = tolerance(out_spec.dtype, reduction);
+    // Every output when the fp64 reference of all of them fits the budget (about 0.3 s here);
+    // otherwise kSampledOutputs of them, corners included, and the probe.
+    const auto outputs = static_cast<std::int64_t>(out.size());
+    const bool every_output = outputs * reduction <= kReferenceBudget;
+    const std::int64_t checked = every_output ? outputs : kSampledOutputs;
+    const cpu::ConvAsGemm shape = cpu::conv_as_gemm(op_);
+    const std::int64_t probe_groups =
+        every_output || op_.epilogue == ConvEpilogue::bias_relu
+            ? 0
+            : std::clamp<std::int64_t>(
+                  std::min(kReferenceBudget / (shape.batches * shape.rows * shape.inner),
+                           kProbeDoubles / shape.inner),
+                  1, shape.columns);
+    result.method =
+        every_output ? std::string("fp64 reference on every output, NaN-poisoned output")
+        : probe_groups > 0
+            ? fmt::format(
+                  "Freivalds probe on every output row in {} column groups of {} (one element "
+                  "off by e error scales moves its group by e/{:.3g}) and fp64 reference on {} "
+                  "sampled outputs, NaN-poisoned output",
+                  probe_groups, (shape.columns + probe_groups - 1) / probe_groups,
+                  std::sqrt(static_cast<double>(shape.columns) / probe_groups), kSampledOutputs)
+            : fmt::format("fp64 reference on {} sampled outputs, NaN-poisoned output",
+                          kSampledOutputs);
+    result.tolerance = kErrorTolerance;
     if (!result.passed) return result;
 
+    const cpu::ErrorScale scale = error_scale(out_spec.dtype, reduction);
     const auto& dims = out_spec.dims;  // NCHW or OIHW
+    std::vector<std::int64_t> flat(static_cast<std::size_t>(checked));
     std::mt19937_64 rng(seed_ + 7);
+    for (std::int64_t sample = 0; sample < checked; ++sample)
+      flat[sample] = every_output  ? sample
+                     : sample == 0 ? 0
+                     : sample == 1 ? outputs - 1
+                                   : static_cast<std::int64_t>(rng() % outputs);
     double worst = 0;
-    for (int sample = 0; sample < kSampledOutputs; ++sample) {
+#pragma omp parallel for schedule(dynamic, 64) reduction(max : worst)
+    for (std::int64_t sample = 0; sample < checked; ++sample) {
       std::int64_t index[4];
-      for (int d = 0; d < 4; ++d)
-        index[d] = sample == 0   ? 0
-                   : sample == 1 ? dims[d] - 1
-                                 : static_cast<std::int64_t>(rng() % dims[d]);
+      for (std::int64_t d = 3, rest = flat[sample]; d >= 0; --d) {
+        index[d] = rest % dims[d];
+        rest /= dims[d];
+      }
       cpu::ReferenceValue ref = reference(index);
       if (op_.epilogue != ConvEpilogue::none) {  // bias, then ReLU, on the fp64 sum
         const double bias = inputs_[2][static_cast<std::size_t>(index[1])];
         ref.value += bias;
-        ref.magnitude += std::fabs(bias);
+        ref.squares += bias * bias;
         if (op_.epilogue == ConvEpilogue::bias_relu) ref.value = std::max(ref.value, 0.0);
       }
-      const double got = out[static_cast<std::size_t>(
-          ((index[0] * dims[1] + index[1]) * dims[2] + index[2]) * dims[3] + index[3])];
-      worst = std::max(worst, std::fabs(got - ref.value) / std::max(ref.magnitude, 1e-300));
+      worst = std::max(worst, scale.error(out[static_cast<std::size_t>(flat[sample])], ref));
     }
-    result.error = worst;
-    result.checked = kSampledOutputs;
-    result.passed = worst <= result.tolerance;
+    // Beyond the budget, a probe over every output sees one wrong element or tile as well
+    // (not after a ReLU, which is not linear).
+    double probe = 0;
+    if (probe_groups > 0)
+      probe =
+          cpu::conv_probe_error(op_, inputs_[0].data(), inputs_[1].data(),
+                                op_.epilogue == ConvEpilogue::bias ? inputs_[2].data() : nullptr,
+                                out.data(), probe_groups, scale, seed_ + 8);
+    result.error = std::max(worst, probe);
+    result.checked = checked + (probe_groups > 0 ? shape.batches * shape.rows * probe_groups : 0);
+    result.passed = result.error <= result.tolerance;
     if (!result.passed)
-      result.message = fmt::format("error {:.3g} exceeds {:.3g}", worst, result.tolerance);
+      result.message = fmt::format("error {:.3g} (sampled {:.3g}, probe {:.3g}) exceeds {:.3g}",
+                                   result.error, worst, probe, result.tolerance);
     return result;
   }
 
@@ -146,7 +188,9 @@ class ConvWorkload final : public OpWorkload {
     return {};
   }
 
-  int output_operand() const { return op_.epilogue == ConvEpilogue::none ? 2 : 3; }
+  int output_operand() const {
+    return op_.epilogue == ConvEpilogue::none ? 2 : 3;
+  }
 
   ConvOp op_;
   std::string name_;
@@ -175,7 +219,7 @@ std::unique_ptr<Workload> make_conv(const Descriptor& descriptor) {
   op.direction = dir == "fwd"        ? ConvDirection::forward
                  : dir == "bwd_data" ? ConvDirection::backward_data
                                      : ConvDirection::backward_weights;
-  op.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16", "f16", "tf32"}));
+  op.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16", "f16", "tf32", "f64"}));
   const std::string epilogue = reader.choice("epilogue", "none", {"none", "bias", "bias_relu"});
   op.epilogue = epilogue == "bias"        ? ConvEpilogue::bias
                 : epilogue == "bias_relu" ? ConvEpilogue::bias_relu

@@ -169,15 +169,15 @@ class StreamWorkload final : public OpWorkload {
   Status validate_dot(Validation* result) {
     double got = 0;
     TB_RETURN_IF_ERROR(backend_->download(buffers_[3], &got, sizeof(got)));
-    double sum = 0, magnitude = 0;
-#pragma omp parallel for schedule(static) reduction(+ : sum, magnitude)
+    double sum = 0, squares = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sum, squares)
     for (std::int64_t i = 0; i < op_.n; ++i) {
       const double term = initial(0, i) * initial(1, i);
       sum += term;
-      magnitude += std::fabs(term);
+      squares += term * term;
     }
-    result->tolerance = tolerance(DType::f64, op_.n);
-    result->error = std::fabs(got - sum) / magnitude;
+    result->tolerance = kErrorTolerance;
+    result->error = error_scale(DType::f64, op_.n).error(got, {sum, squares});
     result->checked = 1;
     result->passed = result->error <= result->tolerance;
     if (!result->passed) result->message = fmt::format("dot {} differs from {}", got, sum);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/reference.h"
 #include "backends/seeded.h"
 #include "workloads/descriptor.h"
 
@@ -26,8 +27,8 @@ struct WorkCounts {
 struct Validation {
   bool passed = false;
   std::string method;        // how the output was checked
-  double error = 0;          // worst normalized error found
-  double tolerance = 0;      // what the dtype allows
+  double error = 0;          // worst normalized error found (ops: in error_scale units)
+  double tolerance = 0;      // what the dtype allows (ops: kErrorTolerance)
   std::int64_t checked = 0;  // outputs compared against the reference
   std::string message;       // why it failed
 };
@@ -91,8 +92,9 @@ class OpWorkload : public Workload {
  protected:
   // Plans `op` on `backend` and allocates every operand and the workspace.
   Status plan_and_allocate(Backend& backend, const OpDesc& op);
-  Status import(int operand, const std::vector<float>& values);   // floats -> operand dtype
-  Status export_floats(int operand, std::vector<float>* values);  // operand dtype -> floats
+  Status import(int operand, const std::vector<float>& values);     // floats -> operand dtype
+  Status export_floats(int operand, std::vector<float>* values);    // operand dtype -> floats
+  Status export_doubles(int operand, std::vector<double>* values);  // exact for every dtype
   // Overwrites an output with NaN, so an element the op never writes cannot pass validation.
   Status poison(int operand);
 
@@ -105,15 +107,19 @@ class OpWorkload : public Workload {
 // Seeded uniform values in [-1, 1), rounded to `dtype` so references see what the op sees.
 std::vector<float> random_values(std::size_t count, std::uint64_t seed, DType dtype);
 
-// Relative tolerance (against ReferenceValue::magnitude) for a result accumulated over
-// `reduction` terms in fp32 (fp64 for f64; FP8's fast accumulation in about 14 bits) and
-// stored as `output`.
-double tolerance(DType output, std::int64_t reduction, bool fast_accumulation = false);
+// Validation's rule, written once (the reasoning is in workload.cpp and docs/architecture.md):
+// an output's error |got - exact| is measured in units of its own rounding-error scale,
+//   accumulation(k) x ||terms||_2 + output unit x |exact|,
+// and a case passes when the worst checked output is within kErrorTolerance of those units.
+// `reduction` is k, the number of terms summed per output; fast_accumulation is FP8's.
+cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fast_accumulation = false);
+inline constexpr double kErrorTolerance = 1.0;
 
 // ||got - want|| / ||want|| (L2 norms); infinite when got holds a NaN.
 double relative_l2_error(const std::vector<double>& got, const std::vector<double>& want);
 
 // Checks that every value is finite and that they are not all zero.
-Validation check_finite_and_nonzero(const std::vector<float>& values);
+template <typename T>  // float or double
+Validation check_finite_and_nonzero(const std::vector<T>& values);
 
 }  // namespace tb

@@ -87,9 +87,14 @@ TEST(Reference, GemmMatchesHandComputation) {
   EXPECT_DOUBLE_EQ(gemm_reference(op, a.data(), b.data(), c0.data(), 0, 1, 0).value, 2 * 39 - 1);
   op.trans_a = true;  // A stored transposed: op(A) = [1 3; 2 4]
   EXPECT_DOUBLE_EQ(gemm_reference(op, a.data(), b.data(), c0.data(), 0, 0, 0).value, 2 * 23 - 1);
-  const std::vector<float> right = {2 * 23 - 1, 2 * 34 - 1}, wrong = {2 * 23 - 1, 2 * 34};
-  EXPECT_LT(gemm_freivalds_error(op, a.data(), b.data(), c0.data(), right.data(), 1), 1e-15);
-  EXPECT_GT(gemm_freivalds_error(op, a.data(), b.data(), c0.data(), wrong.data(), 1), 1e-3);
+  const std::vector<double> right = {2 * 23 - 1, 2 * 34 - 1}, wrong = {2 * 23 - 1, 2 * 34};
+  const ErrorScale scale{0x1p-24, 0x1p-24};
+  for (std::int64_t groups : {1, 2}) {  // more groups than columns are clamped to n
+    EXPECT_EQ(gemm_probe_error(op, a.data(), b.data(), c0.data(), right.data(), groups, scale, 1),
+              0);
+    EXPECT_GT(gemm_probe_error(op, a.data(), b.data(), c0.data(), wrong.data(), groups, scale, 1),
+              1e3);
+  }
 }
 
 TEST(Reference, ConvDirectionsAreAdjoint) {
