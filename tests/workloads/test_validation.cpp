@@ -13,40 +13,18 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
 #include "backends/registry.h"
+#include "tests/forwarding_backend.h"
 #include "workloads/registry.h"
 
 namespace tb {
 namespace {
 
-class DamagingBackend final : public Backend {
+class DamagingBackend final : public testing_support::ForwardingBackend {
  public:
   using Damage = std::function<void(std::span<const Buffer>)>;
   DamagingBackend(Backend& real, Damage damage, bool skip_op)
-      : real_(real), damage_(std::move(damage)), skip_op_(skip_op) {}
+      : ForwardingBackend(real), damage_(std::move(damage)), skip_op_(skip_op) {}
 
-  std::string name() const override { return real_.name(); }
-  DeviceInfo device_info() const override { return real_.device_info(); }
-  Status allocate(std::size_t bytes, Buffer* out) override { return real_.allocate(bytes, out); }
-  Status allocate_host(std::size_t bytes, bool pinned, Buffer* out) override {
-    return real_.allocate_host(bytes, pinned, out);
-  }
-  void release(Buffer buffer) override { real_.release(buffer); }
-  Status upload(const void* host, Buffer device, std::size_t bytes) override {
-    return real_.upload(host, device, bytes);
-  }
-  Status download(Buffer device, void* host, std::size_t bytes) override {
-    return real_.download(device, host, bytes);
-  }
-  void synchronize() override { real_.synchronize(); }
-  Status flush_caches() override { return real_.flush_caches(); }
-  std::unique_ptr<Timer> make_timer() override { return real_.make_timer(); }
-  Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override { return real_.plan(op, out); }
-  Status import_operand(const Plan& plan, int index, const void* plain, Buffer device) override {
-    return real_.import_operand(plan, index, plain, device);
-  }
-  Status export_operand(const Plan& plan, int index, Buffer device, void* plain) override {
-    return real_.export_operand(plan, index, device, plain);
-  }
   Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
     if (!skip_op_) TB_RETURN_IF_ERROR(real_.execute(plan, operands, workspace));
     if (damage_) damage_(operands);
@@ -54,7 +32,6 @@ class DamagingBackend final : public Backend {
   }
 
  private:
-  Backend& real_;
   Damage damage_;
   bool skip_op_;
 };
@@ -182,35 +159,13 @@ const char* damage_name(Damage damage) {
   return "?";
 }
 
-class PlanDamagingBackend final : public Backend {
+class PlanDamagingBackend final : public testing_support::ForwardingBackend {
  public:
-  PlanDamagingBackend(Backend& real, Damage damage) : real_(real), damage_(damage) {}
+  PlanDamagingBackend(Backend& real, Damage damage) : ForwardingBackend(real), damage_(damage) {}
 
-  std::string name() const override { return real_.name(); }
-  DeviceInfo device_info() const override { return real_.device_info(); }
-  Status allocate(std::size_t bytes, Buffer* out) override { return real_.allocate(bytes, out); }
-  Status allocate_host(std::size_t bytes, bool pinned, Buffer* out) override {
-    return real_.allocate_host(bytes, pinned, out);
-  }
-  void release(Buffer buffer) override { real_.release(buffer); }
-  Status upload(const void* host, Buffer device, std::size_t bytes) override {
-    return real_.upload(host, device, bytes);
-  }
-  Status download(Buffer device, void* host, std::size_t bytes) override {
-    return real_.download(device, host, bytes);
-  }
-  void synchronize() override { real_.synchronize(); }
-  Status flush_caches() override { return real_.flush_caches(); }
-  std::unique_ptr<Timer> make_timer() override { return real_.make_timer(); }
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
     op_ = op;
     return real_.plan(op, out);
-  }
-  Status import_operand(const Plan& plan, int index, const void* plain, Buffer device) override {
-    return real_.import_operand(plan, index, plain, device);
-  }
-  Status export_operand(const Plan& plan, int index, Buffer device, void* plain) override {
-    return real_.export_operand(plan, index, device, plain);
   }
 
   Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
@@ -354,7 +309,6 @@ class PlanDamagingBackend final : public Backend {
     }
   }
 
-  Backend& real_;
   Damage damage_;
   OpDesc op_;
 };
