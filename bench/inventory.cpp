@@ -60,11 +60,17 @@ nlohmann::json host_inventory_json() {
   // x86 family / model / stepping name the microarchitecture where `model name` does not (a
   // VM's "AMD EPYC"); microcode changes results (mitigations) without changing the machine.
   auto known = [](int value) { return value < 0 ? nlohmann::json() : nlohmann::json(value); };
-  const nlohmann::json cpu_id = {{"vendor", host.cpu.vendor},
-                                 {"family", known(host.cpu.family)},
-                                 {"model", known(host.cpu.model)},
-                                 {"stepping", known(host.cpu.stepping)},
-                                 {"microcode", host.cpu.microcode}};
+  nlohmann::json cpu_id = {{"vendor", host.cpu.vendor},
+                           {"family", known(host.cpu.family)},
+                           {"model", known(host.cpu.model)},
+                           {"stepping", known(host.cpu.stepping)},
+                           {"microcode", host.cpu.microcode}};
+  if (host.cpu.implementer >= 0) {  // Arm: the MIDR names the core
+    cpu_id["implementer"] = fmt::format("{:#x}", host.cpu.implementer);
+    cpu_id["part"] = fmt::format("{:#x}", host.cpu.part);
+    cpu_id["variant"] = host.cpu.variant;
+    cpu_id["revision"] = host.cpu.revision;
+  }
   const std::vector<int> allowed = host.allowed_cpus();
   const nlohmann::json last_level_cache = {
       {"level", host.last_level()},
@@ -75,28 +81,35 @@ nlohmann::json host_inventory_json() {
       host.cpu_quota.cpus > 0
           ? nlohmann::json{{"cpus", host.cpu_quota.cpus}, {"source", host.cpu_quota.source}}
           : nlohmann::json();
-  return {{"hostname", hostname},
-          {"cpu_model", host.cpu_model},
-          {"cpu_id", cpu_id},
-          {"online_cpus", cpu::format_cpu_list(host.online_cpus)},
-          {"allowed_cpus", cpu::format_cpu_list(allowed)},
-          {"threads_per_core", host.threads_per_core},
-          {"last_level_cache", last_level_cache},
-          {"cpu_quota", cpu_quota},
-          {"transparent_hugepages", host.transparent_hugepages},
-          {"huge_page_bytes", host.huge_page_bytes},
-          {"sockets", host.sockets},
-          {"cores", host.cores},
-          {"logical_cpus", host.logical_cpus},
-          {"memory_bytes", host.memory_total_bytes},
-          {"numa_nodes", host.numa_nodes},
-          {"isa", host.isa},
-          {"caches", caches},
-          {"os", host.os},
-          {"kernel", host.kernel},
-          {"compiler", TRAINBENCH_COMPILER},
-          {"libraries", libraries},
-          {"environment", result_affecting_environment()}};
+  nlohmann::json inventory = {{"hostname", hostname},
+                              {"cpu_model", host.cpu_model},
+                              {"cpu_id", cpu_id},
+                              {"online_cpus", cpu::format_cpu_list(host.online_cpus)},
+                              {"allowed_cpus", cpu::format_cpu_list(allowed)},
+                              {"threads_per_core", host.threads_per_core},
+                              {"last_level_cache", last_level_cache},
+                              {"cpu_quota", cpu_quota},
+                              {"transparent_hugepages", host.transparent_hugepages},
+                              {"huge_page_bytes", host.huge_page_bytes},
+                              {"sockets", host.sockets},
+                              {"cores", host.cores},
+                              {"logical_cpus", host.logical_cpus},
+                              {"memory_bytes", host.memory_total_bytes},
+                              {"numa_nodes", host.numa_nodes},
+                              {"isa", host.isa},
+                              {"caches", caches},
+                              {"os", host.os},
+                              {"kernel", host.kernel},
+                              {"compiler", TRAINBENCH_COMPILER},
+                              {"libraries", libraries},
+                              {"environment", result_affecting_environment()}};
+  if (host.arm.sve_vector_bits > 0) inventory["sve_vector_bits"] = host.arm.sve_vector_bits;
+  // Under an emulator (qemu-user) every time is the emulator's: said in every report.
+  inventory["emulation"] =
+      host.emulation.empty()
+          ? nlohmann::json()
+          : nlohmann::json(fmt::format("emulated: timings meaningless ({})", host.emulation));
+  return inventory;
 }
 
 nlohmann::json tool_json() {

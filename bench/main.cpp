@@ -72,7 +72,15 @@ int info_command(const BackendConfig& config, bool as_json) {
              host["cpu_model"].get<std::string>(), host["sockets"].get<int>(),
              host["cores"].get<int>(), host["logical_cpus"].get<int>(),
              host["numa_nodes"].get<int>());
-  if (host.contains("cpu_id")) {
+  if (host.contains("cpu_id") && host["cpu_id"].contains("part")) {
+    const auto& id = host["cpu_id"];
+    fmt::print("cpu id    {} implementer {} part {} variant {} revision {}\n",
+               id.value("vendor", std::string("?")), id.value("implementer", std::string("?")),
+               id.value("part", std::string("?")), id.value("variant", -1),
+               id.value("revision", -1));
+  } else if (host.contains("cpu_id") && host["cpu_id"].contains("family") &&
+             host["cpu_id"]["family"].is_number_integer()) {
+    // (x86 only: another CPU, or an emulated one, has no family / model / stepping)
     const auto& id = host["cpu_id"];
     fmt::print("cpu id    {} family {} model {} stepping {} microcode {}\n",
                id.value("vendor", std::string("?")), id.value("family", -1), id.value("model", -1),
@@ -88,6 +96,10 @@ int info_command(const BackendConfig& config, bool as_json) {
     fmt::print("thp       {}\n", host["transparent_hugepages"].dump());
   fmt::print("memory    {:.1f} GiB\n", host["memory_bytes"].get<double>() / (1 << 30));
   fmt::print("isa       {}\n", fmt::join(host["isa"].get<std::vector<std::string>>(), " "));
+  if (host.contains("sve_vector_bits"))
+    fmt::print("sve       {}-bit vectors\n", host["sve_vector_bits"].get<int>());
+  if (host.contains("emulation") && host["emulation"].is_string())
+    fmt::print("EMULATED  {}\n", host["emulation"].get<std::string>());
   fmt::print("os        {} / {}\ncompiler  {}\n", host["os"].get<std::string>(),
              host["kernel"].get<std::string>(), host["compiler"].get<std::string>());
   for (const auto& [name, value] : host["environment"].items())

@@ -360,6 +360,8 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
     if (!slot.backend)
       fmt::print(progress, "trainbench: error: backend {} is not usable here: {}\n",
                  slot.entry->name, slot.availability.reason);
+  if (const auto& emulation = header["host"]["emulation"]; emulation.is_string())
+    fmt::print(progress, "trainbench: {}\n", emulation.get<std::string>());
   print_header(table);
   int failed = 0;
   const auto start = Clock::now();

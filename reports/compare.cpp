@@ -63,6 +63,10 @@ namespace {
 std::string cpu_identity(const nlohmann::json& host) {
   std::string text = host.at("cpu_model").get<std::string>();
   const auto id = host.find("cpu_id");
+  if (id != host.end() && id->is_object() && id->contains("part"))  // Arm: the MIDR
+    return fmt::format("{} ({} implementer {} part {} variant {})", text,
+                       id->value("vendor", std::string()), id->value("implementer", std::string()),
+                       id->value("part", std::string()), id->value("variant", -1));
   if (id == host.end() || !id->is_object() || !id->contains("family") ||
       !id->at("family").is_number_integer())
     return text;

@@ -3,15 +3,78 @@
 # manager: trainbench, the GPU test programs and every shared library they need except glibc
 # (the target's own, newer one is used) and the CUDA / NVIDIA libraries (found there), and the
 # time-to-train datasets.
-# Usage: scripts/pack_for_gpu.sh [BUILD_DIR] [OUT.tar.xz]
+# Usage: scripts/pack_for_gpu.sh [--arch x86_64|aarch64] [BUILD_DIR] [OUT.tar.xz]
+#   --arch: the GPU machine's CPU (default this one's). Another architecture than this one's
+#   (aarch64 for a Grace host) packs the cross build scripts/cross_build_check.sh makes
+#   (default BUILD_DIR build/cross-ARCH, built if it has no trainbench; OUT
+#   trainbench-gpu-ARCH.tar.xz), its libraries taken from that build's Debian root. A cross
+#   build has no CUDA backend (Debian has no arm64 CUDA toolkit to build against): that
+#   archive runs the CPU backends on the GPU machine's CPU.
 # On the GPU machine: tar xJf OUT.tar.xz && trainbench-gpu/run.sh [trainbench arguments]
 #                 or: trainbench-gpu/run.sh check   (GPU tests, then the quick suite on every backend)
 #                 or: trainbench-gpu/run.sh gpu -o gpu.json   (the GPU suite, then the PyTorch peers:
 #                     torch.matmul per dtype, Fashion-MNIST time-to-train in f32 and bf16)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${1:-$root/build/release}"
-out="${2:-$root/trainbench-gpu.tar.xz}"
+arch="$(uname -m)"
+if [ "${1:-}" = "--arch" ]; then
+  arch="${2:?--arch needs x86_64 or aarch64}"
+  shift 2
+fi
+case "$arch" in
+  x86_64 | aarch64) ;;
+  *)
+    echo "pack_for_gpu: unknown architecture '$arch' (x86_64 or aarch64)" >&2
+    exit 2
+    ;;
+esac
+cross=0
+[ "$arch" = "$(uname -m)" ] || cross=1
+if [ "$cross" = 1 ]; then
+  build="${1:-$root/build/cross-$arch}"
+  out="${2:-$root/trainbench-gpu-$arch.tar.xz}"
+  if [ ! -x "$build/bench/trainbench" ]; then
+    CROSS_BUILD_DIR="$build" bash "$root/scripts/cross_build_check.sh" "$arch" --build-only
+  fi
+  sysroot="$(sed -n 's/^TRAINBENCH_SYSROOT:[A-Z]*=//p' "$build/CMakeCache.txt")"
+  [ -d "$sysroot" ] || {
+    echo "pack_for_gpu: the root $build was built against ($sysroot) is gone: run scripts/cross_build_check.sh $arch --build-only" >&2
+    exit 1
+  }
+else
+  build="${1:-$root/build/release}"
+  out="${2:-$root/trainbench-gpu.tar.xz}"
+fi
+# The shared libraries a program needs, as paths on this machine: ldd for this architecture;
+# for another, its NEEDED entries resolved (recursively) in the root, as the target's loader
+# would (RUNPATH, then the multiarch directories).
+needed_libraries() {
+  if [ "$cross" = 0 ]; then
+    ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
+    return
+  fi
+  local triplet="$arch-linux-gnu" queue=("$1") seen=" " file name dir found
+  while [ ${#queue[@]} -gt 0 ]; do
+    file="${queue[0]}"
+    queue=("${queue[@]:1}")
+    local dirs=()
+    for dir in $("$triplet-readelf" -d "$file" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p; s/.*(RPATH).*\[\(.*\)\]/\1/p' | tr ':' ' '); do
+      dirs+=("$sysroot$dir")
+    done
+    dirs+=("$sysroot/lib/$triplet" "$sysroot/usr/lib/$triplet")
+    for name in $("$triplet-readelf" -d "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+      case "$seen" in *" $name "*) continue ;; esac
+      seen="$seen$name "
+      found=""
+      for dir in "${dirs[@]}"; do
+        [ -e "$dir/$name" ] && { found="$dir/$name"; break; }
+      done
+      [ -n "$found" ] || { echo "pack_for_gpu: $name (needed by $file) is not in $sysroot" >&2; continue; }
+      echo "$found"
+      queue+=("$(readlink -f "$found")")
+    done
+  done
+}
 stage="$(mktemp -d)/trainbench-gpu"
 mkdir -p "$stage/bin" "$stage/lib"
 programs=("$build/bench/trainbench")
@@ -31,7 +94,7 @@ if [ -d /usr/share/wordnet ]; then
   cp /usr/share/wordnet/data.noun /usr/share/wordnet/data.verb /usr/share/wordnet/data.adj \
     /usr/share/wordnet/data.adv "$stage/data/wordnet/"
 fi
-for program in "${programs[@]}"; do ldd "$program"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+for program in "${programs[@]}"; do needed_libraries "$program"; done | sort -u |
   while read -r library; do
     case "$(basename "$library")" in
       libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux*) ;;     # the target's glibc
@@ -94,4 +157,4 @@ RUN
 chmod +x "$stage/run.sh"
 tar -C "$(dirname "$stage")" -cJf "$out" trainbench-gpu
 rm -rf "$(dirname "$stage")"
-echo "packed $out ($(du -h "$out" | cut -f1)); libraries: $(tar -tJf "$out" | grep -c '/lib/.')"
+echo "packed $out for $arch ($(du -h "$out" | cut -f1)); libraries: $(tar -tJf "$out" | grep -c '/lib/.')"

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <fmt/format.h>
+
 namespace tb::cpu {
 namespace {
 
@@ -73,7 +75,8 @@ std::uint64_t meminfo_bytes(const std::string& meminfo, std::string_view key) {
 constexpr const char* kInterestingIsa[] = {
     "sse4_2",   "avx",      "avx2",     "fma",         "f16c",        "avx512f",
     "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16", "avx512_fp16",
-    "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",    "asimd",       "sve"};
+    "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",    "asimd",       "asimddp",
+    "asimdhp",  "sve",      "sve2",     "bf16",        "i8mm",        "svebf16"};
 
 cpu_set_t read_process_cpus() {
   cpu_set_t allowed;
@@ -258,6 +261,23 @@ double multiply_chain_ghz() {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return kIterations * kCyclesPerIteration / seconds / 1e9;
+#elif defined(__aarch64__)
+  // mul x, x, y: 2 cycles of latency on Neoverse N1, N2, V1 and V2 (their software
+  // optimization guides); a core with another latency reads the clock off by that ratio.
+  constexpr std::int64_t kIterations = 30'000;
+  constexpr double kCyclesPerIteration = 8 * 2;
+  std::uint64_t x = 1, one = 1;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::int64_t i = 0; i < kIterations; ++i) {
+    asm volatile(
+        "mul %0, %0, %1\n\tmul %0, %0, %1\n\tmul %0, %0, %1\n\tmul %0, %0, %1\n\t"
+        "mul %0, %0, %1\n\tmul %0, %0, %1\n\tmul %0, %0, %1\n\tmul %0, %0, %1"
+        : "+r"(x)
+        : "r"(one));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return kIterations * kCyclesPerIteration / seconds / 1e9;
 #else
   return 0;
 #endif
@@ -297,13 +317,106 @@ CpuIdentity parse_cpuinfo(std::string_view text) {
     if (key == "model") first_int(id.model, value);
     if (key == "stepping") first_int(id.stepping, value);
     if (key == "microcode") first(id.microcode, value);
+    if (key == "CPU implementer" && id.implementer < 0)
+      id.implementer =
+          to_integer<int>(value.starts_with("0x") ? value.substr(2) : value, 16).value_or(-1);
+    if (key == "CPU part" && id.part < 0)
+      id.part = to_integer<int>(value.starts_with("0x") ? value.substr(2) : value, 16).value_or(-1);
+    if (key == "CPU variant" && id.variant < 0)
+      id.variant =
+          to_integer<int>(value.starts_with("0x") ? value.substr(2) : value, 16).value_or(-1);
+    if (key == "CPU revision") first_int(id.revision, value);
     if (!have_flags && (key == "flags" || key == "Features")) {
       std::istringstream words{std::string(value)};
       for (std::string word; words >> word;) id.flags.push_back(word);
       have_flags = true;
     }
   }
+  if (id.implementer >= 0) name_arm_cpu(&id);
   return id;
+}
+
+std::optional<Midr> parse_midr(std::string_view text) {
+  text = trim(text);
+  if (text.starts_with("0x") || text.starts_with("0X")) text.remove_prefix(2);
+  const std::optional<std::uint64_t> value = to_integer<std::uint64_t>(text, 16);
+  if (!value) return std::nullopt;
+  return Midr{static_cast<int>((*value >> 24) & 0xff), static_cast<int>((*value >> 20) & 0xf),
+              static_cast<int>((*value >> 4) & 0xfff), static_cast<int>(*value & 0xf)};
+}
+
+std::string_view arm_implementer_name(int implementer) {
+  switch (implementer) {
+    case 0x41:
+      return "ARM";
+    case 0x42:
+      return "Broadcom";
+    case 0x48:
+      return "HiSilicon";
+    case 0x4e:
+      return "NVIDIA";
+    case 0x51:
+      return "Qualcomm";
+    case 0x61:
+      return "Apple";
+    case 0xc0:
+      return "Ampere";
+  }
+  return "";
+}
+
+std::string_view arm_part_name(int implementer, int part) {
+  if (implementer != 0x41) return "";
+  switch (part) {
+    case 0xd08:
+      return "Cortex-A72";
+    case 0xd0b:
+      return "Cortex-A76";
+    case 0xd0c:
+      return "Neoverse N1";
+    case 0xd40:
+      return "Neoverse V1";
+    case 0xd49:
+      return "Neoverse N2";
+    case 0xd4f:
+      return "Neoverse V2";
+    case 0xd8e:
+      return "Neoverse N3";
+    case 0xd84:
+      return "Neoverse V3";
+  }
+  return "";
+}
+
+void name_arm_cpu(CpuIdentity* id) {
+  if (id->vendor.empty()) {
+    const std::string_view name = arm_implementer_name(id->implementer);
+    id->vendor =
+        name.empty() ? fmt::format("Arm implementer {:#x}", id->implementer) : std::string(name);
+  }
+  if (id->model_name.empty()) {
+    const std::string_view part = arm_part_name(id->implementer, id->part);
+    id->model_name = part.empty() ? fmt::format("{} part {:#x}", id->vendor, id->part)
+                                  : fmt::format("{} {}", id->vendor, part);
+  }
+}
+
+std::string detect_emulation(std::string_view binary_arch, const CpuIdentity& cpuinfo,
+                             std::string_view qemu_variable) {
+  const bool x86_cpuinfo =
+      cpuinfo.family >= 0 || cpuinfo.vendor == "GenuineIntel" || cpuinfo.vendor == "AuthenticAMD";
+  const bool arm_cpuinfo = cpuinfo.implementer >= 0;
+  std::string why;
+  if (binary_arch != "x86_64" && x86_cpuinfo)
+    why =
+        fmt::format("/proc/cpuinfo describes an x86 CPU ({}) to this {} binary (qemu-user)",
+                    cpuinfo.model_name.empty() ? cpuinfo.vendor : cpuinfo.model_name, binary_arch);
+  else if (binary_arch == "x86_64" && arm_cpuinfo)
+    why = fmt::format("/proc/cpuinfo describes an Arm CPU ({}) to this x86_64 binary",
+                      cpuinfo.model_name);
+  if (!qemu_variable.empty())
+    why += fmt::format("{}{} is set", why.empty() ? "" : "; ", qemu_variable);
+  return why;
 }
 
 std::vector<int> parse_cpu_list(std::string_view text) {
@@ -471,14 +584,67 @@ std::uint64_t memory_available_bytes() {
   return meminfo_bytes(read_text("/proc/meminfo"), "MemAvailable");
 }
 
+namespace {
+
+constexpr std::string_view kBinaryArch =
+#if defined(__x86_64__)
+    "x86_64";
+#elif defined(__aarch64__)
+    "aarch64";
+#else
+    "other";
+#endif
+
+std::string qemu_variable() {
+  for (char** variable = environ; variable && *variable; ++variable)
+    if (std::string_view(*variable).starts_with("QEMU_")) {
+      const std::string_view entry(*variable);
+      return std::string(entry.substr(0, entry.find('=')));
+    }
+  return "";
+}
+
+}  // namespace
+
 HostInventory read_host_inventory() {
-  return read_host_inventory("/", cpus_in(process_cpus()));
+  HostInventory inv = read_host_inventory("/", cpus_in(process_cpus()));
+  inv.emulation = detect_emulation(kBinaryArch, inv.cpu, qemu_variable());
+#if defined(__aarch64__)
+  // The kernel's (or the emulator's) feature bits are what this process may execute.
+  inv.arm = host_arm_features();
+  if (inv.cpu.implementer < 0) {
+    // Another architecture's /proc/cpuinfo (qemu-user's host): none of it describes this CPU.
+    const std::string host_cpu = inv.cpu.model_name;
+    inv.cpu = CpuIdentity{};
+    inv.cpu.model_name = host_cpu.empty()
+                             ? "unknown aarch64 CPU"
+                             : fmt::format("unknown aarch64 CPU (emulated on {})", host_cpu);
+    inv.cpu_model = inv.cpu.model_name;
+    inv.isa.clear();
+  }
+  for (const std::string& name : inv.arm.names())
+    if (!inv.has_isa(name)) inv.isa.push_back(name);
+  if (inv.cpu.flags.empty()) inv.cpu.flags = inv.isa;
+#endif
+  return inv;
 }
 
 HostInventory read_host_inventory(const fs::path& root, std::span<const int> allowed_cpus) {
   HostInventory inv;
   inv.cpu = parse_cpuinfo(read_text(root / "proc/cpuinfo"));
+  if (inv.cpu.implementer < 0 && inv.cpu.family < 0) {
+    // An Arm /proc/cpuinfo without the MIDR lines: sysfs has the register itself.
+    if (const std::optional<Midr> midr = parse_midr(
+            read_first_line(root / "sys/devices/system/cpu/cpu0/regs/identification/midr_el1"))) {
+      inv.cpu.implementer = midr->implementer;
+      inv.cpu.part = midr->part;
+      inv.cpu.variant = midr->variant;
+      inv.cpu.revision = midr->revision;
+      name_arm_cpu(&inv.cpu);
+    }
+  }
   inv.cpu_model = inv.cpu.model_name;
+  if (inv.cpu.implementer >= 0) inv.arm = arm_features_from_flags(inv.cpu.flags);
   for (const char* flag : kInterestingIsa)
     if (std::find(inv.cpu.flags.begin(), inv.cpu.flags.end(), flag) != inv.cpu.flags.end())
       inv.isa.emplace_back(flag);

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/isa.h"
+
 namespace tb::cpu {
 
 struct CacheLevel {
@@ -36,14 +38,38 @@ struct CpuCore {
 };
 
 // What /proc/cpuinfo says about the first CPU. On x86 family / model / stepping identify the
-// microarchitecture where `model name` does not (a VM's "AMD EPYC" is any of Zen 1 to Zen 5).
+// microarchitecture where `model name` does not (a VM's "AMD EPYC" is any of Zen 1 to Zen 5);
+// on Arm the MIDR's implementer and part do (0x41 0xd0c: Neoverse N1), as /proc/cpuinfo's
+// `CPU implementer` / `CPU part` or sysfs's midr_el1 give them.
 struct CpuIdentity {
-  std::string vendor;      // vendor_id: GenuineIntel, AuthenticAMD; empty elsewhere
-  std::string model_name;  // `model name` (x86) or `Model` (Arm boards)
+  std::string vendor;      // vendor_id: GenuineIntel, AuthenticAMD; Arm: the implementer's name
+  std::string model_name;  // `model name` (x86) or `Model` (Arm boards); Arm: from the part
   int family = -1, model = -1, stepping = -1;  // -1: not reported (not x86)
   std::string microcode;                       // as the kernel prints it, e.g. "0x1000065"
   std::vector<std::string> flags;              // `flags` (x86) or `Features` (Arm)
+  int implementer = -1, part = -1, variant = -1, revision = -1;  // Arm MIDR; -1: not Arm
 };
+
+// The Arm MIDR_EL1 fields as sysfs writes the register ("0x00000000410fd0c1"); nullopt for
+// text that is no number.
+struct Midr {
+  int implementer = 0, variant = 0, part = 0, revision = 0;
+};
+std::optional<Midr> parse_midr(std::string_view text);
+// "ARM", "NVIDIA", "Ampere", ... for an implementer code; "" for one not known.
+std::string_view arm_implementer_name(int implementer);
+// "Neoverse N1", ... for an Arm Ltd (0x41) part; "" for one not known.
+std::string_view arm_part_name(int implementer, int part);
+// Fills the Arm name fields of `id` (vendor, model_name where /proc/cpuinfo has none) from its
+// implementer and part.
+void name_arm_cpu(CpuIdentity* id);
+
+// Whether this process runs under an emulator, from what it can see: a /proc/cpuinfo of
+// another architecture than the binary's (qemu-user passes the host's through), or QEMU_*
+// variables in the environment. `binary_arch`: "aarch64", "x86_64"; `qemu_variable`: the name
+// of a QEMU_* environment variable, or empty. Empty: none detected; else why.
+std::string detect_emulation(std::string_view binary_arch, const CpuIdentity& cpuinfo,
+                             std::string_view qemu_variable);
 
 // The cgroup CPU bandwidth limit on this process: quota / period, in CPUs.
 struct CpuQuota {
@@ -67,6 +93,8 @@ struct HostInventory {
   std::string transparent_hugepages;  // the bracketed mode: always, madvise or never; empty: none
   std::uint64_t huge_page_bytes = 0;  // the kernel's transparent huge page (PMD) size; 0: none
   std::string os, kernel;
+  ArmFeatures arm;        // aarch64: from AT_HWCAP (this host) or cpuinfo Features (a tree)
+  std::string emulation;  // empty: no emulator detected; else why timings mean nothing
 
   bool has_isa(const std::string& flag) const;
   // The CPUs this process may run on (the union of cores_allowed), ascending.

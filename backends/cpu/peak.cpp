@@ -1,6 +1,10 @@
 #include "backends/cpu/peak.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 #include <omp.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,6 +18,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
+#include "backends/cpu/peak_arm.h"
 #include "backends/cpu/peak_table.h"
 
 namespace tb::cpu {
@@ -28,6 +33,8 @@ double mean(const float* values, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) sum += values[i];
   return sum / static_cast<double>(count);
 }
+
+#if defined(__x86_64__)
 
 __attribute__((target("avx512f"))) double fma_avx512(std::int64_t iterations, float one_value,
                                                      float increment) {
@@ -129,14 +136,42 @@ bool amx_permitted() {
   return syscall(SYS_arch_prctl, kArchRequestXcompPermission, kXfeatureTileData) == 0;
 }
 
+#elif defined(__aarch64__)
+
+// Advanced SIMD (NEON), the portable level on aarch64: fmla v.4s, one FMA per step.
+double fma_neon(std::int64_t iterations, float one_value, float increment) {
+  const float32x4_t one = vdupq_n_f32(one_value), inc = vdupq_n_f32(increment);
+  float32x4_t acc[kChains];
+  for (auto& a : acc) a = vdupq_n_f32(0);
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (auto& a : acc) a = vfmaq_f32(inc, a, one);
+  alignas(16) float lanes[kChains][4];
+  for (int chain = 0; chain < kChains; ++chain) vst1q_f32(lanes[chain], acc[chain]);
+  return mean(&lanes[0][0], kChains * 4);
+}
+
+#else
+
+// Any other architecture: whatever the compiler makes of 12 scalar chains.
+double mul_add_scalar(std::int64_t iterations, float one_value, float increment) {
+  float acc[kChains] = {};
+  for (std::int64_t i = 0; i < iterations; ++i)
+    for (auto& a : acc) a = a * one_value + increment;
+  return mean(acc, kChains);
+}
+
+#endif
+
 struct PeakKernel {
   double (*function)(std::int64_t, float, float) = nullptr;
   double flops_per_iteration = 0;  // per thread
   const char* name = "";
 };
 
+#if defined(__x86_64__)
+
 // The fp32 probe of a level (one the CPU runs: IsaLevel never names a level above it).
-PeakKernel fp32_kernel(Isa level) {
+PeakKernel fp32_kernel(const HostInventory&, Isa level) {
   switch (level) {
     case Isa::avx512:
       return {fma_avx512, kChains * 16 * 2, "avx512: vfmadd231ps zmm, 12 chains"};
@@ -157,6 +192,46 @@ PeakKernel bf16_kernel(const HostInventory& host, const IsaLevel& level) {
     return {dpbf16_avx512, kChains * 16 * 4, "avx512_bf16: vdpbf16ps zmm, 12 chains"};
   return {};
 }
+
+constexpr const char* kBf16Needs = "bf16 needs the avx512 level with avx512_bf16 or amx_bf16";
+
+#elif defined(__aarch64__)
+
+// SVE where the kernel reports it (its vector length may exceed NEON's 128 bits, as Neoverse
+// V1's 256), else NEON. Only this process's own feature bits count: a fake host in a test has
+// no CPU to run SVE on.
+PeakKernel fp32_kernel(const HostInventory& host, Isa) {
+  if (host.arm.sve && host_arm_features().sve) {
+    const int lanes = sve_fp32_lanes();
+    return {fma_sve, kChains * lanes * 2.0,
+            lanes * 32 == 128   ? "sve: fmla z.s (128-bit vectors), 12 chains"
+            : lanes * 32 == 256 ? "sve: fmla z.s (256-bit vectors), 12 chains"
+                                : "sve: fmla z.s (the CPU's vector length), 12 chains"};
+  }
+  return {fma_neon, kChains * 4 * 2, "portable: NEON fmla v.4s, 12 chains"};
+}
+
+PeakKernel bf16_kernel(const HostInventory& host, const IsaLevel&) {
+  if (host.arm.bf16 && host_arm_features().bf16)
+    return {bfmmla_neon, kChains * 16 * 2, "bf16: NEON bfmmla (2x4 by 4x2), 12 chains"};
+  return {};
+}
+
+constexpr const char* kBf16Needs = "bf16 needs FEAT_BF16 (bfmmla; Neoverse V1, V2, N2)";
+
+#else
+
+PeakKernel fp32_kernel(const HostInventory&, Isa) {
+  return {mul_add_scalar, kChains * 2, "portable: scalar mul + add, 12 chains"};
+}
+
+PeakKernel bf16_kernel(const HostInventory&, const IsaLevel&) {
+  return {};
+}
+
+constexpr const char* kBf16Needs = "no bf16 probe on this architecture";
+
+#endif
 
 class PeakPlan final : public CpuPlan {
  public:
@@ -270,19 +345,24 @@ Status plan_peak(const PeakOp& op, const HostInventory& host, int threads, const
   if (op.iterations <= 0 || op.iterations > kPeakMaxIterations)
     return Status::InvalidArgument(
         fmt::format("peak iterations must be in 1..{}, got {}", kPeakMaxIterations, op.iterations));
-  const PeakKernel kernel = op.dtype == DType::f32    ? fp32_kernel(level.isa)
+  const PeakKernel kernel = op.dtype == DType::f32    ? fp32_kernel(host, level.isa)
                             : op.dtype == DType::bf16 ? bf16_kernel(host, level)
                                                       : PeakKernel{};
   if (!kernel.function)
-    return Status::Unimplemented(fmt::format(
-        "no {} peak kernel at level {} (bf16 needs the avx512 level with avx512_bf16 or "
-        "amx_bf16)",
-        dtype_name(op.dtype), level.reason));
+    return Status::Unimplemented(fmt::format("no {} peak kernel at level {} ({})",
+                                             dtype_name(op.dtype), level.reason, kBf16Needs));
   *out = std::make_unique<PeakPlan>(op, kernel, threads, level);
   return Status::Ok();
 }
 
 double measure_clock_under_probe(Isa level, int threads) {
+#if defined(__aarch64__)
+  (void)level;
+  return measure_clock_ghz(threads, vector_burst<fma_neon>);
+#elif !defined(__x86_64__)
+  (void)level;
+  return measure_clock_ghz(threads, vector_burst<mul_add_scalar>);
+#else
   switch (level) {
     case Isa::avx512:
       return measure_clock_ghz(threads, vector_burst<fma_avx512>);
@@ -292,13 +372,23 @@ double measure_clock_under_probe(Isa level, int threads) {
       break;
   }
   return measure_clock_ghz(threads, vector_burst<mul_add_sse>);
+#endif
 }
 
 std::string clock_method(Isa level, int threads) {
+#if defined(__aarch64__)
+  (void)level;
+  return fmt::format(
+      "median over {} threads of each one's fastest window of dependent mul (2 cycles each on "
+      "Neoverse N1 / N2 / V1 / V2), every window right after 1 ms of the NEON fp32 probe on all "
+      "threads at once",
+      threads);
+#else
   return fmt::format(
       "median over {} threads of each one's fastest 0.15 ms window of dependent imul (3 cycles "
       "each), every window right after 1 ms of the {} fp32 probe on all threads at once",
       threads, isa_name(level));
+#endif
 }
 
 PeakRates theoretical_peak(const HostInventory& host, double cores, const IsaLevel& level,
@@ -310,12 +400,14 @@ PeakRates theoretical_peak(const HostInventory& host, double cores, const IsaLev
   const double bf16 =
       runs ? bf16_flops_per_cycle(spec.row, level.isa, host.has_isa("avx512_bf16"), amx) : 0;
   const std::string bf16_model =
-      bf16 == 0 ? std::string("none at this level")
-      : amx     ? fmt::format("AMX {:g} FLOP/cycle", bf16)
-                : fmt::format(
-                      "vdpbf16ps, 2 bf16 products per fp32 lane at the 512-bit FMA rate = "
-                          "{:g} FLOP/cycle",
-                      bf16);
+      bf16 == 0 && host.cpu.implementer >= 0
+          ? std::string("not stated: the table has no sourced bfmmla rate (the probe measures it)")
+      : bf16 == 0 ? std::string("none at this level")
+      : amx       ? fmt::format("AMX {:g} FLOP/cycle", bf16)
+                  : fmt::format(
+                        "vdpbf16ps, 2 bf16 products per fp32 lane at the 512-bit FMA rate = "
+                              "{:g} FLOP/cycle",
+                        bf16);
   PeakRates rates;
   rates.fp32_gflops = cores * fp32 * clock_ghz;
   rates.bf16_gflops = cores * bf16 * clock_ghz;

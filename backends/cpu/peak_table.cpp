@@ -9,6 +9,9 @@ namespace tb::cpu {
 namespace {
 
 constexpr std::string_view kAmd = "AuthenticAMD", kIntel = "GenuineIntel";
+// Arm rows: vendor is the MIDR implementer's name, family the implementer code and the model
+// ranges the MIDR part numbers (CpuIdentity::implementer / part).
+constexpr std::string_view kArm = "ARM", kArmAssumed = "ARM (assumed)";
 
 // ---- AMD: family and model ranges as Linux and AMD's guides number them ----
 // The FP unit of every Zen core has two FMA (and FMUL) pipes and two separate FADD pipes.
@@ -32,6 +35,13 @@ constexpr ModelRange kAvx512Client[] = {
     {0x7d, 0x7e}, {0x8c, 0x8d}, {0xa7, 0xa7}};  // Ice Lake, Tiger Lake, Rocket Lake
 constexpr ModelRange kAmxServer[] = {
     {0x8f, 0x8f}, {0xcf, 0xcf}, {0xad, 0xae}};  // Sapphire, Emerald, Granite Rapids
+
+// ---- Arm Neoverse, by MIDR part (implementer 0x41) ----
+
+constexpr ModelRange kNeoverseN1[] = {{0xd0c, 0xd0c}};  // Graviton2, Ampere Altra
+constexpr ModelRange kNeoverseV1[] = {{0xd40, 0xd40}};  // Graviton3
+constexpr ModelRange kNeoverseN2[] = {{0xd49, 0xd49}};  // Azure Cobalt 100, Yitian 710
+constexpr ModelRange kNeoverseV2[] = {{0xd4f, 0xd4f}};  // NVIDIA Grace, Graviton4
 
 constexpr std::string_view kIntelManual =
     "Intel 64 and IA-32 Architectures Optimization Reference Manual (248966)";
@@ -89,6 +99,19 @@ constexpr PeakRow kRows[] = {
      "AMX at 1024 bf16 FLOP/cycle/core (one 16x16x32 TDPBF16PS per 16 cycles) is an "
      "assumption from Intel's stated tile throughput",
      "Intel 64 and IA-32 Architectures Optimization Reference Manual (248966)"},
+
+    // Arm: fma_pipes counts the 128-bit Advanced SIMD / FP pipes that execute FMLA.
+    {kArm, 0x41, kNeoverseN1, 0, 255, "", "Neoverse N1", 2, 128, false, false, 0, 0,
+     "2 x 128-bit NEON FMA pipes (V0, V1); no SVE", "Arm Neoverse N1 Software Optimization Guide"},
+    {kArm, 0x41, kNeoverseV1, 0, 255, "", "Neoverse V1", 4, 128, false, false, 0, 0,
+     "4 x 128-bit NEON FMA pipes, or 2 x 256-bit SVE: the same 32 fp32 FLOP/cycle either way",
+     "Arm Neoverse V1 Software Optimization Guide"},
+    {kArm, 0x41, kNeoverseN2, 0, 255, "", "Neoverse N2", 2, 128, false, false, 0, 0,
+     "2 x 128-bit NEON / SVE (128-bit vectors) FMA pipes",
+     "Arm Neoverse N2 Software Optimization Guide"},
+    {kArm, 0x41, kNeoverseV2, 0, 255, "", "Neoverse V2 (NVIDIA Grace, AWS Graviton4)", 4, 128,
+     false, false, 0, 0, "4 x 128-bit NEON / SVE (128-bit vectors) FMA pipes",
+     "Arm Neoverse V2 Software Optimization Guide"},
 };
 
 bool in_ranges(std::span<const ModelRange> ranges, int model) {
@@ -96,7 +119,12 @@ bool in_ranges(std::span<const ModelRange> ranges, int model) {
                      [model](ModelRange r) { return r.first <= model && model <= r.last; });
 }
 
+bool arm_row(const PeakRow& row) {
+  return row.vendor == kArm || row.vendor == kArmAssumed;
+}
+
 bool matches(const PeakRow& row, const CpuIdentity& cpu) {
+  if (row.vendor == kArm) return cpu.implementer == row.family && in_ranges(row.models, cpu.part);
   if (row.vendor != cpu.vendor || row.family != cpu.family || !in_ranges(row.models, cpu.model))
     return false;
   if (cpu.stepping >= 0 && (cpu.stepping < row.stepping_first || cpu.stepping > row.stepping_last))
@@ -113,6 +141,15 @@ bool has_flag(const CpuIdentity& cpu, std::string_view flag) {
 // cores have. Said to be an assumption wherever it is reported.
 PeakRow assumed_row(const CpuIdentity& cpu) {
   PeakRow row;
+  if (cpu.implementer >= 0 || has_flag(cpu, "asimd")) {
+    row.vendor = kArmAssumed;
+    row.microarchitecture = "not in the table";
+    row.fma_pipes = 2;
+    row.fma_bits = 128;
+    row.note = "assumed: 2 x 128-bit NEON FMA pipes, what Neoverse N1 / N2 have";
+    row.source = "none: an assumption";
+    return row;
+  }
   row.vendor = "";
   row.microarchitecture = "not in the table";
   row.fma_pipes = 2;
@@ -128,6 +165,9 @@ PeakRow assumed_row(const CpuIdentity& cpu) {
 }
 
 std::string identity(const CpuIdentity& cpu) {
+  if (cpu.implementer >= 0)
+    return fmt::format("{} implementer {:#x} part {:#x} variant {} revision {}", cpu.vendor,
+                       cpu.implementer, cpu.part, cpu.variant, cpu.revision);
   if (cpu.family < 0) return cpu.vendor.empty() ? "a non-x86 CPU" : cpu.vendor;
   return fmt::format("{} family {:#x} model {:#x} stepping {}", cpu.vendor, cpu.family, cpu.model,
                      cpu.stepping);
@@ -172,6 +212,7 @@ PeakSpec lookup_peak_spec(const CpuIdentity& cpu) {
 
 double fp32_flops_per_cycle(const PeakRow& row, Isa level) {
   if (!runs(row, level)) return 0;
+  if (arm_row(row)) return level == Isa::portable ? row.fma_pipes * row.fma_bits / 32 * 2.0 : 0;
   if (level == Isa::portable) {
     // SSE2 has no FMA: muls issue on the FMA pipes, adds on those or the add pipes.
     const int instructions = std::min(row.fma_pipes + row.add_pipes, 2 * row.fma_pipes);
@@ -183,8 +224,12 @@ double fp32_flops_per_cycle(const PeakRow& row, Isa level) {
 }
 
 std::string fp32_formula(const PeakRow& row, Isa level) {
-  if (!runs(row, level))
+  if (!runs(row, level) || (arm_row(row) && level != Isa::portable))
     return fmt::format("{} does not run the {} level", row.microarchitecture, isa_name(level));
+  if (arm_row(row))
+    return fmt::format("{} x {}-bit FMA pipes (fmla): {} x {} lanes x 2 FLOP = {:g} FLOP/cycle",
+                       row.fma_pipes, row.fma_bits, row.fma_pipes, row.fma_bits / 32,
+                       fp32_flops_per_cycle(row, level));
   if (level == Isa::portable)
     return fmt::format(
         "SSE2 mul + add (no FMA): {} x 128-bit ops/cycle ({} FMA + {} add pipes, muls only on "

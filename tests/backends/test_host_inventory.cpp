@@ -354,23 +354,43 @@ TEST(IsaLevel, EnvironmentCapsTheProbe) {
   EXPECT_EQ(level.isa, Isa::portable);
   EXPECT_NE(level.reason.find("TRAINBENCH_MAX_ISA=portable"), std::string::npos);
 
-  // The portable probe is SSE2 mul + add, exact like the FMA ones.
+  // The portable probe is SSE2 mul + add (x86; NEON fmla, or SVE where the CPU has it, on
+  // aarch64), exact like the FMA ones.
   const HostInventory host = read_host_inventory();
   std::unique_ptr<Plan> plan;
   ASSERT_TRUE(plan_peak(PeakOp{DType::f32, 1000}, host, 1, level, &plan).ok());
-  EXPECT_EQ(plan->implementation().rfind("portable:", 0), 0u) << plan->implementation();
+#if defined(__aarch64__)
+  const std::string expected_prefix = host.arm.sve ? "sve:" : "portable:";
+#else
+  const std::string expected_prefix = "portable:";
+#endif
+  EXPECT_EQ(plan->implementation().rfind(expected_prefix, 0), 0u) << plan->implementation();
   double result = 0;
   const Buffer out{&result, sizeof(result)};
   ASSERT_TRUE(static_cast<CpuPlan&>(*plan).run(std::span<const Buffer>(&out, 1), Buffer{}).ok());
   EXPECT_EQ(result, 1000 * kPeakIncrement);
+#if defined(__aarch64__)
+  if (host.arm.bf16) {  // bfmmla: not an x86 level, so no cap applies
+    ASSERT_TRUE(plan_peak(PeakOp{DType::bf16, 1000}, host, 1, level, &plan).ok());
+    ASSERT_TRUE(static_cast<CpuPlan&>(*plan).run(std::span<const Buffer>(&out, 1), Buffer{}).ok());
+    EXPECT_EQ(result, 1000 * 2 * kPeakIncrement) << plan->implementation();
+  } else {
+    EXPECT_EQ(plan_peak(PeakOp{DType::bf16, 1000}, host, 1, level, &plan).code(),
+              StatusCode::unimplemented);
+  }
+#else
   EXPECT_EQ(plan_peak(PeakOp{DType::bf16, 1000}, host, 1, level, &plan).code(),
             StatusCode::unimplemented);
+#endif
 
   const ScopedEnv bad("TRAINBENCH_MAX_ISA", "avx9000");
   EXPECT_FALSE(isa_level_from_environment(false, &level).ok());
 }
 
 TEST(IsaLevel, OneDnnCapLowersTheLevel) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "ONEDNN_MAX_CPU_ISA's values are x86 levels";
+#endif
   const ScopedEnv theirs("ONEDNN_MAX_CPU_ISA", "SSE41");
   IsaLevel level;
   ASSERT_TRUE(isa_level_from_environment(true, &level).ok());
@@ -380,6 +400,127 @@ TEST(IsaLevel, OneDnnCapLowersTheLevel) {
   Isa ours = Isa::portable;
   ASSERT_TRUE(isa_from_environment(&ours).ok());
   EXPECT_EQ(level.isa, ours);
+}
+
+// ---- Arm: the MIDR, the features and the emulation check ----
+
+// /proc/cpuinfo of one CPU as an arm64 kernel prints it (Graviton3's features).
+std::string arm_cpuinfo(const std::string& part, const std::string& features) {
+  return "processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: " + features +
+         "\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x1\nCPU part\t: " + part +
+         "\nCPU revision\t: 1\n\n";
+}
+
+const std::string kGraviton3Features =
+    "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma "
+    "lrcpc dcpop sha3 sm3 sm4 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs paca pacg "
+    "dcpodp svei8mm svebf16 i8mm bf16 dgh rng";
+
+TEST(ArmCpuinfo, MidrFieldsAndNames) {
+  const CpuIdentity v1 = parse_cpuinfo(arm_cpuinfo("0xd40", kGraviton3Features));
+  EXPECT_EQ(v1.implementer, 0x41);
+  EXPECT_EQ(v1.part, 0xd40);
+  EXPECT_EQ(v1.variant, 1);
+  EXPECT_EQ(v1.revision, 1);
+  EXPECT_EQ(v1.vendor, "ARM");
+  EXPECT_EQ(v1.model_name, "ARM Neoverse V1");
+  EXPECT_EQ(v1.family, -1);
+  const ArmFeatures features = arm_features_from_flags(v1.flags);
+  EXPECT_TRUE(features.asimd && features.sve && features.bf16 && features.i8mm);
+  EXPECT_FALSE(features.sve2);
+  EXPECT_EQ(features.names(),
+            (std::vector<std::string>{"asimd", "sve", "bf16", "i8mm", "svebf16"}));
+  // A part the names do not know keeps its number.
+  const CpuIdentity other = parse_cpuinfo(
+      "Features\t: fp asimd\nCPU implementer\t: 0xc0\nCPU part\t: 0xac3\nCPU revision\t: 0\n");
+  EXPECT_EQ(other.vendor, "Ampere");
+  EXPECT_EQ(other.model_name, "Ampere part 0xac3");
+}
+
+TEST(ArmCpuinfo, MidrRegisterFromSysfs) {
+  const std::optional<Midr> grace = parse_midr("0x00000000410fd4f0\n");
+  ASSERT_TRUE(grace);
+  EXPECT_EQ(grace->implementer, 0x41);
+  EXPECT_EQ(grace->part, 0xd4f);
+  EXPECT_EQ(grace->variant, 0);
+  EXPECT_EQ(grace->revision, 0);
+  const std::optional<Midr> n1 = parse_midr("0x00000000413fd0c1");
+  ASSERT_TRUE(n1);
+  EXPECT_EQ(n1->variant, 3);
+  EXPECT_EQ(n1->part, 0xd0c);
+  EXPECT_EQ(n1->revision, 1);
+  EXPECT_FALSE(parse_midr("not a register"));
+  EXPECT_FALSE(parse_midr(""));
+
+  // A /proc/cpuinfo without the CPU lines (some containers' LXCFS): sysfs names the CPU.
+  TempDir dir("tb-arm-tree");
+  const fs::path tree = dir.path();
+  write(tree / "proc/cpuinfo", "processor\t: 0\nFeatures\t: fp asimd sve sve2 bf16 i8mm");
+  write(tree / "sys/devices/system/cpu/online", "0");
+  write(tree / "sys/devices/system/cpu/cpu0/regs/identification/midr_el1", "0x00000000410fd4f0");
+  const HostInventory host = read_host_inventory(tree, std::vector<int>{0});
+  EXPECT_EQ(host.cpu.implementer, 0x41);
+  EXPECT_EQ(host.cpu.part, 0xd4f);
+  EXPECT_EQ(host.cpu_model, "ARM Neoverse V2");
+  EXPECT_TRUE(host.arm.sve2);
+  EXPECT_TRUE(host.has_isa("sve2"));
+  EXPECT_TRUE(host.has_isa("bf16"));
+}
+
+TEST(ArmFeatures, FromHwcapBits) {
+  const ArmFeatures none = arm_features_from_hwcap(0, 0);
+  EXPECT_FALSE(none.asimd || none.sve || none.sve2 || none.bf16 || none.i8mm);
+  // HWCAP_ASIMD (1 << 1), HWCAP_SVE (1 << 22); HWCAP2_SVE2 (1 << 1), HWCAP2_I8MM (1 << 13),
+  // HWCAP2_BF16 (1 << 14).
+  const ArmFeatures v2 =
+      arm_features_from_hwcap((1UL << 1) | (1UL << 22), (1UL << 1) | (1UL << 13) | (1UL << 14));
+  EXPECT_TRUE(v2.asimd && v2.sve && v2.sve2 && v2.bf16 && v2.i8mm);
+  EXPECT_FALSE(v2.sve_bf16);
+  EXPECT_EQ(v2.source, "AT_HWCAP/AT_HWCAP2");
+}
+
+TEST(Emulation, ForeignCpuinfoOrQemuVariables) {
+  const CpuIdentity x86 = identity("GenuineIntel", 6, 0x8f, 8, "Intel(R) Xeon(R) Platinum 8480+");
+  const CpuIdentity arm = parse_cpuinfo(arm_cpuinfo("0xd4f", "fp asimd sve sve2"));
+  EXPECT_EQ(detect_emulation("x86_64", x86, ""), "");
+  EXPECT_EQ(detect_emulation("aarch64", arm, ""), "");
+  const std::string qemu = detect_emulation("aarch64", x86, "");
+  EXPECT_NE(qemu.find("x86 CPU"), std::string::npos) << qemu;
+  EXPECT_NE(qemu.find("8480+"), std::string::npos) << qemu;
+  EXPECT_NE(detect_emulation("x86_64", arm, "").find("Arm CPU"), std::string::npos);
+  EXPECT_NE(detect_emulation("aarch64", arm, "QEMU_LD_PREFIX").find("QEMU_LD_PREFIX is set"),
+            std::string::npos);
+}
+
+TEST(PeakTable, ArmNeoverseByPart) {
+  auto arm = [](const std::string& part) {
+    return parse_cpuinfo(arm_cpuinfo(part, "fp asimd sve"));
+  };
+  EXPECT_EQ(fp32(arm("0xd0c"), Isa::portable), 16);  // N1: 2 x 128-bit
+  EXPECT_EQ(fp32(arm("0xd40"), Isa::portable), 32);  // V1: 4 x 128 (2 x 256 SVE)
+  EXPECT_EQ(fp32(arm("0xd49"), Isa::portable), 16);  // N2: 2 x 128
+  EXPECT_EQ(fp32(arm("0xd4f"), Isa::portable), 32);  // V2 (Grace): 4 x 128
+  EXPECT_EQ(fp32(arm("0xd4f"), Isa::avx2), 0);
+  const PeakSpec grace = lookup_peak_spec(arm("0xd4f"));
+  EXPECT_TRUE(grace.from_table);
+  EXPECT_NE(grace.basis.find("Grace"), std::string::npos) << grace.basis;
+  EXPECT_NE(std::string(grace.row.source).find("Neoverse V2"), std::string::npos);
+  const PeakSpec unknown = lookup_peak_spec(arm("0xd99"));
+  EXPECT_FALSE(unknown.from_table);
+  EXPECT_EQ(fp32_flops_per_cycle(unknown.row, Isa::portable), 16);  // assumed 2 x 128-bit
+  EXPECT_NE(unknown.basis.find("implementer 0x41 part 0xd99"), std::string::npos) << unknown.basis;
+}
+
+TEST(TheoreticalPeak, ArmCoresAtNeonWidth) {
+  HostInventory host;
+  host.cpu = parse_cpuinfo(arm_cpuinfo("0xd4f", "fp asimd sve sve2 bf16"));
+  host.cpu_model = host.cpu.model_name;
+  host.isa = {"asimd", "sve", "sve2", "bf16"};
+  const PeakRates rates = theoretical_peak(host, 4, IsaLevel{Isa::portable, false, ""}, 3.0);
+  EXPECT_DOUBLE_EQ(rates.fp32_gflops, 4 * 32 * 3.0);
+  EXPECT_EQ(rates.bf16_gflops, 0);  // no sourced bfmmla rate: not stated
+  EXPECT_NE(rates.model.find("not stated"), std::string::npos) << rates.model;
+  EXPECT_EQ(fp32_peak_by_level(host, 4, 3.0).size(), 1u);
 }
 
 TEST(Clock, UnderTheVectorProbeOnAllThreads) {
