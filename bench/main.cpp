@@ -155,14 +155,18 @@ int main_impl(int argc, char** argv) {
   run->add_flag(
       "--flush-caches", options.harness.flush_caches,
       "evict the caches before every sample (each sample then times one unit from cold caches)");
-  run->add_option("--seed", options.seed, "seed of the random inputs");
+  run->add_option("--seed", options.seed,
+                  "seed of the random inputs: each case's seed mixes it with a hash of the "
+                  "case's descriptor line, so a descriptor gets the same inputs in any suite");
   run->add_flag("--allow-reference-kernels", options.allow_reference_kernels,
                 "time cases whose plans run reference kernels (flagged in the table and the "
                 "report); without it such a case is unimplemented, named, and not timed");
   int training_runs = 0;
   run->add_option("--runs", training_runs,
-                  "time-to-train workloads (ttt-*): runs with seeds seed, seed + 1, ... "
-                  "reported as MLPerf's aggregate (a case's own runs= wins)")
+                  "time-to-train workloads (ttt-*): runs with seeds s, s + 1, ..., where s is "
+                  "the case's seed (--seed mixed with a hash of its descriptor line), reported "
+                  "as MLPerf's aggregate (a missed target counts as infinitely slow; a case's "
+                  "own runs= wins)")
       ->check(CLI::PositiveNumber);
   run->add_option("-o,--out", out, "report file (default trainbench-report-<UTC time>.json)");
   std::vector<std::string> child_environments;

@@ -7,6 +7,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/registry.h"
@@ -34,6 +35,10 @@ struct RunOptions {
   // Backends to run again in a child process with a changed environment, after the rest.
   std::vector<ChildEnvironment> child_environments;
 };
+
+// The seed of a case's inputs: --seed mixed with an FNV-1a hash of its canonical descriptor
+// line, so a descriptor reproduces its inputs in any suite, at any position, on any backend.
+std::uint64_t case_seed(std::uint64_t seed, std::string_view descriptor);
 
 // Exit code: 0 when every case passed or is unimplemented, 1 when any failed or a requested
 // backend is not usable here (its cases are recorded as skipped, with the reason).

@@ -5,6 +5,7 @@
 
 #include "backends/registry.h"
 #include "bench/harness.h"
+#include "bench/runner.h"
 
 namespace tb {
 namespace {
@@ -114,6 +115,15 @@ TEST_F(Harness, AFailingRunEndsTheMeasurementWithItsStatus) {
   const Status status = measure(workload, *backend_, HarnessConfig{1, 0, 10, 10, 0, 0}, &m);
   EXPECT_EQ(status.code(), StatusCode::failed);
   EXPECT_EQ(status.message(), "device lost");
+}
+
+// A case's seed depends on --seed and its descriptor line only, never on its position.
+TEST(CaseSeed, FollowsTheSeedAndTheDescriptor) {
+  const std::string gemm = "gemm m=64 n=64 k=64 dtype=f32";
+  EXPECT_EQ(case_seed(42, gemm), case_seed(42, gemm));
+  EXPECT_NE(case_seed(42, gemm), case_seed(43, gemm));
+  EXPECT_NE(case_seed(42, gemm), case_seed(42, "gemm m=64 n=64 k=65 dtype=f32"));
+  EXPECT_NE(case_seed(42, gemm) + 1, case_seed(43, gemm));  // mixed, not offset
 }
 
 }  // namespace

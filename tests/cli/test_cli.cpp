@@ -214,10 +214,12 @@ TEST_F(Cli, TimeToTrainRunsAreRepeatedAndUnconvergedRunsKept) {
   EXPECT_EQ(result["workload"],
             "ttt-fashion-mnist target=0.99 batch=128 dtype=f32 epochs=1 lr=0.1 runs=2 subset=256");
   EXPECT_EQ(result["status"], "failed");
-  EXPECT_NE(result["reason"].get<std::string>().find("no run reached test accuracy 99%"),
-            std::string::npos);
+  EXPECT_NE(result["reason"].get<std::string>().find("2 of 2 runs missed test accuracy 99%"),
+            std::string::npos)
+      << result["reason"];
   EXPECT_EQ(result["details"]["runs_attempted"], 2);
   EXPECT_EQ(result["details"]["runs_converged"], 0);
+  EXPECT_EQ(result["details"]["runs_missed"], 2);
   EXPECT_EQ(result["details"]["runs"][1]["curve"].size(), 2u);  // every half epoch
   EXPECT_FALSE(result["details"].contains("time_to_train_s"));
   // The HTML report draws each run's curve.
