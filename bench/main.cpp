@@ -206,24 +206,47 @@ int main_impl(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
 
   CheckOptions check_options;
-  CLI::App* check =
-      app.add_subcommand("check", "CI gate: exit 1 when a case got significantly slower or failed");
-  check->add_option("--baseline", check_options.baseline, "the reference report")->required();
-  check->add_option("--current", check_options.current, "the report to check")->required();
+  CLI::App* check = app.add_subcommand(
+      "check",
+      "CI gate on run-to-run variation: exit 1 when a case got slower beyond the threshold and "
+      "the noise between runs, failed, or was lost");
+  check
+      ->add_option("--baseline", check_options.baselines,
+                   "baseline reports, one per run (each run's median is one observation; "
+                   "3 or more test significance, one applies the threshold only)")
+      ->expected(1, -1);
+  check->add_option("--baseline-history", check_options.history,
+                    "take the baseline runs from this history database (trainbench history): "
+                    "the newest reports of this machine measured under the same conditions");
+  check
+      ->add_option("--history-runs", check_options.history_runs,
+                   "baseline runs taken from --baseline-history (default 5)")
+      ->check(CLI::PositiveNumber);
+  check
+      ->add_option("--current", check_options.currents,
+                   "reports of the build to check, one per run (3 or more for significance)")
+      ->required()
+      ->expected(1, -1);
   check->add_option("--threshold", check_threshold, "slow-down that fails the check (default 5%)");
-  check->add_flag("--force", check_options.force, "accept a baseline from another machine");
+  check->add_flag("--force", check_options.force,
+                  "accept baselines from another machine or measured under other conditions");
+  check->add_flag("--allow-lost", check_options.allow_lost,
+                  "list cases measured in the baseline and skipped, unimplemented or absent now "
+                  "without failing");
   check->add_option("--format", check_format, "table, markdown or json")
       ->check(CLI::IsMember({"table", "markdown", "json"}));
 
   AbOptions ab_options;
   CLI::App* ab = app.add_subcommand(
       "ab",
-      "run two builds interleaved (A B A B ...) on this machine and apply check's verdict; "
-      "further options go to both builds' `run`");
+      "run two builds alternating ABBA (A B, B A, A B, ...) on this machine and apply check's "
+      "verdict to the runs; further options go to both builds' `run`");
   ab->add_option("--baseline-bin", ab_options.baseline_bin, "the old trainbench binary")
       ->required();
   ab->add_option("--current-bin", ab_options.current_bin, "the new trainbench binary")->required();
-  ab->add_option("--rounds", ab_options.rounds, "rounds, each one run of each build (at least 5)");
+  ab->add_option("--rounds", ab_options.rounds,
+                 "rounds, each one run of each build (default 5, at least 3)");
+  ab->add_flag("--allow-lost", ab_options.allow_lost, "lost cases do not fail (see check)");
   ab->add_option("--threshold", ab_threshold, "slow-down that fails (default 5%)");
   ab->add_option("--out-dir", ab_options.out_dir,
                  "keep every round's report and the combined ones here");
