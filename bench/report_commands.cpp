@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -469,9 +470,12 @@ int check_command(const CheckOptions& options) {
     std::size_t other_conditions = 0;
     for (nlohmann::json& report : history.reports_of(machine_fingerprint(currents.front()))) {
       if (static_cast<int>(baselines.size()) == options.history_runs) break;
-      if (report.value("started_at", "") == currents.front().value("started_at", "") &&
-          report.value("command", "") == currents.front().value("command", ""))
-        continue;  // the current run itself, already added
+      const auto is_report = [&](const nlohmann::json& current) {
+        return report.value("started_at", "") == current.value("started_at", "") &&
+               report.value("command", "") == current.value("command", "");
+      };
+      if (std::any_of(currents.begin(), currents.end(), is_report))
+        continue;  // a current run, already added to the history
       if (!options.force && !condition_differences(report, currents.front()).empty()) {
         ++other_conditions;
         continue;

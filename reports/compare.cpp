@@ -218,9 +218,14 @@ RunComparison compare_runs(std::span<const double> baseline_medians,
                             std::sqrt(1 / static_cast<double>(n) + 1 / static_cast<double>(m));
   c.ci_low = std::exp(mean_difference - half_width);
   c.ci_high = std::exp(mean_difference + half_width);
-  if (beyond_slower && c.ci_low > 1)
+  // Under noise over half the threshold, the interval itself must lie past the threshold: runs
+  // of one build on a loaded machine differ by more than their spread suggests (neighbours'
+  // load comes in bursts longer than a run), so clearing 1 is not enough there.
+  const double slower_bound = noisy ? 1 + threshold : 1,
+               faster_bound = noisy ? 1 / (1 + threshold) : 1;
+  if (beyond_slower && c.ci_low > slower_bound)
     c.verdict = Verdict::slower;
-  else if (beyond_faster && c.ci_high < 1)
+  else if (beyond_faster && c.ci_high < faster_bound)
     c.verdict = Verdict::faster;
   else if (beyond_slower || beyond_faster ||
            (noisy && (c.ci_high > 1 + threshold || c.ci_low < 1 / (1 + threshold))))

@@ -64,8 +64,9 @@ std::vector<std::string> condition_differences(const nlohmann::json& baseline,
 // test), tested only with at least kMinRunsTested runs a side. noise is the run-to-run
 // standard deviation of the log medians, pooled over both sides (0 when either side has one
 // run). Verdicts:
-//   slower / faster: the ratio passes the threshold and the interval excludes 1; untested, the
-//     ratio alone decides, unless the noise is over half the threshold;
+//   slower / faster: the ratio passes the threshold and the interval excludes 1 (with noise
+//     over half the threshold: the interval lies past the threshold); untested, the ratio
+//     alone decides, unless the noise is over half the threshold;
 //   inconclusive: the noise is over half the threshold and neither a change past the threshold
 //     nor its absence is shown (untested, or the interval reaches past the threshold), or the
 //     ratio passes the threshold but the interval holds 1;

@@ -508,6 +508,40 @@ TEST_F(Cli, CheckGatesOnSignificantSlowdowns) {
   EXPECT_EQ(slurp(data("baseline.json")), before);  // inputs are never written
 }
 
+// check takes its baseline runs from the history: the newest reports of this machine measured
+// under the current run's conditions.
+TEST_F(Cli, CheckTakesBaselinesFromTheHistory) {
+  const std::string db = (dir_ / "h.db").string();
+  nlohmann::json report = nlohmann::json::parse(slurp(data("baseline.json")));
+  for (int i = 0; i < 3; ++i) {
+    report["started_at"] = fmt::format("2026-10-2{}T12:00:00Z", i);
+    std::ofstream(dir_ / fmt::format("run{}.json", i)) << report.dump();
+  }
+  nlohmann::json flushed = report;
+  flushed["started_at"] = "2026-10-29T12:00:00Z";
+  flushed["settings"]["flush_caches"] = true;  // other conditions: left out
+  std::ofstream(dir_ / "flushed.json") << flushed.dump();
+  ASSERT_EQ(run({"history", "--db", db, "add", (dir_ / "run0.json").string(),
+                 (dir_ / "run1.json").string(), (dir_ / "run2.json").string(),
+                 (dir_ / "flushed.json").string()})
+                .exit_code,
+            0);
+  const Outcome check = run({"check", "--baseline-history", db, "--current",
+                             data("current_same.json"), "--format", "json"});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_NE(check.err.find("3 baseline runs from"), std::string::npos) << check.err;
+  EXPECT_NE(check.err.find("1 of other conditions left out"), std::string::npos) << check.err;
+  EXPECT_EQ(nlohmann::json::parse(check.out)["cases"][0]["comparison"]["baseline_runs"], 3);
+  const Outcome two = run({"check", "--baseline-history", db, "--history-runs", "2", "--current",
+                           data("current_same.json"), "--format", "json"});
+  EXPECT_EQ(nlohmann::json::parse(two.out)["cases"][0]["comparison"]["baseline_runs"], 2);
+  EXPECT_EQ(run({"check", "--current", data("current_same.json")}).exit_code, 2);  // no baseline
+  EXPECT_EQ(run({"check", "--baseline-history", (dir_ / "empty.db").string(), "--current",
+                 data("current_same.json")})
+                .exit_code,
+            2);
+}
+
 TEST_F(Cli, SummaryAnswersWithItsSources) {
   const Outcome outcome = run({"summary", data("current_regressed.json"), "--format", "json"});
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;

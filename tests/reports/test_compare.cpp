@@ -192,6 +192,11 @@ TEST(CompareRuns, NoisyRunsAreInconclusiveNotSlower) {
   EXPECT_EQ(noisy.verdict, Verdict::inconclusive);
   EXPECT_GT(noisy.noise, 0.15);
   EXPECT_NE(noisy.note.find("run-to-run noise"), std::string::npos) << noisy.note;
+  std::vector<double> tripled;
+  for (double v : base) tripled.push_back(3 * v);
+  const RunComparison clear = compare_runs(base, tripled, 0.05);  // clearly past the threshold
+  EXPECT_EQ(clear.verdict, Verdict::slower);
+  EXPECT_GT(clear.ci_low, 1.05);
   EXPECT_EQ(compare_runs(base, base, 0.05).verdict, Verdict::inconclusive);  // can't tell 5%
   EXPECT_EQ(compare_runs(base, base, 0.5).verdict, Verdict::unchanged);      // can tell 50%
   const std::vector<double> two = {1.0, 1.3}, two_slow = {1.3, 1.7};
