@@ -216,9 +216,10 @@ TEST(TttFashionMnist, ShortRunsConvergeOrSayTheyDidNot) {
   ASSERT_TRUE(unreachable->setup(*backend, 42).ok());
   const Status failed = unreachable->run();
   EXPECT_FALSE(failed.ok());
-  EXPECT_NE(failed.message().find("no run reached"), std::string::npos) << failed.message();
+  EXPECT_NE(failed.message().find("1 of 1 runs missed"), std::string::npos) << failed.message();
   EXPECT_TRUE(unreachable->own_samples().empty());
   EXPECT_FALSE(unreachable->details()["runs"][0]["converged"].get<bool>());
+  EXPECT_EQ(unreachable->details()["runs_missed"], 1);
 }
 
 TEST(TttFashionMnist, DescriptorsAreChecked) {
