@@ -230,6 +230,12 @@ int main_impl(int argc, char** argv) {
   check->add_option("--threshold", check_threshold, "slow-down that fails the check (default 5%)");
   check->add_flag("--force", check_options.force,
                   "accept baselines from another machine or measured under other conditions");
+  std::string check_statistic = "median", ab_statistic = "median";
+  check
+      ->add_option("--run-statistic", check_statistic,
+                   "what one run contributes: its median sample (default) or min, its fastest "
+                   "(steadier on a loaded machine)")
+      ->check(CLI::IsMember({"median", "min"}));
   check->add_flag("--allow-lost", check_options.allow_lost,
                   "list cases measured in the baseline and skipped, unimplemented or absent now "
                   "without failing");
@@ -247,6 +253,8 @@ int main_impl(int argc, char** argv) {
   ab->add_option("--rounds", ab_options.rounds,
                  "rounds, each one run of each build (default 5, at least 3)");
   ab->add_flag("--allow-lost", ab_options.allow_lost, "lost cases do not fail (see check)");
+  ab->add_option("--run-statistic", ab_statistic, "median (default) or min (see check)")
+      ->check(CLI::IsMember({"median", "min"}));
   ab->add_option("--threshold", ab_threshold, "slow-down that fails (default 5%)");
   ab->add_option("--out-dir", ab_options.out_dir,
                  "keep every round's report and the combined ones here");
@@ -309,11 +317,13 @@ int main_impl(int argc, char** argv) {
   if (*check) {
     check_options.threshold = parse_threshold(check_threshold);
     check_options.format = parse_table_format(check_format);
+    check_options.statistic = check_statistic == "min" ? RunStatistic::min : RunStatistic::median;
     return check_command(check_options);
   }
   if (*ab) {
     ab_options.threshold = parse_threshold(ab_threshold);
     ab_options.format = parse_table_format(ab_format);
+    ab_options.statistic = ab_statistic == "min" ? RunStatistic::min : RunStatistic::median;
     ab_options.run_arguments = ab->remaining();
     return ab_command(ab_options);
   }

@@ -392,10 +392,13 @@ nlohmann::json runs_json(const RunComparison& c) {
   return j;
 }
 
-int print_check(const CheckResult& check, TableFormat format, double threshold) {
+int print_check(const CheckResult& check, TableFormat format, double threshold,
+                RunStatistic statistic) {
   if (format == TableFormat::json) {
-    nlohmann::json out = {
-        {"passed", check.passed()}, {"threshold", threshold}, {"cases", nlohmann::json::array()}};
+    nlohmann::json out = {{"passed", check.passed()},
+                          {"threshold", threshold},
+                          {"run_statistic", run_statistic_name(statistic)},
+                          {"cases", nlohmann::json::array()}};
     for (const CheckEntry& entry : check.entries) {
       nlohmann::json item = {{"workload", entry.key.workload},
                              {"dtype", entry.key.dtype},
@@ -428,8 +431,9 @@ int print_check(const CheckResult& check, TableFormat format, double threshold) 
     text += fmt::format(fmt::runtime(markdown ? "### {}\n\n{}\n" : "{}:\n{}\n"), title,
                         table.render(format));
   }
-  text += fmt::format("check {} (threshold {:.1f}%)\n", check.passed() ? "passed" : "FAILED",
-                      threshold * 100);
+  text += fmt::format("check {} (threshold {:.1f}%, each run's {} sample)\n",
+                      check.passed() ? "passed" : "FAILED", threshold * 100,
+                      run_statistic_name(statistic));
   print(text);
   return check.passed() ? 0 : 1;
 }
@@ -494,9 +498,9 @@ int check_command(const CheckOptions& options) {
                    : "");
   }
   require_same_conditions(baselines, names, currents, options.currents, options.force);
-  CheckResult check = check_runs(baselines, currents, options.threshold);
+  CheckResult check = check_runs(baselines, currents, options.threshold, options.statistic);
   check.allow_lost = options.allow_lost;
-  return print_check(check, options.format, options.threshold);
+  return print_check(check, options.format, options.threshold, options.statistic);
 }
 
 namespace {
@@ -587,9 +591,9 @@ int ab_command(const AbOptions& options) {
   } else {
     std::filesystem::remove_all(dir);
   }
-  CheckResult check = check_runs(rounds[0], rounds[1], options.threshold);
+  CheckResult check = check_runs(rounds[0], rounds[1], options.threshold, options.statistic);
   check.allow_lost = options.allow_lost;
-  return print_check(check, options.format, options.threshold);
+  return print_check(check, options.format, options.threshold, options.statistic);
 }
 
 int history_add_command(const HistoryOptions& options) {

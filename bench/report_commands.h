@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/compare.h"
+
 namespace tb {
 
 enum class TableFormat { table, markdown, csv, json };
@@ -34,6 +36,7 @@ struct CheckOptions {
   double threshold = 0.05;
   bool force = false;       // accept baselines measured under other conditions
   bool allow_lost = false;  // cases measured before and not now do not fail the check
+  RunStatistic statistic = RunStatistic::median;
   TableFormat format = TableFormat::table;
 };
 int check_command(const CheckOptions& options);
@@ -43,6 +46,7 @@ struct AbOptions {
   int rounds = 5;  // each one run of each build, in ABBA order
   double threshold = 0.05;
   bool allow_lost = false;
+  RunStatistic statistic = RunStatistic::median;
   TableFormat format = TableFormat::table;
   std::optional<std::string> out_dir;      // keeps every round's report and the two combined ones
   std::vector<std::string> run_arguments;  // passed to `run` of both builds

@@ -269,18 +269,24 @@ std::string result_caveats(const nlohmann::json& result) {
   return caveats;
 }
 
+std::string_view run_statistic_name(RunStatistic statistic) {
+  return statistic == RunStatistic::min ? "min" : "median";
+}
+
 CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
-                       const std::vector<nlohmann::json>& currents, double threshold) {
+                       const std::vector<nlohmann::json>& currents, double threshold,
+                       RunStatistic statistic) {
   // Per case: its result in every run, in run order.
   std::map<CaseKey, std::vector<const nlohmann::json*>> base, now;
   for (const nlohmann::json& report : baselines)
     for (const auto& result : report.at("results")) base[case_key(result)].push_back(&result);
   for (const nlohmann::json& report : currents)
     for (const auto& result : report.at("results")) now[case_key(result)].push_back(&result);
-  auto medians_of = [](const std::vector<const nlohmann::json*>& results) {
-    std::vector<double> medians;
+  const char* field = statistic == RunStatistic::min ? "min_s" : "median_s";
+  auto medians_of = [field](const std::vector<const nlohmann::json*>& results) {
+    std::vector<double> medians;  // one figure per run: its median (or fastest) sample
     for (const nlohmann::json* result : results)
-      if ((*result)["status"] == "passed") medians.push_back((*result)["stats"]["median_s"]);
+      if ((*result)["status"] == "passed") medians.push_back((*result)["stats"][field]);
     return medians;
   };
   CheckResult check;

@@ -221,6 +221,21 @@ TEST(CheckRuns, SeveralRunsASide) {
   EXPECT_FALSE(lost.passed());
 }
 
+// On request each run contributes its fastest sample: on a loaded machine medians swing with
+// the neighbours while minima hold still.
+TEST(CheckRuns, TheFastestSampleOfEachRunOnRequest) {
+  auto base = runs_with_medians({1.0, 1.4, 0.8, 1.2, 0.9});
+  auto slow = runs_with_medians({1.1, 1.5, 0.95, 1.3, 1.0});
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    base[i]["results"][0]["stats"]["min_s"] = 0.5 + 0.001 * static_cast<double>(i);
+    slow[i]["results"][0]["stats"]["min_s"] = 0.575 + 0.001 * static_cast<double>(i);
+  }
+  EXPECT_EQ(check_runs(base, slow, 0.05).entries[0].verdict, Verdict::inconclusive);
+  const CheckResult by_min = check_runs(base, slow, 0.05, RunStatistic::min);
+  EXPECT_EQ(by_min.entries[0].verdict, Verdict::slower);
+  EXPECT_NEAR(by_min.entries[0].comparison->time_ratio, 0.577 / 0.502, 1e-9);  // median minima
+}
+
 // A figure measured with reference kernels or emulated bf16 says so wherever it is shown, and
 // check names a change in them between the baseline and now.
 TEST(CheckReports, ReferenceKernelsAndEmulatedBf16AreShown) {
