@@ -181,14 +181,18 @@ int main_impl(int argc, char** argv) {
   run->add_flag(
       "--flush-caches", options.harness.flush_caches,
       "evict the caches before every sample (each sample then times one unit from cold caches)");
-  run->add_option("--seed", options.seed, "seed of the random inputs");
+  run->add_option("--seed", options.seed,
+                  "seed of the random inputs: each case's seed mixes it with a hash of the "
+                  "case's descriptor line, so a descriptor gets the same inputs in any suite");
   run->add_flag("--allow-reference-kernels", options.allow_reference_kernels,
                 "time cases whose plans run reference kernels (flagged in the table and the "
                 "report); without it such a case is unimplemented, named, and not timed");
   int training_runs = 0;
   run->add_option("--runs", training_runs,
-                  "time-to-train workloads (ttt-*): runs with seeds seed, seed + 1, ... "
-                  "reported as MLPerf's aggregate (a case's own runs= wins)")
+                  "time-to-train workloads (ttt-*): runs with seeds s, s + 1, ..., where s is "
+                  "the case's seed (--seed mixed with a hash of its descriptor line), reported "
+                  "as MLPerf's aggregate (a missed target counts as infinitely slow; a case's "
+                  "own runs= wins)")
       ->check(CLI::PositiveNumber);
   run->add_option("-o,--out", out, "report file (default trainbench-report-<UTC time>.json)");
   std::vector<std::string> child_environments;
@@ -228,24 +232,55 @@ int main_impl(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
 
   CheckOptions check_options;
-  CLI::App* check =
-      app.add_subcommand("check", "CI gate: exit 1 when a case got significantly slower or failed");
-  check->add_option("--baseline", check_options.baseline, "the reference report")->required();
-  check->add_option("--current", check_options.current, "the report to check")->required();
+  CLI::App* check = app.add_subcommand(
+      "check",
+      "CI gate on run-to-run variation: exit 1 when a case got slower beyond the threshold and "
+      "the noise between runs, failed, or was lost");
+  check
+      ->add_option("--baseline", check_options.baselines,
+                   "baseline reports, one per run (each run's median is one observation; "
+                   "3 or more test significance, one applies the threshold only)")
+      ->expected(1, -1);
+  check->add_option("--baseline-history", check_options.history,
+                    "take the baseline runs from this history database (trainbench history): "
+                    "the newest reports of this machine measured under the same conditions");
+  check
+      ->add_option("--history-runs", check_options.history_runs,
+                   "baseline runs taken from --baseline-history (default 5)")
+      ->check(CLI::PositiveNumber);
+  check
+      ->add_option("--current", check_options.currents,
+                   "reports of the build to check, one per run (3 or more for significance)")
+      ->required()
+      ->expected(1, -1);
   check->add_option("--threshold", check_threshold, "slow-down that fails the check (default 5%)");
-  check->add_flag("--force", check_options.force, "accept a baseline from another machine");
+  check->add_flag("--force", check_options.force,
+                  "accept baselines from another machine or measured under other conditions");
+  std::string check_statistic = "median", ab_statistic = "median";
+  check
+      ->add_option("--run-statistic", check_statistic,
+                   "what one run contributes: its median sample (default) or min, its fastest "
+                   "(steadier on a loaded machine)")
+      ->check(CLI::IsMember({"median", "min"}));
+  check->add_flag("--allow-lost", check_options.allow_lost,
+                  "list cases measured in the baseline and skipped, unimplemented or absent now "
+                  "without failing");
   check->add_option("--format", check_format, "table, markdown or json")
       ->check(CLI::IsMember({"table", "markdown", "json"}));
 
   AbOptions ab_options;
   CLI::App* ab = app.add_subcommand(
       "ab",
-      "run two builds interleaved (A B A B ...) on this machine and apply check's verdict; "
-      "further options go to both builds' `run`");
+      "run two builds alternating ABBA (A B, B A, A B, ...) on this machine and apply check's "
+      "verdict to the runs; further options go to both builds' `run`");
   ab->add_option("--baseline-bin", ab_options.baseline_bin, "the old trainbench binary")
       ->required();
   ab->add_option("--current-bin", ab_options.current_bin, "the new trainbench binary")->required();
-  ab->add_option("--rounds", ab_options.rounds, "rounds, each one run of each build (at least 5)");
+  ab->add_option("--rounds", ab_options.rounds,
+                 "rounds, each one run of each build (default 5, at least 3)");
+  ab->add_flag("--allow-lost", ab_options.allow_lost, "lost cases do not fail (see check)");
+  ab->add_option("--run-statistic", ab_statistic, "median (default) or min (see check)")
+      ->check(CLI::IsMember({"median", "min"}));
   ab->add_option("--threshold", ab_threshold, "slow-down that fails (default 5%)");
   ab->add_option("--out-dir", ab_options.out_dir,
                  "keep every round's report and the combined ones here");
@@ -308,11 +343,13 @@ int main_impl(int argc, char** argv) {
   if (*check) {
     check_options.threshold = parse_threshold(check_threshold);
     check_options.format = parse_table_format(check_format);
+    check_options.statistic = check_statistic == "min" ? RunStatistic::min : RunStatistic::median;
     return check_command(check_options);
   }
   if (*ab) {
     ab_options.threshold = parse_threshold(ab_threshold);
     ab_options.format = parse_table_format(ab_format);
+    ab_options.statistic = ab_statistic == "min" ? RunStatistic::min : RunStatistic::median;
     ab_options.run_arguments = ab->remaining();
     return ab_command(ab_options);
   }

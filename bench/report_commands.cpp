@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -370,16 +371,40 @@ std::string key_text(const CaseKey& key) {
   return fmt::format("{} [{}] {}", key.backend, key.dtype, key.workload);
 }
 
-int print_check(const CheckResult& check, TableFormat format, double threshold) {
+// "0.87x [0.80, 0.94] 5 vs 5 runs, run-to-run noise 3.1%": speed-up of the current runs over
+// the baseline runs (>1: faster) with its 98% interval where tested.
+std::string format_runs(const RunComparison& c) {
+  std::string text = fmt::format("{:.2f}x", 1 / c.time_ratio);
+  if (c.tested) text += fmt::format(" [{:.2f}, {:.2f}]", 1 / c.ci_high, 1 / c.ci_low);
+  text += fmt::format(" {} vs {} run{}", c.baseline_runs, c.current_runs,
+                      c.current_runs == 1 ? "" : "s");
+  if (!c.note.empty()) text += ", " + c.note;
+  return text;
+}
+
+nlohmann::json runs_json(const RunComparison& c) {
+  nlohmann::json j = {{"speedup", 1 / c.time_ratio},       {"time_ratio", c.time_ratio},
+                      {"baseline_runs", c.baseline_runs},  {"current_runs", c.current_runs},
+                      {"significance_tested", c.tested},   {"run_to_run_noise", c.noise},
+                      {"verdict", verdict_name(c.verdict)}};
+  if (c.tested) j["speedup_ci98"] = {1 / c.ci_high, 1 / c.ci_low};
+  if (!c.note.empty()) j["note"] = c.note;
+  return j;
+}
+
+int print_check(const CheckResult& check, TableFormat format, double threshold,
+                RunStatistic statistic) {
   if (format == TableFormat::json) {
-    nlohmann::json out = {
-        {"passed", check.passed()}, {"threshold", threshold}, {"cases", nlohmann::json::array()}};
+    nlohmann::json out = {{"passed", check.passed()},
+                          {"threshold", threshold},
+                          {"run_statistic", run_statistic_name(statistic)},
+                          {"cases", nlohmann::json::array()}};
     for (const CheckEntry& entry : check.entries) {
       nlohmann::json item = {{"workload", entry.key.workload},
                              {"dtype", entry.key.dtype},
                              {"backend", entry.key.backend},
                              {"verdict", verdict_name(entry.verdict)}};
-      if (entry.comparison) item["comparison"] = comparison_json(*entry.comparison);
+      if (entry.comparison) item["comparison"] = runs_json(*entry.comparison);
       if (!entry.reason.empty()) item["reason"] = entry.reason;
       if (!entry.caveats.empty()) item["caveats"] = entry.caveats;
       out["cases"].push_back(item);
@@ -389,39 +414,93 @@ int print_check(const CheckResult& check, TableFormat format, double threshold) 
   }
   std::string text;
   const bool markdown = format == TableFormat::markdown;
-  for (Verdict verdict : {Verdict::failed, Verdict::slower, Verdict::faster, Verdict::unchanged,
-                          Verdict::insufficient_samples, Verdict::new_case, Verdict::missing}) {
-    TextTable table({"case", "speed-up [95% CI], p, verdict"});
+  for (Verdict verdict : {Verdict::failed, Verdict::lost, Verdict::slower, Verdict::inconclusive,
+                          Verdict::faster, Verdict::unchanged, Verdict::new_case}) {
+    TextTable table({"case", "speed-up [98% CI], runs, verdict basis"});
     for (const CheckEntry& entry : check.entries)
       if (entry.verdict == verdict)
         table.add({key_text(entry.key) + (entry.caveats.empty() ? "" : " " + entry.caveats),
-                   entry.comparison ? format_speedup(*entry.comparison) : entry.reason});
+                   entry.comparison ? format_runs(*entry.comparison) : entry.reason});
     if (table.empty()) continue;
-    const std::string title = verdict == Verdict::slower   ? "regressions"
-                              : verdict == Verdict::faster ? "improvements"
-                                                           : std::string(verdict_name(verdict));
+    const std::string title =
+        verdict == Verdict::slower   ? "regressions"
+        : verdict == Verdict::faster ? "improvements"
+        : verdict == Verdict::lost
+            ? std::string(check.allow_lost ? "lost (allowed)" : "lost: measured before, not now")
+            : std::string(verdict_name(verdict));
     text += fmt::format(fmt::runtime(markdown ? "### {}\n\n{}\n" : "{}:\n{}\n"), title,
                         table.render(format));
   }
-  text += fmt::format("check {} (threshold {:.1f}%)\n", check.passed() ? "passed" : "FAILED",
-                      threshold * 100);
+  text += fmt::format("check {} (threshold {:.1f}%, each run's {} sample)\n",
+                      check.passed() ? "passed" : "FAILED", threshold * 100,
+                      run_statistic_name(statistic));
   print(text);
   return check.passed() ? 0 : 1;
+}
+
+// Baselines measured under other conditions than the first current run are refused unless
+// forced, naming what differs.
+void require_same_conditions(const std::vector<nlohmann::json>& baselines,
+                             const std::vector<std::string>& names,
+                             const std::vector<nlohmann::json>& currents,
+                             const std::vector<std::string>& current_names, bool force) {
+  if (force) return;
+  for (std::size_t i = 0; i < baselines.size() + currents.size(); ++i) {
+    const bool is_base = i < baselines.size();
+    const nlohmann::json& report = is_base ? baselines[i] : currents[i - baselines.size()];
+    if (!is_base && i == baselines.size()) continue;  // the reference itself
+    const std::vector<std::string> differences = condition_differences(report, currents.front());
+    if (!differences.empty())
+      throw UsageError(fmt::format(
+          "{} was measured under other conditions than {} ({}); use --force to compare anyway",
+          is_base ? names[i] : current_names[i - baselines.size()], current_names.front(),
+          fmt::join(differences, "; ")));
+  }
 }
 
 }  // namespace
 
 int check_command(const CheckOptions& options) {
-  const nlohmann::json baseline = read_input_report(options.baseline),
-                       current = read_input_report(options.current);
-  const std::string base_machine = machine_fingerprint(baseline),
-                    current_machine = machine_fingerprint(current);
-  if (base_machine != current_machine && !options.force)
-    throw UsageError(fmt::format(
-        "the baseline comes from another machine ({} vs {}); use --force to compare anyway",
-        base_machine, current_machine));
-  return print_check(check_reports(baseline, current, options.threshold), options.format,
-                     options.threshold);
+  if (options.currents.empty()) throw UsageError("check needs --current");
+  if (options.baselines.empty() == !options.history)
+    throw UsageError("check needs --baseline reports or --baseline-history, one of the two");
+  std::vector<nlohmann::json> baselines, currents;
+  std::vector<std::string> names = options.baselines;
+  for (const std::string& path : options.currents) currents.push_back(read_input_report(path));
+  for (const std::string& path : options.baselines) baselines.push_back(read_input_report(path));
+  if (options.history) {
+    // The newest reports of this machine measured under the current run's conditions.
+    History history(*options.history);
+    std::size_t other_conditions = 0;
+    for (nlohmann::json& report : history.reports_of(machine_fingerprint(currents.front()))) {
+      if (static_cast<int>(baselines.size()) == options.history_runs) break;
+      const auto is_report = [&](const nlohmann::json& current) {
+        return report.value("started_at", "") == current.value("started_at", "") &&
+               report.value("command", "") == current.value("command", "");
+      };
+      if (std::any_of(currents.begin(), currents.end(), is_report))
+        continue;  // a current run, already added to the history
+      if (!options.force && !condition_differences(report, currents.front()).empty()) {
+        ++other_conditions;
+        continue;
+      }
+      names.push_back(fmt::format("{} ({})", *options.history, report.value("started_at", "")));
+      baselines.push_back(std::move(report));
+    }
+    if (baselines.empty())
+      throw UsageError(fmt::format(
+          "{} holds no report of this machine measured under these conditions ({} of other "
+          "conditions)",
+          *options.history, other_conditions));
+    fmt::print(stderr, "check: {} baseline runs from {}{}\n", baselines.size(), *options.history,
+               other_conditions
+                   ? fmt::format(" ({} of other conditions left out)", other_conditions)
+                   : "");
+  }
+  require_same_conditions(baselines, names, currents, options.currents, options.force);
+  CheckResult check = check_runs(baselines, currents, options.threshold, options.statistic);
+  check.allow_lost = options.allow_lost;
+  return print_check(check, options.format, options.threshold, options.statistic);
 }
 
 namespace {
@@ -447,8 +526,8 @@ bool run_build(const std::string& binary, const std::vector<std::string>& argume
   return WIFEXITED(status) && WEXITSTATUS(status) <= 1;
 }
 
-// One report per build whose samples are the per-round medians; a case that failed in any
-// round is failed.
+// One report per build whose samples are the per-round medians (kept with --out-dir); a case
+// that failed in any round is failed.
 nlohmann::json combine_rounds(const std::vector<nlohmann::json>& rounds) {
   nlohmann::json combined = rounds.front();
   std::map<CaseKey, std::vector<const nlohmann::json*>> by_case;
@@ -478,8 +557,10 @@ nlohmann::json combine_rounds(const std::vector<nlohmann::json>& rounds) {
 }  // namespace
 
 int ab_command(const AbOptions& options) {
-  if (options.rounds < 5)
-    throw UsageError("ab needs at least 5 rounds: fewer can never show a significant difference");
+  if (options.rounds < static_cast<int>(kMinRunsTested))
+    throw UsageError(fmt::format(
+        "ab needs at least {} rounds: with fewer, run-to-run significance is not tested",
+        kMinRunsTested));
   for (const std::string& binary : {options.baseline_bin, options.current_bin})
     if (access(binary.c_str(), X_OK) != 0)
       throw UsageError(fmt::format("{} is not an executable", binary));
@@ -490,7 +571,10 @@ int ab_command(const AbOptions& options) {
   std::vector<nlohmann::json> rounds[2];
   const std::string* binaries[2] = {&options.baseline_bin, &options.current_bin};
   for (int round = 0; round < options.rounds; ++round)
-    for (int side = 0; side < 2; ++side) {  // interleaved: A B A B ...
+    for (int turn = 0; turn < 2; ++turn) {
+      // ABBA: A B, B A, A B, ... so a drift of the machine (warming, a neighbour starting)
+      // falls on both builds alike.
+      const int side = round % 2 == 0 ? turn : 1 - turn;
       const std::string out =
           fmt::format("{}/{}-{}.json", dir, side == 0 ? "baseline" : "current", round);
       fmt::print(stderr, "ab: round {}/{}, {}\n", round + 1, options.rounds,
@@ -500,15 +584,16 @@ int ab_command(const AbOptions& options) {
                                              *binaries[side], round + 1));
       rounds[side].push_back(read_report(out));
     }
-  const nlohmann::json baseline = combine_rounds(rounds[0]), current = combine_rounds(rounds[1]);
   if (options.out_dir) {
-    write_file_atomically(dir + "/baseline-combined.json", baseline.dump(2) + "\n");
-    write_file_atomically(dir + "/current-combined.json", current.dump(2) + "\n");
+    write_file_atomically(dir + "/baseline-combined.json",
+                          combine_rounds(rounds[0]).dump(2) + "\n");
+    write_file_atomically(dir + "/current-combined.json", combine_rounds(rounds[1]).dump(2) + "\n");
   } else {
     std::filesystem::remove_all(dir);
   }
-  return print_check(check_reports(baseline, current, options.threshold), options.format,
-                     options.threshold);
+  CheckResult check = check_runs(rounds[0], rounds[1], options.threshold, options.statistic);
+  check.allow_lost = options.allow_lost;
+  return print_check(check, options.format, options.threshold, options.statistic);
 }
 
 int history_add_command(const HistoryOptions& options) {

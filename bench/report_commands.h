@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/compare.h"
+
 namespace tb {
 
 enum class TableFormat { table, markdown, csv, json };
@@ -28,17 +30,23 @@ struct CompareOptions {
 int compare_command(const CompareOptions& options);
 
 struct CheckOptions {
-  std::string baseline, current;
+  std::vector<std::string> baselines, currents;  // one report per run
+  std::optional<std::string> history;            // baselines from this history database
+  int history_runs = 5;                          // the newest this many matching reports
   double threshold = 0.05;
-  bool force = false;  // accept a baseline from another machine
+  bool force = false;       // accept baselines measured under other conditions
+  bool allow_lost = false;  // cases measured before and not now do not fail the check
+  RunStatistic statistic = RunStatistic::median;
   TableFormat format = TableFormat::table;
 };
 int check_command(const CheckOptions& options);
 
 struct AbOptions {
   std::string baseline_bin, current_bin;
-  int rounds = 5;
+  int rounds = 5;  // each one run of each build, in ABBA order
   double threshold = 0.05;
+  bool allow_lost = false;
+  RunStatistic statistic = RunStatistic::median;
   TableFormat format = TableFormat::table;
   std::optional<std::string> out_dir;      // keeps every round's report and the two combined ones
   std::vector<std::string> run_arguments;  // passed to `run` of both builds

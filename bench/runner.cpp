@@ -10,10 +10,18 @@
 #include <fmt/ostream.h>
 
 #include "backends/cpu/host_info.h"
+#include "backends/seeded.h"
 #include "bench/inventory.h"
 #include "workloads/registry.h"
 
 namespace tb {
+
+std::uint64_t case_seed(std::uint64_t seed, std::string_view descriptor) {
+  std::uint64_t hash = 0xcbf29ce484222325;  // FNV-1a, 64 bits
+  for (const char c : descriptor) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3;
+  return mix64(seed ^ hash);
+}
+
 namespace {
 
 struct BackendSlot {
@@ -373,7 +381,7 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
     fmt::print(progress, "[{}/{}] {} elapsed, ~{} left: {} {}\n", i + 1, cases.size(),
                format_duration(elapsed), estimate, cases[i].slot->entry->name, cases[i].descriptor);
     progress.flush();
-    CaseResult result = run_case(cases[i], options, options.seed + i * 1000);
+    CaseResult result = run_case(cases[i], options, case_seed(options.seed, cases[i].descriptor));
     cases[i].workload.reset();  // release its memory before the next case allocates
     if (cases[i].slot->backend)
       account_for_breakage(cases[i].slot->backend->broken(), &cases[i].slot->broken, &result);

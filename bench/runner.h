@@ -7,6 +7,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/registry.h"
@@ -41,6 +42,10 @@ struct RunOptions {
 // skipped with it (the runner does not run them).
 void account_for_breakage(const std::string& broken_now, std::string* broken_before,
                           CaseResult* result);
+
+// The seed of a case's inputs: --seed mixed with an FNV-1a hash of its canonical descriptor
+// line, so a descriptor reproduces its inputs in any suite, at any position, on any backend.
+std::uint64_t case_seed(std::uint64_t seed, std::string_view descriptor);
 
 // Exit code: 0 when every case passed or is unimplemented, 1 when any failed or a requested
 // backend is not usable here (its cases are recorded as skipped, with the reason), or a

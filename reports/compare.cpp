@@ -1,5 +1,6 @@
 #include "reports/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -22,14 +23,16 @@ std::string_view verdict_name(Verdict verdict) {
       return "slower";
     case Verdict::unchanged:
       return "unchanged";
+    case Verdict::inconclusive:
+      return "inconclusive";
     case Verdict::insufficient_samples:
       return "insufficient samples";
     case Verdict::failed:
       return "failed";
     case Verdict::new_case:
       return "new";
-    case Verdict::missing:
-      return "missing";
+    case Verdict::lost:
+      return "lost";
   }
   return "?";
 }
@@ -91,6 +94,152 @@ std::string machine_fingerprint(const nlohmann::json& report) {
                      devices.empty() ? "" : " | ", fmt::join(devices, ", "));
 }
 
+namespace {
+
+std::string libraries_text(const nlohmann::json& libraries) {
+  std::vector<std::string> parts;
+  for (const auto& library : libraries)
+    parts.push_back(fmt::format("{} {}", library.value("name", std::string("?")),
+                                library.value("version", std::string("?"))));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string setting_text(const nlohmann::json& settings, const char* name) {
+  const auto it = settings.find(name);
+  if (it == settings.end() || it->is_null()) return "-";
+  if (it->is_boolean()) return it->get<bool>() ? "on" : "off";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> run_conditions(const nlohmann::json& report) {
+  std::vector<std::pair<std::string, std::string>> conditions = {
+      {"machine", machine_fingerprint(report)}};
+  const nlohmann::json& settings = report.at("settings");
+  conditions.emplace_back("threads asked", setting_text(settings, "threads"));
+  conditions.emplace_back("pinning", setting_text(settings, "pin"));
+  conditions.emplace_back("flush caches", settings.contains("flush_caches")
+                                              ? setting_text(settings, "flush_caches")
+                                              : "off");
+  conditions.emplace_back(
+      "sample settings",
+      fmt::format("warm-up {} runs / {} s, {}..{} samples, budget {} s, sample >= {} s",
+                  setting_text(settings, "warmup_runs"), setting_text(settings, "warmup_seconds"),
+                  setting_text(settings, "min_repetitions"),
+                  setting_text(settings, "max_repetitions"),
+                  setting_text(settings, "time_budget_seconds"),
+                  setting_text(settings, "min_sample_seconds")));
+  conditions.emplace_back("host libraries", libraries_text(report.at("host").value(
+                                                "libraries", nlohmann::json::array())));
+  for (const auto& backend : report.at("backends")) {
+    if (!backend.contains("device") || !backend["device"].is_object()) continue;
+    const std::string name = backend.value("name", std::string("?"));
+    const nlohmann::json& device = backend["device"];
+    conditions.emplace_back(name + " threads", device.contains("threads_used")
+                                                   ? device["threads_used"].dump()
+                                                   : std::string("-"));
+    conditions.emplace_back(name + " affinity",
+                            device.contains("affinity") ? device["affinity"].dump() : "-");
+    conditions.emplace_back(name + " libraries",
+                            libraries_text(device.value("libraries", nlohmann::json::array())));
+  }
+  return conditions;
+}
+
+std::vector<std::string> condition_differences(const nlohmann::json& baseline,
+                                               const nlohmann::json& current) {
+  std::map<std::string, std::string> before, now;
+  for (auto& [name, value] : run_conditions(baseline)) before[name] = value;
+  for (auto& [name, value] : run_conditions(current)) now[name] = value;
+  std::vector<std::string> differences;
+  // A backend that ran on one side only is not a difference in conditions: its cases are new
+  // or lost, and check says so case by case.
+  for (const auto& [name, value] : now)
+    if (const auto it = before.find(name); it != before.end() && it->second != value)
+      differences.push_back(fmt::format("{}: {} vs {}", name, it->second, value));
+  return differences;
+}
+
+namespace {
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Mean and sum of squared deviations of the logs.
+std::pair<double, double> log_moments(std::span<const double> values) {
+  double mean = 0;
+  for (double v : values) mean += std::log(v);
+  mean /= static_cast<double>(values.size());
+  double squares = 0;
+  for (double v : values) squares += (std::log(v) - mean) * (std::log(v) - mean);
+  return {mean, squares};
+}
+
+}  // namespace
+
+RunComparison compare_runs(std::span<const double> baseline_medians,
+                           std::span<const double> current_medians, double threshold) {
+  RunComparison c;
+  c.baseline_runs = baseline_medians.size();
+  c.current_runs = current_medians.size();
+  if (baseline_medians.empty() || current_medians.empty()) return c;
+  c.time_ratio = median_of({current_medians.begin(), current_medians.end()}) /
+                 median_of({baseline_medians.begin(), baseline_medians.end()});
+  const bool beyond_slower = c.time_ratio > 1 + threshold,
+             beyond_faster = c.time_ratio < 1 / (1 + threshold);
+  const std::size_t n = c.baseline_runs, m = c.current_runs;
+  const bool noise_known = n >= 2 && m >= 2;
+  double mean_difference = 0, pooled = 0;
+  if (noise_known) {
+    const auto [base_mean, base_squares] = log_moments(baseline_medians);
+    const auto [now_mean, now_squares] = log_moments(current_medians);
+    pooled = std::sqrt((base_squares + now_squares) / static_cast<double>(n + m - 2));
+    mean_difference = now_mean - base_mean;
+    c.noise = std::exp(pooled) - 1;
+  }
+  const bool noisy = noise_known && c.noise > threshold / 2;
+  c.tested = n >= kMinRunsTested && m >= kMinRunsTested;
+  if (!c.tested) {
+    c.note = fmt::format(
+        "significance not tested: {} baseline run{}, {} current run{} ({} a "
+        "side needed)",
+        n, n == 1 ? "" : "s", m, m == 1 ? "" : "s", kMinRunsTested);
+    if (noisy) {
+      c.verdict = Verdict::inconclusive;
+      c.note = fmt::format("run-to-run noise {:.1f}%; {}", 100 * c.noise, c.note);
+    } else {
+      c.verdict = beyond_slower   ? Verdict::slower
+                  : beyond_faster ? Verdict::faster
+                                  : Verdict::unchanged;
+    }
+    return c;
+  }
+  const double half_width = student_t_99(n + m - 2) * pooled *
+                            std::sqrt(1 / static_cast<double>(n) + 1 / static_cast<double>(m));
+  c.ci_low = std::exp(mean_difference - half_width);
+  c.ci_high = std::exp(mean_difference + half_width);
+  // Under noise over half the threshold, the interval itself must lie past the threshold: runs
+  // of one build on a loaded machine differ by more than their spread suggests (neighbours'
+  // load comes in bursts longer than a run), so clearing 1 is not enough there.
+  const double slower_bound = noisy ? 1 + threshold : 1,
+               faster_bound = noisy ? 1 / (1 + threshold) : 1;
+  if (beyond_slower && c.ci_low > slower_bound)
+    c.verdict = Verdict::slower;
+  else if (beyond_faster && c.ci_high < faster_bound)
+    c.verdict = Verdict::faster;
+  else if (beyond_slower || beyond_faster ||
+           (noisy && (c.ci_high > 1 + threshold || c.ci_low < 1 / (1 + threshold))))
+    c.verdict = Verdict::inconclusive;
+  else
+    c.verdict = Verdict::unchanged;
+  if (noise_known) c.note = fmt::format("run-to-run noise {:.1f}%", 100 * c.noise);
+  return c;
+}
+
 std::map<CaseKey, const nlohmann::json*> passed_results(const nlohmann::json& report) {
   std::map<CaseKey, const nlohmann::json*> results;
   for (const auto& result : report.at("results"))
@@ -100,7 +249,9 @@ std::map<CaseKey, const nlohmann::json*> passed_results(const nlohmann::json& re
 
 bool CheckResult::passed() const {
   for (const CheckEntry& entry : entries)
-    if (entry.verdict == Verdict::slower || entry.verdict == Verdict::failed) return false;
+    if (entry.verdict == Verdict::slower || entry.verdict == Verdict::failed ||
+        (entry.verdict == Verdict::lost && !allow_lost))
+      return false;
   return true;
 }
 
@@ -122,36 +273,82 @@ std::string result_caveats(const nlohmann::json& result) {
   return caveats;
 }
 
-CheckResult check_reports(const nlohmann::json& baseline, const nlohmann::json& current,
-                          double threshold) {
-  std::map<CaseKey, const nlohmann::json*> base, now;
-  for (const auto& result : baseline.at("results")) base[case_key(result)] = &result;
-  for (const auto& result : current.at("results")) now[case_key(result)] = &result;
+std::string_view run_statistic_name(RunStatistic statistic) {
+  return statistic == RunStatistic::min ? "min" : "median";
+}
+
+CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
+                       const std::vector<nlohmann::json>& currents, double threshold,
+                       RunStatistic statistic) {
+  // Per case: its result in every run, in run order.
+  std::map<CaseKey, std::vector<const nlohmann::json*>> base, now;
+  for (const nlohmann::json& report : baselines)
+    for (const auto& result : report.at("results")) base[case_key(result)].push_back(&result);
+  for (const nlohmann::json& report : currents)
+    for (const auto& result : report.at("results")) now[case_key(result)].push_back(&result);
+  const char* field = statistic == RunStatistic::min ? "min_s" : "median_s";
+  auto medians_of = [field](const std::vector<const nlohmann::json*>& results) {
+    std::vector<double> medians;  // one figure per run: its median (or fastest) sample
+    for (const nlohmann::json* result : results)
+      if ((*result)["status"] == "passed") medians.push_back((*result)["stats"][field]);
+    return medians;
+  };
   CheckResult check;
-  for (const auto& [key, result] : now) {
-    CheckEntry entry{key, Verdict::new_case, std::nullopt, "", result_caveats(*result)};
-    const std::string status = (*result)["status"];
-    if (status == "failed") {
+  std::set<CaseKey> keys;
+  for (const auto& [key, results] : base) keys.insert(key);
+  for (const auto& [key, results] : now) keys.insert(key);
+  for (const CaseKey& key : keys) {
+    const auto base_it = base.find(key);
+    const std::vector<double> base_medians =
+        base_it == base.end() ? std::vector<double>() : medians_of(base_it->second);
+    const auto now_it = now.find(key);
+    const std::vector<const nlohmann::json*> results =
+        now_it == now.end() ? std::vector<const nlohmann::json*>() : now_it->second;
+    const std::vector<double> now_medians = medians_of(results);
+    CheckEntry entry{key, Verdict::new_case, std::nullopt, "", ""};
+    const nlohmann::json* failed = nullptr;
+    const nlohmann::json* not_passed = nullptr;
+    for (const nlohmann::json* result : results) {
+      if ((*result)["status"] == "failed" && !failed) failed = result;
+      if ((*result)["status"] != "passed" && !not_passed) not_passed = result;
+    }
+    for (const nlohmann::json* result : results)
+      if ((*result)["status"] == "passed") {
+        entry.caveats = result_caveats(*result);
+        break;
+      }
+    if (failed) {
       entry.verdict = Verdict::failed;
-      entry.reason = (*result)["reason"];
-    } else if (status != "passed") {
-      continue;  // skipped / unimplemented in the current run: nothing measured
-    } else if (auto it = base.find(key); it != base.end() && (*it->second)["status"] == "passed") {
-      const auto base_samples = (*it->second)["samples_s"].get<std::vector<double>>();
-      const auto now_samples = (*result)["samples_s"].get<std::vector<double>>();
-      entry.comparison = compare_samples(base_samples, now_samples, threshold);
+      entry.reason = (*failed)["reason"];
+    } else if (!base_medians.empty() && now_medians.size() < currents.size()) {
+      entry.verdict = Verdict::lost;
+      entry.reason = not_passed
+                         ? fmt::format("{} now: {}", (*not_passed)["status"].get<std::string>(),
+                                       (*not_passed)["reason"].get<std::string>())
+                         : fmt::format("absent from {} of the {} current runs",
+                                       currents.size() - results.size(), currents.size());
+    } else if (now_medians.empty()) {
+      continue;  // neither measured before nor now
+    } else if (!base_medians.empty()) {
+      entry.comparison = compare_runs(base_medians, now_medians, threshold);
       entry.verdict = entry.comparison->verdict;
-      if (const std::string before = result_caveats(*it->second); before != entry.caveats)
-        entry.caveats =
-            fmt::format("{} (baseline: {})", entry.caveats.empty() ? "[none]" : entry.caveats,
-                        before.empty() ? "none" : before);
+      for (const nlohmann::json* result : base_it->second)
+        if ((*result)["status"] == "passed") {
+          if (const std::string before = result_caveats(*result); before != entry.caveats)
+            entry.caveats =
+                fmt::format("{} (baseline: {})", entry.caveats.empty() ? "[none]" : entry.caveats,
+                            before.empty() ? "none" : before);
+          break;
+        }
     }
     check.entries.push_back(std::move(entry));
   }
-  for (const auto& [key, result] : base)
-    if ((*result)["status"] == "passed" && !now.count(key))
-      check.entries.push_back({key, Verdict::missing, std::nullopt, ""});
   return check;
+}
+
+CheckResult check_reports(const nlohmann::json& baseline, const nlohmann::json& current,
+                          double threshold) {
+  return check_runs({baseline}, {current}, threshold);
 }
 
 }  // namespace tb

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,7 +20,16 @@ struct CaseKey {
 };
 CaseKey case_key(const nlohmann::json& result);
 
-enum class Verdict { faster, slower, unchanged, insufficient_samples, failed, new_case, missing };
+enum class Verdict {
+  faster,
+  slower,
+  unchanged,
+  inconclusive,  // check: the run-to-run noise is too large to tell a change of the threshold
+  insufficient_samples,
+  failed,
+  new_case,
+  lost  // check: measured in the baseline, skipped / unimplemented / absent now
+};
 std::string_view verdict_name(Verdict verdict);
 
 struct SampleComparison {
@@ -40,6 +50,39 @@ SampleComparison compare_samples(std::span<const double> baseline, std::span<con
 // devices of the backends that ran.
 std::string machine_fingerprint(const nlohmann::json& report);
 
+// What else a timing depends on, by name: the machine, each backend's threads, affinity and
+// libraries, the host's libraries, pinning, flush mode and the sample settings.
+std::vector<std::pair<std::string, std::string>> run_conditions(const nlohmann::json& report);
+// The conditions that differ, one "NAME: BASELINE vs CURRENT" each; empty when none do.
+std::vector<std::string> condition_differences(const nlohmann::json& baseline,
+                                               const nlohmann::json& current);
+
+// The gate's comparison of one case across runs: each run's median is one observation, since
+// samples within a run are not independent of the run (its clock, its placement, its
+// neighbours). time_ratio is the current runs' median median over the baseline runs'; the
+// interval is a two-sided 98% t-interval on the log medians (so each side is a one-sided 1%
+// test), tested only with at least kMinRunsTested runs a side. noise is the run-to-run
+// standard deviation of the log medians, pooled over both sides (0 when either side has one
+// run). Verdicts:
+//   slower / faster: the ratio passes the threshold and the interval excludes 1 (with noise
+//     over half the threshold: the interval lies past the threshold); untested, the ratio
+//     alone decides, unless the noise is over half the threshold;
+//   inconclusive: the noise is over half the threshold and neither a change past the threshold
+//     nor its absence is shown (untested, or the interval reaches past the threshold), or the
+//     ratio passes the threshold but the interval holds 1;
+//   unchanged: otherwise.
+inline constexpr std::size_t kMinRunsTested = 3;
+struct RunComparison {
+  std::size_t baseline_runs = 0, current_runs = 0;
+  double time_ratio = 1, ci_low = 0, ci_high = 0;  // ci only when tested
+  bool tested = false;
+  double noise = 0;
+  Verdict verdict = Verdict::unchanged;
+  std::string note;  // "significance not tested: 1 baseline run", "run-to-run noise 12.0%"
+};
+RunComparison compare_runs(std::span<const double> baseline_medians,
+                           std::span<const double> current_medians, double threshold);
+
 // What a reader of a result's figure must know: the reference kernels it ran (how many ops,
 // their share of the time where measured) and emulated bf16; empty when neither.
 // "[reference kernels: 2 ops, 12.3% of the time] [bf16 emulated]"
@@ -48,17 +91,29 @@ std::string result_caveats(const nlohmann::json& result);
 struct CheckEntry {
   CaseKey key;
   Verdict verdict = Verdict::unchanged;
-  std::optional<SampleComparison> comparison;
-  std::string reason;        // for failed cases
+  std::optional<RunComparison> comparison;
+  std::string reason;        // failed and lost cases: why
   std::string caveats = {};  // result_caveats of the current result (and the baseline's)
 };
 
 struct CheckResult {
   std::vector<CheckEntry> entries;
-  bool passed() const;  // no regression, no failed case
+  bool allow_lost = false;  // lost cases do not fail the check
+  bool passed() const;      // no regression, no failed case, no lost case unless allowed
 };
 
-// The CI gate: every case of both reports, classified.
+// The CI gate: every case of the baseline runs and the current runs, classified. A case that
+// failed in any current run is failed; one that passed in a baseline run and did not pass in
+// every current run (skipped, unimplemented, absent) is lost.
+// What one run contributes: its median sample (the default), or its fastest, which on a loaded
+// machine is the one its neighbours disturbed least (measured here with one thread: 1.5%
+// run-to-run noise for the minimum against 40-60% for the median).
+enum class RunStatistic { median, min };
+std::string_view run_statistic_name(RunStatistic statistic);
+CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
+                       const std::vector<nlohmann::json>& currents, double threshold,
+                       RunStatistic statistic = RunStatistic::median);
+// One report a side: the threshold alone decides, and the entries say so.
 CheckResult check_reports(const nlohmann::json& baseline, const nlohmann::json& current,
                           double threshold);
 

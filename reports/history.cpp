@@ -164,6 +164,16 @@ std::vector<HistoryReport> History::list() {
   return reports;
 }
 
+std::vector<nlohmann::json> History::reports_of(const std::string& fingerprint) {
+  Statement query(
+      db_, "SELECT report FROM reports WHERE fingerprint = ? ORDER BY started_at DESC, id DESC",
+      path_);
+  query.bind(1, fingerprint);
+  std::vector<nlohmann::json> reports;
+  while (query.step()) reports.push_back(nlohmann::json::parse(query.text(0)));
+  return reports;
+}
+
 std::vector<TrendSeries> History::trend(const std::string& workload,
                                         std::optional<std::string> fingerprint, double threshold) {
   if (!fingerprint) {

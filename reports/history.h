@@ -47,6 +47,8 @@ class History {
   // Adds a report (already read and checked); false when the same report is already there.
   bool add(const nlohmann::json& report, const std::string& source);
   std::vector<HistoryReport> list();
+  // The whole reports of the machine `fingerprint`, newest first.
+  std::vector<nlohmann::json> reports_of(const std::string& fingerprint);
   // Every case whose descriptor contains `workload`, on the machine `fingerprint` (default:
   // that of the newest report), in time order, change points flagged at `threshold`.
   std::vector<TrendSeries> trend(const std::string& workload,

@@ -22,6 +22,17 @@ double student_t_975(std::size_t dof) {
   return z + (z * z * z + z) / (4.0 * static_cast<double>(dof));
 }
 
+double student_t_99(std::size_t dof) {
+  static constexpr std::array<double, 30> kTable = {
+      31.821, 6.965, 4.541, 3.747, 3.365, 3.143, 2.998, 2.896, 2.821, 2.764,
+      2.718,  2.681, 2.650, 2.624, 2.602, 2.583, 2.567, 2.552, 2.539, 2.528,
+      2.518,  2.508, 2.500, 2.492, 2.485, 2.479, 2.473, 2.467, 2.462, 2.457};
+  if (dof == 0) return INFINITY;
+  if (dof <= kTable.size()) return kTable[dof - 1];
+  const double z = 2.326348;
+  return z + (z * z * z + z) / (4.0 * static_cast<double>(dof));
+}
+
 SampleStats summarize(std::span<const double> samples) {
   SampleStats stats;
   stats.count = samples.size();

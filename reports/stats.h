@@ -17,6 +17,8 @@ SampleStats summarize(std::span<const double> samples);
 
 // Two-sided 97.5% quantile of Student's t with `dof` degrees of freedom.
 double student_t_975(std::size_t dof);
+// One-sided 99% quantile of Student's t (the two-sided 98% interval).
+double student_t_99(std::size_t dof);
 
 // Mann-Whitney U test, two-sided: do the two sample sets come from one distribution?
 struct RankTest {

@@ -53,8 +53,10 @@ struct TrainingRun {
   nlohmann::json to_json() const;
 };
 
-// MLPerf's aggregate of converged runs' times: drop the fastest and the slowest, mean of the
-// rest (with fewer than 3 converged runs, the mean of those there are).
+// MLPerf's aggregate of the runs' times: a run that missed the target counts as infinitely
+// slow; with 3 or more runs the fastest and the slowest are dropped and the rest averaged (with
+// fewer, all are). nullopt when the aggregate is infinite: with 3 or more runs, more than one
+// missed; with fewer, any missed. Such a case fails.
 std::optional<double> mlperf_aggregate(const std::vector<TrainingRun>& runs);
 
 struct TimeToTrainBudget {

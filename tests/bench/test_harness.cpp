@@ -243,5 +243,14 @@ TEST(BackendBreakage, TheCaseThatBrokeItFailsAndItIsRemembered) {
   EXPECT_EQ(later.status, CaseStatus::skipped);
 }
 
+// A case's seed depends on --seed and its descriptor line only, never on its position.
+TEST(CaseSeed, FollowsTheSeedAndTheDescriptor) {
+  const std::string gemm = "gemm m=64 n=64 k=64 dtype=f32";
+  EXPECT_EQ(case_seed(42, gemm), case_seed(42, gemm));
+  EXPECT_NE(case_seed(42, gemm), case_seed(43, gemm));
+  EXPECT_NE(case_seed(42, gemm), case_seed(42, "gemm m=64 n=64 k=65 dtype=f32"));
+  EXPECT_NE(case_seed(42, gemm) + 1, case_seed(43, gemm));  // mixed, not offset
+}
+
 }  // namespace
 }  // namespace tb

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "reports/compare.h"
@@ -82,31 +83,157 @@ Verdict verdict_of(const CheckResult& check, const std::string& workload_prefix)
   return Verdict::unchanged;
 }
 
+// One report a side: the threshold alone decides, and every comparison says significance was
+// not tested.
 TEST(CheckReports, CheckedInReports) {
   const nlohmann::json baseline = read_report(data("baseline.json"));
   const CheckResult same = check_reports(baseline, read_report(data("current_same.json")), 0.05);
   EXPECT_TRUE(same.passed());
   EXPECT_EQ(same.entries.size(), 3u);
+  for (const CheckEntry& entry : same.entries) {
+    ASSERT_TRUE(entry.comparison);
+    EXPECT_FALSE(entry.comparison->tested);
+    EXPECT_NE(entry.comparison->note.find("significance not tested: 1 baseline run"),
+              std::string::npos)
+        << entry.comparison->note;
+  }
 
-  const CheckResult regressed =
+  CheckResult regressed =
       check_reports(baseline, read_report(data("current_regressed.json")), 0.05);
   EXPECT_FALSE(regressed.passed());
   EXPECT_EQ(verdict_of(regressed, "gemm m=1024"), Verdict::slower);  // 10% slower
   EXPECT_EQ(verdict_of(regressed, "stream"), Verdict::faster);       // 20% faster
   EXPECT_EQ(verdict_of(regressed, "gemm m=2048"), Verdict::new_case);
-  EXPECT_EQ(verdict_of(regressed, "conv"), Verdict::missing);
-  // A 15% threshold lets the 10% slow-down through.
-  EXPECT_TRUE(check_reports(baseline, read_report(data("current_regressed.json")), 0.15).passed());
+  EXPECT_EQ(verdict_of(regressed, "conv"), Verdict::lost);  // measured before, absent now
+  // A 15% threshold lets the 10% slow-down through, but not the lost case unless allowed.
+  CheckResult lenient = check_reports(baseline, read_report(data("current_regressed.json")), 0.15);
+  EXPECT_EQ(verdict_of(lenient, "gemm m=1024"), Verdict::unchanged);
+  EXPECT_FALSE(lenient.passed());
+  lenient.allow_lost = true;
+  EXPECT_TRUE(lenient.passed());
 
   const CheckResult failed =
       check_reports(baseline, read_report(data("current_failed.json")), 0.05);
   EXPECT_FALSE(failed.passed());
   EXPECT_EQ(verdict_of(failed, "gemm m=1024"), Verdict::failed);
 
+  // Within-run samples do not count: 3 samples a side are one run a side like any other.
   const CheckResult few = check_reports(read_report(data("baseline_few_samples.json")),
                                         read_report(data("current_few_samples.json")), 0.05);
-  EXPECT_TRUE(few.passed());  // 50% slower, but 3 against 3 samples cannot say so
-  EXPECT_EQ(verdict_of(few, "gemm"), Verdict::insufficient_samples);
+  EXPECT_FALSE(few.passed());  // 50% slower, on the threshold alone
+  EXPECT_EQ(verdict_of(few, "gemm"), Verdict::slower);
+}
+
+// A case skipped or unimplemented now, that passed in the baseline, is lost.
+TEST(CheckReports, SkippedOrUnimplementedNowIsLost) {
+  const nlohmann::json baseline = read_report(data("baseline.json"));
+  for (const char* status : {"skipped", "unimplemented"}) {
+    nlohmann::json current = baseline;
+    current["results"][1]["status"] = status;
+    current["results"][1]["reason"] = "backend went away";
+    const CheckResult check = check_reports(baseline, current, 0.05);
+    EXPECT_FALSE(check.passed()) << status;
+    EXPECT_EQ(verdict_of(check, "stream"), Verdict::lost) << status;
+    for (const CheckEntry& entry : check.entries) {
+      if (entry.verdict != Verdict::lost) continue;
+      EXPECT_NE(entry.reason.find(std::string(status) + " now: backend went away"),
+                std::string::npos)
+          << entry.reason;
+    }
+  }
+}
+
+// Reports whose results are one case each with these run medians.
+std::vector<nlohmann::json> runs_with_medians(const std::vector<double>& medians) {
+  const nlohmann::json base = read_report(data("baseline.json"));
+  std::vector<nlohmann::json> reports;
+  for (double median : medians) {
+    nlohmann::json report = base;
+    nlohmann::json result = base["results"][0];
+    result["stats"]["median_s"] = median;
+    result["samples_s"] = std::vector<double>(8, median);
+    report["results"] = nlohmann::json::array({result});
+    reports.push_back(report);
+  }
+  return reports;
+}
+
+TEST(CompareRuns, RunMediansAreTheObservations) {
+  const std::vector<double> base = {1.00, 1.01, 0.99, 1.005, 0.995};
+  std::vector<double> slower, faster, slightly;
+  for (double v : base) {
+    slower.push_back(v * 1.15);
+    faster.push_back(v * 0.8);
+    slightly.push_back(v * 1.02);
+  }
+  const RunComparison slow = compare_runs(base, slower, 0.05);
+  EXPECT_EQ(slow.verdict, Verdict::slower);
+  EXPECT_TRUE(slow.tested);
+  EXPECT_NEAR(slow.time_ratio, 1.15, 1e-9);
+  EXPECT_GT(slow.ci_low, 1.05);
+  EXPECT_NEAR(slow.noise, 0.0076, 0.001);  // the spread of the run medians, pooled
+  EXPECT_EQ(compare_runs(base, faster, 0.05).verdict, Verdict::faster);
+  EXPECT_EQ(compare_runs(base, slightly, 0.05).verdict, Verdict::unchanged);  // under 5%
+  EXPECT_EQ(compare_runs(base, base, 0.05).verdict, Verdict::unchanged);
+  // Two runs a side: the noise is known but significance is not tested.
+  const std::vector<double> two = {1.0, 1.01}, two_slow = {1.2, 1.21};
+  const RunComparison untested = compare_runs(two, two_slow, 0.05);
+  EXPECT_FALSE(untested.tested);
+  EXPECT_EQ(untested.verdict, Verdict::slower);
+  EXPECT_NE(untested.note.find("significance not tested"), std::string::npos);
+}
+
+// Noise between runs larger than half the threshold: never "slower" on a ratio that the noise
+// explains, and "inconclusive" with the noise where a threshold-sized change is not excluded.
+TEST(CompareRuns, NoisyRunsAreInconclusiveNotSlower) {
+  const std::vector<double> base = {1.0, 1.3, 0.8, 1.1, 0.9},
+                            now = {1.15, 1.4, 0.95, 1.3, 1.05};  // about 15% slower, 20% noise
+  const RunComparison noisy = compare_runs(base, now, 0.05);
+  EXPECT_EQ(noisy.verdict, Verdict::inconclusive);
+  EXPECT_GT(noisy.noise, 0.15);
+  EXPECT_NE(noisy.note.find("run-to-run noise"), std::string::npos) << noisy.note;
+  std::vector<double> tripled;
+  for (double v : base) tripled.push_back(3 * v);
+  const RunComparison clear = compare_runs(base, tripled, 0.05);  // clearly past the threshold
+  EXPECT_EQ(clear.verdict, Verdict::slower);
+  EXPECT_GT(clear.ci_low, 1.05);
+  EXPECT_EQ(compare_runs(base, base, 0.05).verdict, Verdict::inconclusive);  // can't tell 5%
+  EXPECT_EQ(compare_runs(base, base, 0.5).verdict, Verdict::unchanged);      // can tell 50%
+  const std::vector<double> two = {1.0, 1.3}, two_slow = {1.3, 1.7};
+  EXPECT_EQ(compare_runs(two, two_slow, 0.05).verdict, Verdict::inconclusive);
+}
+
+TEST(CheckRuns, SeveralRunsASide) {
+  const auto base = runs_with_medians({1.00, 1.01, 0.99, 1.005, 0.995});
+  const auto slow = runs_with_medians({1.15, 1.16, 1.14, 1.155, 1.145});
+  const CheckResult check = check_runs(base, slow, 0.05);
+  ASSERT_EQ(check.entries.size(), 1u);
+  EXPECT_EQ(check.entries[0].verdict, Verdict::slower);
+  EXPECT_EQ(check.entries[0].comparison->baseline_runs, 5u);
+  EXPECT_FALSE(check.passed());
+  EXPECT_TRUE(check_runs(base, base, 0.05).passed());
+  // Lost in one of the current runs is lost.
+  auto partly = base;
+  partly[2]["results"][0]["status"] = "skipped";
+  partly[2]["results"][0]["reason"] = "backend broke";
+  const CheckResult lost = check_runs(base, partly, 0.05);
+  EXPECT_EQ(lost.entries[0].verdict, Verdict::lost);
+  EXPECT_FALSE(lost.passed());
+}
+
+// On request each run contributes its fastest sample: on a loaded machine medians swing with
+// the neighbours while minima hold still.
+TEST(CheckRuns, TheFastestSampleOfEachRunOnRequest) {
+  auto base = runs_with_medians({1.0, 1.4, 0.8, 1.2, 0.9});
+  auto slow = runs_with_medians({1.1, 1.5, 0.95, 1.3, 1.0});
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    base[i]["results"][0]["stats"]["min_s"] = 0.5 + 0.001 * static_cast<double>(i);
+    slow[i]["results"][0]["stats"]["min_s"] = 0.575 + 0.001 * static_cast<double>(i);
+  }
+  EXPECT_EQ(check_runs(base, slow, 0.05).entries[0].verdict, Verdict::inconclusive);
+  const CheckResult by_min = check_runs(base, slow, 0.05, RunStatistic::min);
+  EXPECT_EQ(by_min.entries[0].verdict, Verdict::slower);
+  EXPECT_NEAR(by_min.entries[0].comparison->time_ratio, 0.577 / 0.502, 1e-9);  // median minima
 }
 
 // A figure measured with reference kernels or emulated bf16 says so wherever it is shown, and
@@ -130,7 +257,7 @@ TEST(CheckReports, ReferenceKernelsAndEmulatedBf16AreShown) {
   const CheckResult check = check_reports(baseline, current, 0.05);
   ASSERT_FALSE(check.entries.empty());
   for (const CheckEntry& entry : check.entries) {
-    if (entry.verdict == Verdict::missing) continue;
+    if (entry.verdict == Verdict::lost) continue;
     EXPECT_NE(entry.caveats.find("[reference kernels: 2 ops"), std::string::npos);
     if (entry.comparison) {
       EXPECT_NE(entry.caveats.find("(baseline: none)"), std::string::npos);
@@ -143,6 +270,34 @@ TEST(Fingerprint, DistinguishesMachines) {
             machine_fingerprint(read_report(data("current_same.json"))));
   EXPECT_NE(machine_fingerprint(read_report(data("baseline.json"))),
             machine_fingerprint(read_report(data("other_machine.json"))));
+}
+
+// Threads, pinning, flush mode, sample settings and library versions are named when they
+// differ.
+TEST(Fingerprint, NamesTheConditionsThatDiffer) {
+  const nlohmann::json baseline = read_report(data("baseline.json"));
+  EXPECT_TRUE(condition_differences(baseline, read_report(data("current_same.json"))).empty());
+  auto differs_in = [&](const std::function<void(nlohmann::json&)>& change,
+                        const std::string& name) {
+    nlohmann::json current = baseline;
+    change(current);
+    const std::vector<std::string> differences = condition_differences(baseline, current);
+    ASSERT_EQ(differences.size(), 1u) << name;
+    EXPECT_EQ(differences[0].rfind(name + ": ", 0), 0u) << differences[0];
+  };
+  differs_in([](nlohmann::json& r) { r["backends"][0]["device"]["threads_used"] = 1; },
+             "cpu-onednn threads");
+  differs_in([](nlohmann::json& r) { r["settings"]["threads"] = 1; }, "threads asked");
+  differs_in([](nlohmann::json& r) { r["settings"]["pin"] = "none"; }, "pinning");
+  differs_in([](nlohmann::json& r) { r["settings"]["flush_caches"] = true; }, "flush caches");
+  differs_in([](nlohmann::json& r) { r["settings"]["time_budget_seconds"] = 1.0; },
+             "sample settings");
+  differs_in(
+      [](nlohmann::json& r) { r["backends"][0]["device"]["libraries"][0]["version"] = "3.4"; },
+      "cpu-onednn libraries");
+  differs_in([](nlohmann::json& r) { r["host"]["libraries"][0]["version"] = "2.40"; },
+             "host libraries");
+  differs_in([](nlohmann::json& r) { r["host"]["cores"] = 64; }, "machine");
 }
 
 }  // namespace
