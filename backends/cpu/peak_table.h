@@ -26,7 +26,8 @@ struct PeakRow {
   int family = 0;
   std::span<const ModelRange> models;
   int stepping_first = 0, stepping_last = 255;
-  std::string_view name_pattern;  // ECMAScript regex searched in `model name`; empty: any
+  // Searched in `model name`: alternatives separated by '|', '#' any digit; empty: any CPU.
+  std::string_view name_pattern;
   std::string_view microarchitecture;
   int fma_pipes = 0;           // fp32 FMA pipes per core
   int fma_bits = 0;            // native width of each pipe: 128, 256 or 512
