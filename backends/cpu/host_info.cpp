@@ -245,39 +245,36 @@ int count_numa_nodes(const fs::path& node_root) {
 // One timing window: 20,000 x 8 dependent 64-bit multiplies, 3 cycles each on every x86 core
 // since Nehalem and Zen, about 0.15 ms. (Dependent adds of an immediate are folded by the
 // renamer on recent Intel cores, so they do not measure cycles.)
-double multiply_chain_ghz() {
-#if defined(__x86_64__)
-  constexpr std::int64_t kIterations = 20'000;
-  constexpr double kCyclesPerIteration = 8 * 3;
-  std::uint64_t x = 1, one = 1;
+// GHz from `iterations` runs of `chain`, each `cycles` cycles of dependent work.
+template <typename Chain>
+double chain_ghz(std::int64_t iterations, double cycles, Chain chain) {
   const auto start = std::chrono::steady_clock::now();
-  for (std::int64_t i = 0; i < kIterations; ++i) {
+  for (std::int64_t i = 0; i < iterations; ++i) chain();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(iterations) * cycles / seconds / 1e9;
+}
+
+double multiply_chain_ghz() {
+  [[maybe_unused]] std::uint64_t x = 1, one = 1;
+#if defined(__x86_64__)
+  return chain_ghz(20'000, 8 * 3, [&] {
     asm volatile(
         "imul %1, %0\n\timul %1, %0\n\timul %1, %0\n\timul %1, %0\n\t"
         "imul %1, %0\n\timul %1, %0\n\timul %1, %0\n\timul %1, %0"
         : "+r"(x)
         : "r"(one));
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return kIterations * kCyclesPerIteration / seconds / 1e9;
+  });
 #elif defined(__aarch64__)
   // mul x, x, y: 2 cycles of latency on Neoverse N1, N2, V1 and V2 (their software
   // optimization guides); a core with another latency reads the clock off by that ratio.
-  constexpr std::int64_t kIterations = 30'000;
-  constexpr double kCyclesPerIteration = 8 * 2;
-  std::uint64_t x = 1, one = 1;
-  const auto start = std::chrono::steady_clock::now();
-  for (std::int64_t i = 0; i < kIterations; ++i) {
+  return chain_ghz(30'000, 8 * 2, [&] {
     asm volatile(
         "mul %0, %0, %1\n\tmul %0, %0, %1\n\tmul %0, %0, %1\n\tmul %0, %0, %1\n\t"
         "mul %0, %0, %1\n\tmul %0, %0, %1\n\tmul %0, %0, %1\n\tmul %0, %0, %1"
         : "+r"(x)
         : "r"(one));
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return kIterations * kCyclesPerIteration / seconds / 1e9;
+  });
 #else
   return 0;
 #endif
