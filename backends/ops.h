@@ -20,6 +20,24 @@ std::size_t dtype_size(DType dtype);
 constexpr DType storage_dtype(DType dtype) {
   return dtype == DType::tf32 ? DType::f32 : dtype;
 }
+// Half the distance between 1 and the next value stored in `dtype`: the largest relative
+// error of rounding to it (0 for integers; TF32 as its f32 storage).
+constexpr double unit_roundoff(DType dtype) {
+  switch (dtype) {
+    case DType::bf16:
+      return 0x1p-8;
+    case DType::f16:
+      return 0x1p-11;
+    case DType::f8_e4m3:
+      return 0x1p-4;
+    case DType::f64:
+      return 0x1p-53;
+    case DType::i32:
+      return 0;
+    default:
+      return 0x1p-24;
+  }
+}
 
 // C = alpha * op(A) * op(B) + beta * C, row-major; op(A) is m x k, op(B) is k x n.
 // a_type / b_type are the input dtypes, c_type the output; accumulation is fp32 (fp64 for f64).

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,10 +91,22 @@ struct StepOptions {
 // own inputs: arithmetic checked op by op, without the amplification a whole network adds.
 struct OpCheck {
   std::int64_t ops_checked = 0, outputs_compared = 0;
-  double worst_error = 0;  // relative L2 distance of an output from the f64 result
+  std::int64_t ops_sampled = 0;  // product ops compared on sampled elements only
+  double worst_error = 0;        // relative L2 distance of an output from the f64 result
   double worst_tolerance = 0;
   std::string worst_output;  // "layer1.0.conv1 conv diff_src"
   bool passed = false;
+};
+
+// How check_ops() runs. A product op (GEMM, convolution, fully connected) whose f64 reference
+// takes more multiply-adds than `full_reference_limit` is compared on `samples` seeded elements
+// of each output, each computed as one f64 dot product; every other op in full.
+struct OpCheckOptions {
+  std::int64_t full_reference_limit = std::int64_t{1} << 26;  // about 0.1 s of f64 loops
+  std::int64_t samples = 256;
+  // With settings, the step's update is checked too (the loss-scale unscale, the optimizer)
+  // and applied, as run(true, settings) would; without, forward and backward only.
+  std::optional<OptimizerSettings> update;
 };
 
 class TrainingStep {
@@ -122,10 +135,11 @@ class TrainingStep {
   // The index of the largest value in each row of `cols` values of that output (the first on
   // ties): an evaluation's predictions, read in the output's own dtype, never widened.
   Status layer_argmax(const std::string& name, std::int64_t cols, std::vector<std::int32_t>* out);
-  // Runs forward and backward once (no update), checking every op against the same op in f64
-  // fed the inputs the step's op read. Tolerance by the output's dtype: f32 1e-4, bf16 2e-2,
-  // f16 and TF32 products 5e-3.
-  Status check_ops(OpCheck* out);
+  // Runs one step, checking every op (the weight casts, forward, backward and, with
+  // `options.update`, the update) against the same op in f64 fed the inputs the step's op read.
+  // Tolerance by the output's dtype: f32 1e-4, bf16 2e-2, f16 and TF32 products 5e-3; a cast
+  // must round to nearest even exactly; a value updated in place is judged by its change.
+  Status check_ops(OpCheck* out, const OpCheckOptions& options = {});
 
   // Parameters and buffers (running statistics, num_batches_tracked) as the framework's
   // state dict lists them; gradients under the parameters' names.
@@ -152,6 +166,9 @@ class TrainingStep {
   std::unique_ptr<Impl> impl_;
   std::int64_t steps_taken_ = 0;
   std::int64_t dropout_step() const;  // which masks the next run draws
+  // The ops of one step in the order run() executes them, each through `run_op`.
+  template <typename RunOp>
+  Status run_ops(bool update, const OptimizerSettings& settings, RunOp&& run_op);
 };
 
 // Bytes a step of `network` will need, estimated before planning (activations, their

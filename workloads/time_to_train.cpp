@@ -170,18 +170,27 @@ Status TimeToTrainWorkload::setup(Backend& backend, std::uint64_t seed) {
 Validation TimeToTrainWorkload::validate() {
   Validation result;
   result.method = fmt::format(
-      "every op of a training step and of an evaluation step ({}, seeded inputs) against f64 on "
-      "its own inputs (relative L2; f32 1e-4, bf16 2e-2); during the runs, {}",
-      check_description(), quality_name());
+      "every op of a training step (casts and update included) and of an evaluation step ({}, "
+      "seeded inputs), then of a training step of the measured network at its batch (products "
+      "larger than 2^26 multiply-adds on {} sampled outputs each), against f64 on its own "
+      "inputs (relative L2; f32 1e-4, bf16 2e-2; casts exact; updates by their change); during "
+      "the runs, {}",
+      check_description(), OpCheckOptions{}.samples, quality_name());
+  const OpCheckOptions with_update{.update = optimizer_settings(0, 1)};
   const Network net = check_network();
   const std::vector<NamedTensor> batch = seeded_batch(net, seed_);
-  std::unique_ptr<TrainingStep> train, eval;
+  std::unique_ptr<TrainingStep> train, eval, measured;
   Status status = prepared_step(*backend_, net, options_, batch, seed_, &train);
   if (status.ok()) status = prepared_step(*backend_, net, eval_options(), batch, seed_, &eval);
-  for (TrainingStep* step : {train.get(), eval.get()}) {
+  // A step of its own: the runs' step keeps its loss scale and counters untouched.
+  if (status.ok())
+    status = prepared_step(*backend_, train_network_, options_, seeded_batch(train_network_, seed_),
+                           seed_, &measured);
+  for (TrainingStep* step : {train.get(), eval.get(), measured.get()}) {
     OpCheck check;
     if (status.ok() && step == eval.get()) status = copy_state(*train, *eval);
-    if (status.ok()) status = step->check_ops(&check);
+    if (status.ok())
+      status = step->check_ops(&check, step == eval.get() ? OpCheckOptions{} : with_update);
     if (!status.ok()) {
       result.message = status.message();
       return result;

@@ -85,8 +85,9 @@ class TimeToTrainWorkload : public Workload {
   bool times_itself() const override { return true; }
   std::vector<double> own_samples() const override;  // each converged run's time
   Status setup(Backend& backend, std::uint64_t seed) override;
-  // Before any run: every op of a training step and of an evaluation step of check_network()
-  // against f64 on its own seeded inputs; during the runs, the quality itself.
+  // Before any run: every op of a training step (its update included) and of an evaluation
+  // step of check_network(), then of a training step of the measured network, against f64 on
+  // its own seeded inputs; during the runs, the quality itself.
   Validation validate() override;
   Status run() override;
   std::string implementation() const override;

@@ -1,5 +1,6 @@
 #include "workloads/training_workload.h"
 
+#include <chrono>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -112,15 +113,17 @@ Validation TrainingWorkload::validate() {
       step_options_.dtype == DType::f32 || step_options_.dtype == DType::f64;
   const ReducedCase reduced = reduced_case(seed_);
   result.method = fmt::format(
-      "{}: every op of a step against f64 on its own inputs (relative L2; f32 1e-4, bf16 "
-      "2e-2, f16 and TF32 products 5e-3){}; measured network: loss finite, {} and falling over "
-      "3 applied steps on the fixed batch (steps skipped by loss scaling not counted), "
-      "gradients finite and non-zero",
+      "{}: every op of a step, casts and update included, against f64 on its own inputs "
+      "(relative L2; f32 1e-4, bf16 2e-2, f16 and TF32 products 5e-3; casts exact; updates by "
+      "their change){}; measured network: the same op by op on one step, products larger than "
+      "2^26 multiply-adds on {} sampled outputs each; loss finite, {} and falling over 3 applied "
+      "steps on the fixed batch (steps skipped by loss scaling not counted), gradients finite "
+      "and non-zero",
       reduced.description,
       whole_step_check ? fmt::format(", every parameter gradient against a whole f64 step ({:g})",
                                      reduced.gradient_tolerance)
                        : "",
-      chance_description());
+      OpCheckOptions{}.samples, chance_description());
   auto fail = [&](const std::string& message) {
     result.message = message;
     return result;
@@ -130,8 +133,23 @@ Validation TrainingWorkload::validate() {
     Status status =
         prepared_step(*backend_, reduced.network, step_options_, reduced.batch, seed_, &step);
     OpCheck check;
-    if (status.ok()) status = step->check_ops(&check);
+    if (status.ok()) status = step->check_ops(&check, {.update = settings_});
     if (!status.ok()) return fail("op check: " + status.message());
+    if (!fold_op_check(check, &result)) return result;
+  }
+  {
+    const auto start = std::chrono::steady_clock::now();
+    OpCheck check;
+    const Status status = step_->check_ops(&check, {.update = settings_});
+    if (!status.ok()) return fail("op check of the measured network: " + status.message());
+    measured_check_ = {
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        check.ops_checked,
+        check.ops_sampled,
+        check.outputs_compared,
+        check.worst_output,
+        check.worst_error,
+        check.worst_tolerance};
     if (!fold_op_check(check, &result)) return result;
   }
   Status status = Status::Ok();
@@ -213,6 +231,13 @@ nlohmann::json TrainingWorkload::details() const {
   }
   d["optimizer"] = optimizer;
   d["validation_losses"] = losses_;
+  d["measured_network_check"] = {{"seconds", measured_check_.seconds},
+                                 {"ops", measured_check_.ops},
+                                 {"ops_sampled", measured_check_.ops_sampled},
+                                 {"outputs_compared", measured_check_.outputs_compared},
+                                 {"worst_output", measured_check_.worst_output},
+                                 {"worst_error", measured_check_.worst_error},
+                                 {"worst_tolerance", measured_check_.worst_tolerance}};
   d["precision"] = precision_description();
   if (step_ && step_->loss_scale()) d["loss_scaling"] = loss_scale_details(*step_->loss_scale());
   nlohmann::json layers = nlohmann::json::array();

@@ -74,6 +74,13 @@ class TrainingWorkload : public Workload {
   std::unique_ptr<TrainingStep> step_;
   StepBreakdown breakdown_;
   std::vector<double> losses_;
+  // The op-by-op check of the measured network in validate(): what it cost and covered.
+  struct MeasuredCheck {
+    double seconds = 0;
+    std::int64_t ops = 0, ops_sampled = 0, outputs_compared = 0;
+    std::string worst_output;
+    double worst_error = 0, worst_tolerance = 0;
+  } measured_check_;
 };
 
 // "sgd_momentum", "adamw", "lamb"

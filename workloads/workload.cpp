@@ -170,10 +170,7 @@ cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fast_accu
   constexpr double kAccumulation = 30, kOutput = 4;
   const double block = output == DType::f64 ? INFINITY : 1024;
   const double accumulator = output == DType::f64 ? 0x1p-53 : fast_accumulation ? 0x1p-13 : 0x1p-24;
-  const double rounding = output == DType::bf16  ? 0x1p-8
-                          : output == DType::f16 ? 0x1p-11
-                          : output == DType::f64 ? 0x1p-53
-                                                 : 0x1p-24;
+  const double rounding = unit_roundoff(output);
   const double k = static_cast<double>(std::max<std::int64_t>(reduction, 1));
   return {kAccumulation * accumulator * std::sqrt(std::min(k, block) + k / block),
           kOutput * rounding};

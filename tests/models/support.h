@@ -74,9 +74,9 @@ inline std::vector<double> random(std::size_t count, std::uint64_t seed) {
   return {values.begin(), values.end()};
 }
 
-// Every op of a step of `net` on `backend` against the same op in f64 fed the step's own
-// inputs, in fp32 and in bf16 (mixed precision) where the backend has it; at least
-// `min_outputs` outputs compared per dtype.
+// Every op of a step of `net` on `backend` (its update too, unless it evaluates) against the
+// same op in f64 fed the step's own inputs, in fp32 and in bf16 (mixed precision) where the backend
+// has it; at least `min_outputs` outputs compared per dtype.
 inline void expect_ops_match_reference(Backend& backend, const Network& net,
                                        const StepOptions& base,
                                        const std::vector<NamedTensor>& batch, int min_outputs) {
@@ -88,7 +88,8 @@ inline void expect_ops_match_reference(Backend& backend, const Network& net,
     if (made.code() == StatusCode::unimplemented) continue;  // bf16 on cpu-openblas
     ASSERT_TRUE(made.ok()) << made.message();
     OpCheck check;
-    const Status checked = step->check_ops(&check);
+    const Status checked = step->check_ops(
+        &check, base.evaluation ? OpCheckOptions{} : OpCheckOptions{.update = OptimizerSettings{}});
     ASSERT_TRUE(checked.ok()) << checked.message();
     EXPECT_TRUE(check.passed) << check.worst_output << ": " << check.worst_error;
     EXPECT_GT(check.outputs_compared, min_outputs);

@@ -1,0 +1,286 @@
+// The op-by-op check of a training step: sampled products agree with the full f64 ops, the
+// check covers the weight casts and the update, and damage to a sampled product, a cast or
+// the update fails it.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/low_precision.h"
+#include "models/resnet.h"
+#include "models/sampled_reference.h"
+#include "tests/forwarding_backend.h"
+#include "tests/models/support.h"
+
+namespace tb {
+namespace {
+
+// --- Sampled elements against the whole f64 op ---------------------------------------------
+
+struct SampledCase {
+  const char* name;
+  OpDesc op;
+};
+
+ConvOp conv(ConvDirection direction, ConvEpilogue epilogue = ConvEpilogue::none) {
+  ConvOp op;
+  op.direction = direction, op.epilogue = epilogue, op.dtype = DType::f64;
+  op.layout = Layout::plain;
+  op.mb = 2, op.ic = 3, op.ih = 9, op.iw = 7, op.oc = 5, op.kh = 3, op.kw = 2;
+  op.sh = 2, op.sw = 1, op.ph = 1, op.pw = 1;
+  return op;
+}
+
+FullyConnectedOp fully_connected(ConvDirection direction) {
+  FullyConnectedOp op;
+  op.direction = direction, op.dtype = DType::f64, op.mb = 3, op.in = 7, op.out = 5;
+  return op;
+}
+
+GemmOp gemm(bool trans_a, bool trans_b, bool interleaved) {
+  GemmOp op;
+  op.m = 4, op.n = 6, op.k = 5, op.trans_a = trans_a, op.trans_b = trans_b, op.alpha = 0.5f;
+  op.a_type = op.b_type = op.c_type = DType::f64;
+  op.batch = 2, op.heads = 3;
+  op.a_interleaved = op.c_interleaved = interleaved;
+  return op;
+}
+
+class SampledReference : public ::testing::TestWithParam<SampledCase> {};
+
+TEST_P(SampledReference, AgreesWithTheFullF64Op) {
+  const std::unique_ptr<Backend> host = cpu::make_host_reference_backend();
+  const OpDesc& op = GetParam().op;
+  std::unique_ptr<Plan> plan;
+  ASSERT_TRUE(host->plan(op, &plan).ok());
+  const std::vector<OperandSpec> specs = plan->operands();
+  std::vector<std::vector<double>> inputs(specs.size());
+  std::vector<std::vector<double>> leading;
+  for (std::size_t i = 0; i < specs.size() && !specs[i].is_output; ++i) {
+    inputs[i] = testing_support::random(static_cast<std::size_t>(specs[i].elements()), 40 + i);
+    leading.push_back(inputs[i]);
+  }
+  const std::vector<std::vector<double>> all = testing_support::run_op(*host, op, leading);
+  ASSERT_EQ(all.size(), specs.size());
+  int outputs = 0;
+  for (std::size_t o = 0; o < specs.size(); ++o) {
+    if (!specs[o].is_output) continue;
+    ++outputs;
+    const SampledOutput sampled = sample_reference(op, static_cast<int>(o), inputs, 200, 5);
+    ASSERT_EQ(sampled.index.size(), 200u) << specs[o].name;
+    for (std::size_t s = 0; s < sampled.index.size(); ++s) {
+      const double want = all[o].at(static_cast<std::size_t>(sampled.index[s]));
+      EXPECT_NEAR(sampled.value[s], want, 1e-12 * std::max(1.0, sampled.magnitude[s]))
+          << specs[o].name << " element " << sampled.index[s];
+      EXPECT_GE(sampled.magnitude[s], std::fabs(sampled.value[s]) - 1e-12);
+    }
+  }
+  EXPECT_GT(outputs, 0);
+  EXPECT_TRUE(has_sampled_reference(op));
+  EXPECT_GT(reference_multiply_adds(op), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Products, SampledReference,
+    ::testing::Values(
+        SampledCase{"conv_forward", conv(ConvDirection::forward)},
+        SampledCase{"conv_forward_bias_relu",
+                    conv(ConvDirection::forward, ConvEpilogue::bias_relu)},
+        SampledCase{"conv_backward_data", conv(ConvDirection::backward_data)},
+        SampledCase{"conv_backward_weights", conv(ConvDirection::backward_weights)},
+        SampledCase{"fc_forward", fully_connected(ConvDirection::forward)},
+        SampledCase{"fc_backward_data", fully_connected(ConvDirection::backward_data)},
+        SampledCase{"fc_backward_weights", fully_connected(ConvDirection::backward_weights)},
+        SampledCase{"gemm", gemm(false, false, false)},
+        SampledCase{"gemm_transposed_interleaved", gemm(true, true, true)}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(SampledReferenceScope, ProductsOnlyAndNotWhenCIsRead) {
+  GemmOp accumulating = gemm(false, false, false);
+  accumulating.beta = 1;
+  EXPECT_FALSE(has_sampled_reference(accumulating));
+  EXPECT_FALSE(has_sampled_reference(BatchNormOp{}));
+  EXPECT_EQ(reference_multiply_adds(BatchNormOp{}), 0);
+}
+
+// --- The step's check, undamaged and damaged -------------------------------------------------
+
+// Runs every op for real, then lets `damage` change what it wrote (or skip it).
+class DamagingBackend final : public testing_support::ForwardingBackend {
+ public:
+  // Returns true when it ran the op itself (or chose not to run it).
+  using Damage = std::function<bool(Backend&, Plan&, std::span<const Buffer>, Buffer)>;
+  DamagingBackend(Backend& real, Damage damage) : ForwardingBackend(real), damage_(damage) {}
+  Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
+    if (damage_ && damage_(real_, plan, operands, workspace)) return Status::Ok();
+    return real_.execute(plan, operands, workspace);
+  }
+
+ private:
+  Damage damage_;
+};
+
+bool operands_named(const Plan& plan, std::initializer_list<const char*> names) {
+  if (plan.operands().size() != names.size()) return false;
+  std::size_t i = 0;
+  for (const char* name : names)
+    if (plan.operands()[i++].name != name) return false;
+  return true;
+}
+
+float* floats(Buffer buffer) {
+  return static_cast<float*>(buffer.data);
+}
+
+// The margin a damage (or its absence) leaves, for the log.
+void print_margin(const char* what, const OpCheck& check) {
+  std::printf("%s: %lld ops (%lld sampled), worst %.3g = %.3g x allowed, at %s\n", what,
+              static_cast<long long>(check.ops_checked), static_cast<long long>(check.ops_sampled),
+              check.worst_error, check.worst_error / check.worst_tolerance,
+              check.worst_output.c_str());
+}
+
+// The update checked in full, and as a full-size model's is: by tensors (and every product
+// sampled).
+std::vector<OpCheckOptions> both_ways() {
+  return {{.update = OptimizerSettings{}},
+          {.full_reference_limit = 0, .update = OptimizerSettings{}}};
+}
+
+class StepCheck : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    real_ = testing_support::make_cpu_backend();
+    if (!real_) GTEST_SKIP() << "no CPU backend in this build";
+  }
+  // One checked step (update included) of a small ResNet on the real backend with `damage`.
+  OpCheck check(DType dtype, const DamagingBackend::Damage& damage,
+                OpCheckOptions options = {.update = OptimizerSettings{}}) {
+    DamagingBackend backend(*real_, damage);
+    ResNetConfig config = resnet8_fashion_mnist(4);
+    const Network net = build_resnet(config);
+    StepOptions step_options{dtype, Layout::native};
+    std::unique_ptr<TrainingStep> step;
+    OpCheck out;
+    const Status made = prepared_step(backend, net, step_options, seeded_batch(net, 3), 7, &step);
+    if (made.code() == StatusCode::unimplemented) {
+      unimplemented_ = made.message();
+      return out;
+    }
+    EXPECT_TRUE(made.ok()) << made.message();
+    if (!made.ok()) return out;
+    const Status checked = step->check_ops(&out, options);
+    EXPECT_TRUE(checked.ok()) << checked.message();
+    return out;
+  }
+  // `damage` fails the check, named at `where`, with the update checked both ways.
+  void expect_caught(DType dtype, const DamagingBackend::Damage& damage, const char* what,
+                     const char* where) {
+    for (const OpCheckOptions& options : both_ways()) {
+      const OpCheck out = check(dtype, damage, options);
+      print_margin(what, out);
+      EXPECT_FALSE(out.passed);
+      EXPECT_NE(out.worst_output.find(where), std::string::npos) << out.worst_output;
+    }
+  }
+  std::unique_ptr<Backend> real_;
+  std::string unimplemented_;
+};
+
+TEST_F(StepCheck, SampledProductsPassUndamaged) {
+  OpCheckOptions all_sampled{.full_reference_limit = 0, .update = OptimizerSettings{}};
+  const OpCheck sampled = check(DType::f32, nullptr, all_sampled);
+  print_margin("f32, every product sampled", sampled);
+  EXPECT_TRUE(sampled.passed) << sampled.worst_output << ": " << sampled.worst_error;
+  EXPECT_GT(sampled.ops_sampled, 10);  // the products, the optimizer by tensors
+  const OpCheck full = check(DType::f32, nullptr);
+  print_margin("f32, in full", full);
+  EXPECT_TRUE(full.passed) << full.worst_output << ": " << full.worst_error;
+  EXPECT_EQ(full.ops_sampled, 0);
+  EXPECT_EQ(full.ops_checked, sampled.ops_checked);
+}
+
+TEST_F(StepCheck, TheUpdateIsCheckedWhenAsked) {
+  const OpCheck with = check(DType::f32, nullptr);
+  const OpCheck without = check(DType::f32, nullptr, {});
+  EXPECT_TRUE(with.passed && without.passed) << with.worst_output;
+  EXPECT_EQ(with.ops_checked, without.ops_checked + 1);  // the optimizer
+}
+
+TEST_F(StepCheck, SampledOutputsCatchAConvolutionOffByATenthOfAPercent) {
+  auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
+    if (!operands_named(plan, {"src", "weights", "dst"})) return false;
+    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+    for (std::size_t i = 0; i < plan.operands()[2].elements(); ++i) floats(b[2])[i] *= 1.001f;
+    return true;
+  };
+  const OpCheck out =
+      check(DType::f32, damage, {.full_reference_limit = 0, .update = OptimizerSettings{}});
+  print_margin("conv dst x 1.001, sampled", out);
+  EXPECT_FALSE(out.passed);
+  EXPECT_NE(out.worst_output.find("conv dst"), std::string::npos) << out.worst_output;
+  EXPECT_GT(out.worst_error, 5 * out.worst_tolerance);
+}
+
+// The allowance for a cancelled normalization sum does not hide a wrong one.
+TEST_F(StepCheck, ABatchNormBetaGradientOffByOnePercentFails) {
+  auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
+    if (plan.operands().back().name != "diff_beta" || plan.operands()[0].name != "src")
+      return false;
+    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+    for (std::size_t i = 0; i < plan.operands().back().elements(); ++i)
+      floats(b.back())[i] *= 1.01f;
+    return true;
+  };
+  const OpCheck out = check(DType::f32, damage);
+  print_margin("diff_beta x 1.01", out);
+  EXPECT_FALSE(out.passed);
+  EXPECT_NE(out.worst_output.find("diff_beta"), std::string::npos) << out.worst_output;
+}
+
+TEST_F(StepCheck, ASkippedUpdateFails) {
+  auto damage = [](Backend&, Plan& plan, std::span<const Buffer>, Buffer) {
+    return operands_named(plan, {"weights", "grads", "momentum", "hyper"});  // not run
+  };
+  expect_caught(DType::f32, damage, "optimizer skipped", "optimizer");
+}
+
+TEST_F(StepCheck, MasterWeightsRoundedToBf16Fail) {
+  auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
+    if (!operands_named(plan, {"weights", "grads", "momentum", "hyper"})) return false;
+    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+    for (std::size_t i = 0; i < plan.operands()[0].elements(); ++i)
+      floats(b[0])[i] = cpu::round_to_bf16(floats(b[0])[i]);
+    return true;
+  };
+  expect_caught(DType::f32, damage, "updated weights rounded to bf16", "optimizer");
+}
+
+TEST_F(StepCheck, AWeightCastThatTruncatesFails) {
+  auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
+    if (!operands_named(plan, {"src", "dst"}) || plan.operands()[1].dtype != DType::bf16 ||
+        plan.operands()[0].elements() < 1000)  // the weights' cast, not an activation's
+      return false;
+    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+    auto* out = static_cast<std::uint16_t*>(b[1].data);
+    for (std::size_t i = 0; i < plan.operands()[0].elements(); ++i) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &floats(b[0])[i], sizeof(bits));
+      out[i] = static_cast<std::uint16_t>(bits >> 16);
+    }
+    return true;
+  };
+  const OpCheck clean = check(DType::bf16, nullptr);
+  if (!unimplemented_.empty()) GTEST_SKIP() << "bf16 steps are not run here: " << unimplemented_;
+  EXPECT_TRUE(clean.passed) << clean.worst_output << ": " << clean.worst_error;
+  print_margin("bf16, in full", clean);
+  const OpCheck by_tensors = check(DType::bf16, nullptr, both_ways()[1]);
+  print_margin("bf16, by tensors", by_tensors);
+  EXPECT_TRUE(by_tensors.passed) << by_tensors.worst_output << ": " << by_tensors.worst_error;
+  expect_caught(DType::bf16, damage, "weight cast truncating", "weight cast");
+}
+
+}  // namespace
+}  // namespace tb
