@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Cross-compiles trainbench and its tests for another architecture and runs them under
 # qemu-user: builds a Debian 12 root of that architecture holding the -dev packages
-# scripts/setup.sh lists (mmdebstrap, the host's own apt sources, as fresh_machine_check.sh
-# does), builds against it with Debian's cross compiler (cmake/toolchains/), then runs
-# `trainbench list`, `info`, a small GEMM / conv / STREAM run and a subset of the CPU unit
-# tests under qemu. Under emulation no time means anything: the check is of building,
-# dispatch, inventory and results, and the report says "emulated: timings meaningless".
+# scripts/setup.sh lists (mmdebstrap, the host's own apt sources and proxy, read by
+# scripts/lib/debian_root.sh as for fresh_machine_check.sh), builds against it with Debian's
+# cross compiler (cmake/toolchains/), then runs `trainbench list`, `info`, a small GEMM / conv
+# / STREAM run and a subset of the CPU unit tests under qemu. Under emulation no time means
+# anything: the check is of building, dispatch, inventory and results, and the report says
+# "emulated: timings meaningless".
 # Usage: scripts/cross_build_check.sh aarch64 [--build-only]
 #   --build-only: the root and the cross build, nothing run (what pack_for_gpu.sh needs).
 # Exit: 0 passed; 77 skipped (no root could be built: no network, no mirror, no mmdebstrap,
@@ -19,6 +20,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 arch="${1:-}"
 mode="${2:-}"
+# shellcheck source=scripts/lib/debian_root.sh
+source "$root/scripts/lib/debian_root.sh"
 say() { echo "cross_build_check: $*" >&2; }
 skip() {
   say "skipped: $*"
@@ -59,20 +62,9 @@ fi
 sysroot="${CROSS_ROOT:-${TMPDIR:-/var/tmp}/trainbench-cross-$arch-root}"
 stamp="$sysroot/.trainbench-packages"
 if [ "${CROSS_FRESH:-0}" = 1 ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${packages[*]}" ]; then
-  sources=()
-  if [ -n "${CROSS_SOURCES:-}" ]; then
-    sources=("$CROSS_SOURCES")
-  else
-    for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-      [ -s "$file" ] && sources+=("$file")
-    done
-  fi
-  [ ${#sources[@]} -gt 0 ] || skip "no apt sources on the host"
-  apt_options=()
   proxy="$(mktemp)"
   trap 'rm -f "$proxy"' EXIT
-  apt-config dump | grep -E '^Acquire::[a-z]+::Proxy ' > "$proxy" || true
-  [ -s "$proxy" ] && apt_options=(--aptopt="$proxy")
+  debian_root_apt_settings "${CROSS_SOURCES:-}" "$proxy" || skip "no apt sources on the host"
   $sudo rm -rf --one-file-system "$sysroot"
   start=$SECONDS
   # extract: the packages and their dependencies unpacked, no maintainer script run, so no

@@ -12,6 +12,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 command="${1:-bash scripts/bench.sh}"
+# shellcheck source=scripts/lib/debian_root.sh
+source "$root/scripts/lib/debian_root.sh"
 say() { echo "fresh_machine_check: $*" >&2; }
 skip() {
   say "skipped: could not build a Debian 12 root ($*)"
@@ -41,20 +43,10 @@ cleanup() {
 trap cleanup EXIT
 
 start=$SECONDS
-# The host's apt sources, read now, so that the root uses the same mirrors the host does.
-sources=()
-if [ -n "${FRESH_CHECK_SOURCES:-}" ]; then
-  sources=("$FRESH_CHECK_SOURCES")
-else
-  for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-    [ -s "$file" ] && sources+=("$file")
-  done
-fi
-[ ${#sources[@]} -gt 0 ] || skip "no apt sources on the host"
-# And its apt proxy, if it has one (kept in the root, where setup.sh runs apt-get again).
-apt_options=()
-apt-config dump | grep -E '^Acquire::[a-z]+::Proxy ' > "$tmp/proxy.conf" || true
-[ -s "$tmp/proxy.conf" ] && apt_options=(--aptopt="$tmp/proxy.conf")
+# The host's apt sources, read now, so that the root uses the same mirrors the host does, and
+# its apt proxy, if it has one (kept in the root, where setup.sh runs apt-get again).
+debian_root_apt_settings "${FRESH_CHECK_SOURCES:-}" "$tmp/proxy.conf" ||
+  skip "no apt sources on the host"
 
 $sudo unshare --mount true 2>/dev/null || skip "cannot create a mount namespace to run the command in"
 if ! command -v mmdebstrap >/dev/null; then
