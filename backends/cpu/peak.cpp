@@ -303,6 +303,10 @@ std::optional<IsaLevel> parse_onednn_isa_cap(std::string_view value) {
     return IsaLevel{Isa::avx512, false, reason};
   if (name.starts_with("AVX2")) return IsaLevel{Isa::avx2, false, reason};
   if (name == "AVX" || name == "SSE41") return IsaLevel{Isa::portable, false, reason};
+#if defined(__aarch64__)
+  // oneDNN 2.6's AArch64 levels: they cap its kernels; ours have one level there, portable.
+  if (name == "ADVANCED_SIMD" || name == "SVE_512") return IsaLevel{Isa::portable, false, reason};
+#endif
   return std::nullopt;
 }
 

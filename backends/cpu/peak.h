@@ -24,7 +24,8 @@ struct IsaLevel {
   std::string reason;  // what set the level, for the report
 };
 // ONEDNN_MAX_CPU_ISA's value as a cap ("AVX2" -> avx2, "AVX512_CORE_BF16" -> avx512 without
-// AMX, "AVX512_CORE_AMX" / "ALL" -> no cap); nullopt for a value it does not know.
+// AMX, "AVX512_CORE_AMX" / "ALL" -> no cap; on aarch64 "ADVANCED_SIMD" / "SVE_512" -> portable,
+// the only level there); nullopt for a value it does not know.
 std::optional<IsaLevel> parse_onednn_isa_cap(std::string_view value);
 // From the environment: TRAINBENCH_MAX_ISA, and ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) when
 // `onednn_cap` is set. An invalid TRAINBENCH_MAX_ISA is an InvalidArgument.

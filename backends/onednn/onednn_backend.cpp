@@ -85,8 +85,38 @@ class OneDnnBackend final : public cpu::CpuBackend {
   }
 
  private:
+#if defined(__aarch64__)
+  // oneDNN 2.6 on AArch64 returns codes of its own through the x86 enum
+  // (src/cpu/aarch64/cpu_isa_traits.hpp): 0x1 Advanced SIMD, 0x1f SVE with 512-bit vectors, the
+  // only two levels it reports (256-bit SVE, as Neoverse V1's, and 128-bit, as N2's and V2's,
+  // report asimd); 0 where it found neither. Read as x86 codes they would say sse41 and so on.
+  static std::string isa_name(dnnl::cpu_isa isa) {
+    switch (static_cast<unsigned>(isa)) {
+      case 0x1:
+        return "asimd";
+      case 0x1f:
+        return "sve_512";
+      case 0x0:
+        return "aarch64 baseline (no JIT level)";
+      default:
+        return fmt::format("aarch64 isa code {:#x}", static_cast<unsigned>(isa));
+    }
+  }
+
+  // oneDNN 2.6 has bf16 on x86-64 only: elsewhere its platform check (src/cpu/platform.cpp)
+  // refuses bf16 for every primitive, whatever BF16 instructions the CPU has.
+  static std::string bf16_support() {
+    return fmt::format(
+        "unavailable: oneDNN 2.6 has no bf16 kernels on AArch64 (its level here: {})",
+        isa_name(dnnl::get_effective_cpu_isa()));
+  }
+#else
   static std::string isa_name(dnnl::cpu_isa isa) {
     switch (isa) {
+      case dnnl::cpu_isa::sse41:
+        return "sse41";
+      case dnnl::cpu_isa::avx:
+        return "avx";
       case dnnl::cpu_isa::avx2:
         return "avx2";
       case dnnl::cpu_isa::avx2_vnni:
@@ -121,6 +151,7 @@ class OneDnnBackend final : public cpu::CpuBackend {
                        isa_name(isa),
                        std::getenv("ONEDNN_MAX_CPU_ISA") ? " (capped by ONEDNN_MAX_CPU_ISA)" : "");
   }
+#endif
 
   Status check_dtype(DType dtype) const {
     if (to_dnnl(dtype) == memory::data_type::undef)

@@ -343,6 +343,13 @@ TEST(IsaLevel, OneDnnCapNames) {
   EXPECT_TRUE(parse_onednn_isa_cap("ALL")->amx);
   EXPECT_EQ(parse_onednn_isa_cap("SSE41")->isa, Isa::portable);
   EXPECT_FALSE(parse_onednn_isa_cap("bogus").has_value());
+#if defined(__aarch64__)
+  // oneDNN's AArch64 names are understood there, and leave the one level, portable.
+  EXPECT_EQ(parse_onednn_isa_cap("SVE_512")->isa, Isa::portable);
+  EXPECT_EQ(parse_onednn_isa_cap("advanced_simd")->isa, Isa::portable);
+#else
+  EXPECT_FALSE(parse_onednn_isa_cap("SVE_512").has_value());
+#endif
 }
 
 using testing_support::ScopedEnv;

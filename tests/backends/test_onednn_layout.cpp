@@ -1,9 +1,11 @@
-// cpu-onednn's activation layout comes from oneDNN, and reference kernels are recognised.
+// cpu-onednn's activation layout comes from oneDNN, reference kernels are recognised, and its
+// ISA and bf16 details are named in the architecture's own terms.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #ifdef TRAINBENCH_HAVE_ONEDNN
+#include "backends/onednn/onednn_backend.h"
 #include "backends/onednn/onednn_layout.h"
 
 namespace tb::onednn {
@@ -39,6 +41,28 @@ TEST(OneDnnKernels, TheHostGetsALayoutInWhichEveryProbedOpIsOptimized) {
   // A blocked layout takes whole blocks only: the 3-channel image stays plain.
   EXPECT_EQ(layout.for_channels(3), layout.block ? tag::nchw : layout.blocked);
   EXPECT_EQ(layout.for_channels(64), layout.blocked);
+}
+
+TEST(OneDnnKernels, DeviceDetailsNameThisArchitecturesIsa) {
+  std::unique_ptr<Backend> backend;
+  ASSERT_TRUE(onednn_backend_entry().create(BackendConfig{}, &backend).ok());
+  const nlohmann::json details = backend->device_info().details;
+  const std::string isa = details.value("onednn_max_cpu_isa", "");
+  const std::string bf16 = details.value("onednn_bf16", "");
+  EXPECT_EQ(isa.find("isa code"), std::string::npos) << isa;  // a name, not a number
+#if defined(__aarch64__)
+  // oneDNN's own AArch64 levels, and no x86 ISA anywhere in what it says.
+  EXPECT_TRUE(isa == "asimd" || isa == "sve_512" || isa.starts_with("aarch64")) << isa;
+  EXPECT_TRUE(bf16.starts_with("unavailable: oneDNN 2.6 has no bf16 kernels on AArch64")) << bf16;
+  for (const std::string& text : {isa, bf16})
+    for (const char* x86 : {"avx", "sse", "amx", "x64"})
+      EXPECT_EQ(text.find(x86), std::string::npos) << text;
+#else
+  EXPECT_TRUE(isa.starts_with("avx") || isa.starts_with("sse")) << isa;
+  EXPECT_TRUE(bf16.starts_with("native") || bf16.starts_with("emulated") ||
+              bf16.starts_with("unavailable: oneDNN 2.6 runs bf16 from avx512_core"))
+      << bf16;
+#endif
 }
 
 TEST(OneDnnKernels, FallbacksEndWithNhwcThenPlain) {

@@ -283,9 +283,12 @@ TEST_P(CliAtIsa, NetworksRunOptimizedKernelsOnly) {
     const bool bf16 = result["dtype"] == "bf16";
     if (bf16 && !bf16_runs) {  // said plainly, with the ISA
       EXPECT_EQ(result["status"], "unimplemented") << what;
-      EXPECT_NE(result["reason"].get<std::string>().find("oneDNN 2.6 runs bf16 from avx512_core"),
-                std::string::npos)
-          << what;
+#if defined(__aarch64__)
+      const char* why = "oneDNN 2.6 has no bf16 kernels on AArch64";
+#else
+      const char* why = "oneDNN 2.6 runs bf16 from avx512_core";
+#endif
+      EXPECT_NE(result["reason"].get<std::string>().find(why), std::string::npos) << what;
       continue;
     }
     // ttt-fashion-mnist at 99% after one epoch fails honestly; it ran.
