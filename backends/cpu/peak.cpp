@@ -400,18 +400,27 @@ PeakRates theoretical_peak(const HostInventory& host, double cores, const IsaLev
   const PeakSpec spec = lookup_peak_spec(host.cpu);
   const bool runs = host_runs(host, level.isa);
   const double fp32 = runs ? fp32_flops_per_cycle(spec.row, level.isa) : 0;
-  const bool amx = level.amx && host.has_isa("amx_bf16") && spec.row.amx_bf16_per_cycle > 0;
-  const double bf16 =
-      runs ? bf16_flops_per_cycle(spec.row, level.isa, host.has_isa("avx512_bf16"), amx) : 0;
-  const std::string bf16_model =
-      bf16 == 0 && host.cpu.implementer >= 0
-          ? std::string("not stated: the table has no sourced bfmmla rate (the probe measures it)")
-      : bf16 == 0 ? std::string("none at this level")
-      : amx       ? fmt::format("AMX {:g} FLOP/cycle", bf16)
-                  : fmt::format(
-                        "vdpbf16ps, 2 bf16 products per fp32 lane at the 512-bit FMA rate = "
-                              "{:g} FLOP/cycle",
-                        bf16);
+  const bool amx = level.amx && host.has_isa("amx_bf16") && spec.row.matrix_bf16_per_cycle > 0;
+  const bool arm = arm_row(spec.row);
+  const bool has_bf16 = host.has_isa(arm ? "bf16" : "avx512_bf16");
+  const double bf16 = runs ? bf16_flops_per_cycle(spec.row, level.isa, has_bf16, amx) : 0;
+  std::string bf16_model;
+  if (bf16 > 0 && arm)
+    bf16_model = fmt::format(
+        "bfmmla, {:g} x 128 bits/cycle x 32 FLOP (2x4 by 4x2 bf16: 16 multiply-adds) = {:g} "
+        "FLOP/cycle, theoretical, unverified on hardware",
+        bf16 / 32, bf16);
+  else if (bf16 > 0 && amx)
+    bf16_model = fmt::format("AMX {:g} FLOP/cycle", bf16);
+  else if (bf16 > 0)
+    bf16_model = fmt::format(
+        "vdpbf16ps, 2 bf16 products per fp32 lane at the 512-bit FMA rate = {:g} FLOP/cycle", bf16);
+  else if (arm && has_bf16)
+    bf16_model = "not stated: the table has no bfmmla rate for this CPU (the probe measures it)";
+  else if (arm)
+    bf16_model = "none: the CPU lacks BF16 (bfmmla)";
+  else
+    bf16_model = "none at this level";
   PeakRates rates;
   rates.fp32_gflops = cores * fp32 * clock_ghz;
   rates.bf16_gflops = cores * bf16 * clock_ghz;

@@ -49,6 +49,14 @@ constexpr std::string_view kIntelManual =
 // AMX: one 16x16x32 TDPBF16PS (16,384 FLOP) per 16 cycles per core.
 constexpr int kAmxBf16 = 1024;
 
+// BFMMLA multiplies a 2x4 by a 4x2 bf16 matrix into a 2x2 fp32 one per 128-bit segment: 16
+// multiply-adds, 32 FLOP. The Neoverse V1, N2 and V2 software optimization guides issue it on
+// every FP / SIMD pipe that runs FMLA, one a pipe a cycle (as LLVM's AArch64SchedNeoverse*.td
+// model it): V1 and V2 4 x 128 bits a cycle (V1's SVE form, 256 bits on 2 pipes, the same),
+// 128 FLOP/cycle; N2 2 x 128, 64; N1 has no BF16. Theoretical, unverified on hardware: the
+// bfmmla probe measures what a core reaches.
+constexpr int kBfmmla = 32;
+
 constexpr PeakRow kRows[] = {
     {kAmd, 0x17, kZen1, 0, 255, "", "Zen / Zen+", 2, 128, true, false, 2, 0,
      "256-bit AVX2 ops split in two 128-bit halves",
@@ -100,27 +108,27 @@ constexpr PeakRow kRows[] = {
      "assumption from Intel's stated tile throughput",
      "Intel 64 and IA-32 Architectures Optimization Reference Manual (248966)"},
 
-    // Arm: fma_pipes counts the 128-bit Advanced SIMD / FP pipes that execute FMLA.
+    // Arm: fma_pipes counts the 128-bit Advanced SIMD / FP pipes that execute FMLA; the bf16
+    // figure is kBfmmla x the 128-bit BFMMLAs those pipes issue a cycle.
     {kArm, 0x41, kNeoverseN1, 0, 255, "", "Neoverse N1", 2, 128, false, false, 0, 0,
-     "2 x 128-bit NEON FMA pipes (V0, V1); no SVE", "Arm Neoverse N1 Software Optimization Guide"},
-    {kArm, 0x41, kNeoverseV1, 0, 255, "", "Neoverse V1", 4, 128, false, false, 0, 0,
-     "4 x 128-bit NEON FMA pipes, or 2 x 256-bit SVE: the same 32 fp32 FLOP/cycle either way",
+     "2 x 128-bit NEON FMA pipes (V0, V1); no SVE, no BF16",
+     "Arm Neoverse N1 Software Optimization Guide"},
+    {kArm, 0x41, kNeoverseV1, 0, 255, "", "Neoverse V1", 4, 128, false, false, 0, 4 * kBfmmla,
+     "4 x 128-bit NEON FMA pipes, or 2 x 256-bit SVE: the same 32 fp32 FLOP/cycle either way; "
+     "BFMMLA on all 4 (SVE's 256-bit one on 2): 4 x 128 bits a cycle",
      "Arm Neoverse V1 Software Optimization Guide"},
-    {kArm, 0x41, kNeoverseN2, 0, 255, "", "Neoverse N2", 2, 128, false, false, 0, 0,
-     "2 x 128-bit NEON / SVE (128-bit vectors) FMA pipes",
+    {kArm, 0x41, kNeoverseN2, 0, 255, "", "Neoverse N2", 2, 128, false, false, 0, 2 * kBfmmla,
+     "2 x 128-bit NEON / SVE (128-bit vectors) FMA pipes, BFMMLA on both",
      "Arm Neoverse N2 Software Optimization Guide"},
     {kArm, 0x41, kNeoverseV2, 0, 255, "", "Neoverse V2 (NVIDIA Grace, AWS Graviton4)", 4, 128,
-     false, false, 0, 0, "4 x 128-bit NEON / SVE (128-bit vectors) FMA pipes",
+     false, false, 0, 4 * kBfmmla,
+     "4 x 128-bit NEON / SVE (128-bit vectors) FMA pipes, BFMMLA on all 4",
      "Arm Neoverse V2 Software Optimization Guide"},
 };
 
 bool in_ranges(std::span<const ModelRange> ranges, int model) {
   return std::any_of(ranges.begin(), ranges.end(),
                      [model](ModelRange r) { return r.first <= model && model <= r.last; });
-}
-
-bool arm_row(const PeakRow& row) {
-  return row.vendor == kArm || row.vendor == kArmAssumed;
 }
 
 // Whether `text` contains one of `pattern`'s alternatives (separated by '|'), where '#' stands
@@ -174,7 +182,7 @@ PeakRow assumed_row(const CpuIdentity& cpu) {
   row.avx2 = has_flag(cpu, "avx2") && has_flag(cpu, "fma");
   row.avx512 = has_flag(cpu, "avx512f");
   row.fma_bits = row.avx512 ? 512 : row.avx2 ? 256 : 128;
-  row.amx_bf16_per_cycle = has_flag(cpu, "amx_bf16") ? kAmxBf16 : 0;
+  row.matrix_bf16_per_cycle = has_flag(cpu, "amx_bf16") ? kAmxBf16 : 0;
   row.note =
       "assumed: 2 FMA pipes of the widest vector width the flags show, no separate add "
       "pipes; AMX as Sapphire Rapids";
@@ -209,6 +217,10 @@ bool runs(const PeakRow& row, Isa level) {
 }
 
 }  // namespace
+
+bool arm_row(const PeakRow& row) {
+  return row.vendor == kArm || row.vendor == kArmAssumed;
+}
 
 std::span<const PeakRow> peak_table() {
   return kRows;
@@ -268,10 +280,11 @@ std::string fp32_formula(const PeakRow& row, Isa level) {
       fp32_flops_per_cycle(row, level));
 }
 
-double bf16_flops_per_cycle(const PeakRow& row, Isa level, bool has_avx512_bf16, bool use_amx) {
+double bf16_flops_per_cycle(const PeakRow& row, Isa level, bool has_bf16, bool use_amx) {
+  if (arm_row(row)) return level == Isa::portable && has_bf16 ? row.matrix_bf16_per_cycle : 0;
   if (level != Isa::avx512) return 0;
-  if (use_amx && row.amx_bf16_per_cycle > 0) return row.amx_bf16_per_cycle;
-  return has_avx512_bf16 ? 2 * fp32_flops_per_cycle(row, Isa::avx512) : 0;
+  if (use_amx && row.matrix_bf16_per_cycle > 0) return row.matrix_bf16_per_cycle;
+  return has_bf16 ? 2 * fp32_flops_per_cycle(row, Isa::avx512) : 0;
 }
 
 }  // namespace tb::cpu

@@ -29,13 +29,15 @@ struct PeakRow {
   // Searched in `model name`: alternatives separated by '|', '#' any digit; empty: any CPU.
   std::string_view name_pattern;
   std::string_view microarchitecture;
-  int fma_pipes = 0;           // fp32 FMA pipes per core
-  int fma_bits = 0;            // native width of each pipe: 128, 256 or 512
-  bool avx2 = false;           // runs AVX2 + FMA; on 128-bit pipes (Zen 1), in two halves
-  bool avx512 = false;         // runs AVX-512; on pipes narrower than 512 bits, in two halves
-  int add_pipes = 0;           // FP add pipes besides the FMA pipes (SSE2 mul + add uses them)
-  int amx_bf16_per_cycle = 0;  // AMX TDPBF16PS FLOP per cycle per core; 0: no AMX
-  std::string_view note;       // what the row assumes beyond its pipes
+  int fma_pipes = 0;    // fp32 FMA pipes per core
+  int fma_bits = 0;     // native width of each pipe: 128, 256 or 512
+  bool avx2 = false;    // runs AVX2 + FMA; on 128-bit pipes (Zen 1), in two halves
+  bool avx512 = false;  // runs AVX-512; on pipes narrower than 512 bits, in two halves
+  int add_pipes = 0;    // FP add pipes besides the FMA pipes (SSE2 mul + add uses them)
+  // bf16 FLOP per cycle per core of the core's bf16 matrix instruction: AMX TDPBF16PS on x86,
+  // BFMMLA on Arm; 0: none (or, on Arm, no sourced rate).
+  int matrix_bf16_per_cycle = 0;
+  std::string_view note;  // what the row assumes beyond its pipes
   std::string_view source;
 };
 
@@ -58,9 +60,13 @@ double fp32_flops_per_cycle(const PeakRow& row, Isa level);
 // The factors of fp32_flops_per_cycle, in words, for the report.
 std::string fp32_formula(const PeakRow& row, Isa level);
 
-// bf16 FLOP per cycle per core: AMX tiles where allowed and present, else vdpbf16ps (two bf16
-// products per fp32 lane at the 512-bit FMA rate: twice the fp32 rate), else 0. Both need the
-// avx512 level.
-double bf16_flops_per_cycle(const PeakRow& row, Isa level, bool has_avx512_bf16, bool use_amx);
+// Whether the row is an Arm one (from the table or assumed).
+bool arm_row(const PeakRow& row);
+
+// bf16 FLOP per cycle per core. x86: AMX tiles where allowed and present, else vdpbf16ps (two
+// bf16 products per fp32 lane at the 512-bit FMA rate: twice the fp32 rate) where `has_bf16`
+// (avx512_bf16), else 0; both need the avx512 level. Arm: the row's BFMMLA rate where
+// `has_bf16` (FEAT_BF16), at the portable level; `use_amx` is not read.
+double bf16_flops_per_cycle(const PeakRow& row, Isa level, bool has_bf16, bool use_amx);
 
 }  // namespace tb::cpu

@@ -518,16 +518,55 @@ TEST(PeakTable, ArmNeoverseByPart) {
   EXPECT_NE(unknown.basis.find("implementer 0x41 part 0xd99"), std::string::npos) << unknown.basis;
 }
 
-TEST(TheoreticalPeak, ArmCoresAtNeonWidth) {
+TEST(PeakTable, ArmBf16FromBfmmlaThroughput) {
+  auto bf16 = [](const std::string& part, Isa level, bool has_bf16) {
+    const PeakRow& row = lookup_peak_spec(parse_cpuinfo(arm_cpuinfo(part, "fp asimd"))).row;
+    return bf16_flops_per_cycle(row, level, has_bf16, false);
+  };
+  // 32 FLOP per 128-bit bfmmla (2x4 by 4x2: 16 multiply-adds), one a V pipe a cycle.
+  EXPECT_EQ(bf16("0xd40", Isa::portable, true), 128);  // V1: 4 x 128 (2 x 256 SVE)
+  EXPECT_EQ(bf16("0xd49", Isa::portable, true), 64);   // N2: 2 x 128
+  EXPECT_EQ(bf16("0xd4f", Isa::portable, true), 128);  // V2 (Grace): 4 x 128
+  EXPECT_EQ(bf16("0xd0c", Isa::portable, true), 0);    // N1: no BF16 in the row
+  EXPECT_EQ(bf16("0xd4f", Isa::portable, false), 0);   // the CPU's flags lack bf16
+  EXPECT_EQ(bf16("0xd99", Isa::portable, true), 0);    // assumed row: no sourced rate
+  EXPECT_EQ(bf16("0xd4f", Isa::avx512, true), 0);      // an x86 level: nothing on Arm
+  for (const PeakRow& row : peak_table()) {
+    if (arm_row(row) && row.matrix_bf16_per_cycle > 0) {  // 4x the fp32 FMA rate, as the pipes
+      EXPECT_EQ(row.matrix_bf16_per_cycle, 4 * fp32_flops_per_cycle(row, Isa::portable))
+          << row.microarchitecture;
+    }
+  }
+}
+
+HostInventory arm_host(const std::string& part, std::vector<std::string> isa) {
   HostInventory host;
-  host.cpu = parse_cpuinfo(arm_cpuinfo("0xd4f", "fp asimd sve sve2 bf16"));
+  host.cpu = parse_cpuinfo(arm_cpuinfo(part, "fp asimd sve sve2 bf16"));
   host.cpu_model = host.cpu.model_name;
-  host.isa = {"asimd", "sve", "sve2", "bf16"};
+  host.isa = std::move(isa);
+  return host;
+}
+
+TEST(TheoreticalPeak, ArmCoresAtNeonWidth) {
+  const HostInventory host = arm_host("0xd4f", {"asimd", "sve", "sve2", "bf16"});
   const PeakRates rates = theoretical_peak(host, 4, IsaLevel{Isa::portable, false, ""}, 3.0);
   EXPECT_DOUBLE_EQ(rates.fp32_gflops, 4 * 32 * 3.0);
-  EXPECT_EQ(rates.bf16_gflops, 0);  // no sourced bfmmla rate: not stated
-  EXPECT_NE(rates.model.find("not stated"), std::string::npos) << rates.model;
+  // V2's bfmmla rate, stated as the x86 bf16 figure is, and said to be unverified.
+  EXPECT_DOUBLE_EQ(rates.bf16_gflops, 4 * 128 * 3.0);
+  EXPECT_NE(rates.model.find("bf16: bfmmla, 4 x 128 bits/cycle x 32 FLOP"), std::string::npos)
+      << rates.model;
+  EXPECT_NE(rates.model.find("= 128 FLOP/cycle, theoretical, unverified on hardware"),
+            std::string::npos)
+      << rates.model;
+  EXPECT_EQ(rates.model.find("avx"), std::string::npos) << rates.model;
   EXPECT_EQ(fp32_peak_by_level(host, 4, 3.0).size(), 1u);
+
+  const PeakRates n1 = theoretical_peak(arm_host("0xd0c", {"asimd"}), 4, {}, 3.0);
+  EXPECT_EQ(n1.bf16_gflops, 0);
+  EXPECT_NE(n1.model.find("lacks BF16"), std::string::npos) << n1.model;
+  const PeakRates unknown = theoretical_peak(arm_host("0xd99", {"asimd", "bf16"}), 4, {}, 3.0);
+  EXPECT_EQ(unknown.bf16_gflops, 0);  // an assumed row has no sourced rate: not stated
+  EXPECT_NE(unknown.model.find("not stated"), std::string::npos) << unknown.model;
 }
 
 TEST(Clock, UnderTheVectorProbeOnAllThreads) {
