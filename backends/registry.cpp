@@ -1,32 +1,27 @@
 #include "backends/registry.h"
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/status.h"
-
-#ifdef TRAINBENCH_HAVE_ONEDNN
-#include "backends/onednn/onednn_backend.h"
-#endif
-#ifdef TRAINBENCH_HAVE_OPENBLAS
-#include "backends/openblas/openblas_backend.h"
-#endif
-#ifdef TRAINBENCH_HAVE_CUDA
-#include "backends/cuda/cuda_backend.h"
-#endif
 
 namespace tb {
 
+// Each backend folder's entry point, <name>_backend_entry(), for every backend CMake added
+// (trainbench_add_backend in backends/CMakeLists.txt writes the list).
+#define TRAINBENCH_BACKEND(name) BackendEntry name##_backend_entry();
+#include "backends/backend_entries.inc"
+#undef TRAINBENCH_BACKEND
+
 const std::vector<BackendEntry>& backend_registry() {
+#define TRAINBENCH_BACKEND(name) name##_backend_entry(),
   static const std::vector<BackendEntry> entries = {
-#ifdef TRAINBENCH_HAVE_ONEDNN
-      onednn_backend_entry(),
-#endif
-#ifdef TRAINBENCH_HAVE_OPENBLAS
-      openblas_backend_entry(),
-#endif
-#ifdef TRAINBENCH_HAVE_CUDA
-      cuda_backend_entry(),
-#endif
+#include "backends/backend_entries.inc"
   };
+#undef TRAINBENCH_BACKEND
   return entries;
+}
+
+std::unique_ptr<Backend> make_reference_backend() {
+  return cpu::make_host_reference_backend();
 }
 
 const BackendEntry* find_backend(std::string_view name) {

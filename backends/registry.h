@@ -35,6 +35,11 @@ const std::vector<BackendEntry>& backend_registry();
 // nullptr for a name this binary does not know.
 const BackendEntry* find_backend(std::string_view name);
 
+// The double-precision reference every check compares with: the shared CPU code in f64 on
+// host memory, whatever device the checked step runs on. Not in backend_registry() (it is no
+// backend to benchmark).
+std::unique_ptr<Backend> make_reference_backend();
+
 PinPolicy parse_pin_policy(std::string_view name);  // throws UsageError
 std::string_view pin_policy_name(PinPolicy pin);
 

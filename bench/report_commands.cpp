@@ -663,7 +663,7 @@ int html_report_command(const HtmlOptions& options) {
   }
   try {
     write_file_atomically(options.out, render_html(reports));
-  } catch (const ReportError& e) {
+  } catch (const FileError& e) {
     throw UsageError(e.what());
   }
   fmt::print("wrote {}\n", options.out);

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/numeric.h"
+#include "backends/registry.h"
+#include "backends/seeded.h"
 #include "models/training_step.h"
-#include "workloads/workload.h"
 
 namespace tb {
 
@@ -46,7 +47,7 @@ Status compare_with_reference(Backend& backend, const Network& network, const St
                               ReferenceComparison* out) {
   // The reference runs on the host whatever device the step runs on (a GPU has no f64 ops);
   // declared first, it outlives the step whose buffers it holds.
-  const std::unique_ptr<Backend> host = cpu::make_host_reference_backend();
+  const std::unique_ptr<Backend> host = make_reference_backend();
   std::unique_ptr<TrainingStep> step, reference;
   TB_RETURN_IF_ERROR(prepared_step(backend, network, options, batch, weight_seed, &step));
   // The reference starts from the step's own (rounded) weights, not from the seed again.

@@ -14,9 +14,10 @@
 #include "models/precision.h"
 #include "models/sampled_reference.h"
 
-#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
-#include "workloads/workload.h"
+#include "backends/numeric.h"
+#include "backends/registry.h"
+#include "backends/seeded.h"
 
 namespace tb {
 namespace {
@@ -1243,7 +1244,7 @@ class OpChecker {
  public:
   using Op = TrainingStep::Impl::Op;
   OpChecker(TrainingStep::Impl& step, const OpCheckOptions& options, OpCheck* out)
-      : s_(step), options_(options), out_(out), host_(cpu::make_host_reference_backend()) {}
+      : s_(step), options_(options), out_(out), host_(make_reference_backend()) {}
 
   Status check(Op& op) {
     const bool whole_parameters = op.phase == Phase::weight_cast || op.phase == Phase::optimizer;

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "reports/report.h"
+#include "backends/files.h"
 
 namespace tb {
 namespace {
@@ -75,7 +75,7 @@ Status save_safetensors(const std::string& path, const std::vector<NamedTensor>&
   std::memcpy(file.data(), &length, 8);
   try {
     write_file_atomically(path, file + text + data);
-  } catch (const ReportError& e) {
+  } catch (const FileError& e) {
     return Status::Failed(e.what());
   }
   return Status::Ok();

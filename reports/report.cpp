@@ -112,32 +112,6 @@ ReportFormat parse_report_format(std::string_view name) {
   throw UsageError(fmt::format("unknown report format '{}' (expected json or gbench)", name));
 }
 
-void write_file_atomically(const std::string& path, const std::string& content) {
-  const std::string temp = fmt::format("{}.tmp.{}", path, getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw ReportError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  std::size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      ::close(fd);
-      ::unlink(temp.c_str());
-      throw ReportError(fmt::format("cannot write {}: {}", path, std::strerror(error)));
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  const int sync_error = errno;
-  ::close(fd);
-  if (!synced || ::rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = synced ? errno : sync_error;
-    ::unlink(temp.c_str());
-    throw ReportError(fmt::format("cannot write {}: {}", path, std::strerror(error)));
-  }
-}
-
 const nlohmann::json& report_schema() {
   static const nlohmann::json schema = nlohmann::json::parse(*embedded_file("schema.json"));
   return schema;
@@ -269,8 +243,12 @@ void ReportWriter::finish(const std::string& finished_at) {
 }
 
 void ReportWriter::write() const {
-  write_file_atomically(
-      path_, format_ == ReportFormat::json ? report_.dump(2) + "\n" : to_gbench_json(report_));
+  try {
+    write_file_atomically(
+        path_, format_ == ReportFormat::json ? report_.dump(2) + "\n" : to_gbench_json(report_));
+  } catch (const FileError& e) {
+    throw ReportError(e.what());  // the report could not be written
+  }
 }
 
 }  // namespace tb

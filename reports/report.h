@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/files.h"
 #include "reports/stats.h"
 #include "workloads/workload.h"
 
@@ -47,17 +48,15 @@ nlohmann::json to_json(const CaseResult& result);
 nlohmann::json to_json(const SampleStats& stats);
 nlohmann::json to_json(const DeviceInfo& device);
 
-class ReportError : public std::runtime_error {
+// A report that cannot be read, parsed, checked against the schema or written: a kind of
+// FileError, so one catch covers a report and the file it lives in.
+class ReportError : public FileError {
  public:
-  using std::runtime_error::runtime_error;
+  using FileError::FileError;
 };
 
 enum class ReportFormat { json, gbench };
 ReportFormat parse_report_format(std::string_view name);  // throws UsageError
-
-// Writes `content` to a temporary file beside `path`, then renames it over `path`.
-// Throws ReportError naming the path and the system's reason.
-void write_file_atomically(const std::string& path, const std::string& content);
 
 // The report schema compiled into the binary.
 const nlohmann::json& report_schema();

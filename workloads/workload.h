@@ -11,6 +11,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/reference.h"
+#include "backends/numeric.h"
 #include "backends/seeded.h"
 #include "workloads/descriptor.h"
 
@@ -104,9 +105,6 @@ class OpWorkload : public Workload {
   Buffer workspace_;
 };
 
-// Seeded uniform values in [-1, 1), rounded to `dtype` so references see what the op sees.
-std::vector<float> random_values(std::size_t count, std::uint64_t seed, DType dtype);
-
 // Validation's rule, written once (the reasoning is in workload.cpp and docs/architecture.md):
 // an output's error |got - exact| is measured in units of its own rounding-error scale,
 //   accumulation(k) x ||terms||_2 + output unit x |exact|,
@@ -114,9 +112,6 @@ std::vector<float> random_values(std::size_t count, std::uint64_t seed, DType dt
 // `reduction` is k, the number of terms summed per output; fast_accumulation is FP8's.
 cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fast_accumulation = false);
 inline constexpr double kErrorTolerance = 1.0;
-
-// ||got - want|| / ||want|| (L2 norms); infinite when got holds a NaN.
-double relative_l2_error(const std::vector<double>& got, const std::vector<double>& want);
 
 // Checks that every value is finite and that they are not all zero.
 template <typename T>  // float or double

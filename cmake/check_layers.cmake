@@ -1,0 +1,39 @@
+# Fails when a source file includes a header of a layer above its own (docs/architecture.md,
+# "Layers"), naming the file, the line and the rule. Run at every build: cmake -DSOURCE_DIR=... -P.
+#
+# Layer: the include prefixes its files may use. The base (backends/*.h at the top of backends/)
+# is open to every layer; a concrete backend (backends/<name>/) only to backends/, workloads/
+# (the CPU reference probes) and bench/ (inventory); models/ reaches the f64 reference through
+# backends/registry.h, and shares only the CPU code's number conversions.
+set(base "backends/[a-z_]+\\.h")
+set(rules_backends "backends/")
+set(rules_data "${base};data/")
+set(rules_models "${base};backends/cpu/low_precision\\.h;data/;models/")
+set(rules_workloads "backends/;data/;models/;workloads/")
+set(rules_reports "${base};workloads/;reports/")
+set(rules_bench "backends/;data/;models/;workloads/;reports/;bench/")
+
+set(violations "")
+foreach(layer backends data models workloads reports bench)
+  file(GLOB_RECURSE sources "${SOURCE_DIR}/${layer}/*.h" "${SOURCE_DIR}/${layer}/*.cpp"
+       "${SOURCE_DIR}/${layer}/*.cu" "${SOURCE_DIR}/${layer}/*.cuh" "${SOURCE_DIR}/${layer}/*.inc")
+  foreach(source IN LISTS sources)
+    file(STRINGS "${source}" includes REGEX "^#include \"[a-z_]+/")
+    foreach(line IN LISTS includes)
+      string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" header "${line}")
+      set(allowed FALSE)
+      foreach(prefix IN LISTS rules_${layer})
+        if(header MATCHES "^${prefix}")
+          set(allowed TRUE)
+        endif()
+      endforeach()
+      if(NOT allowed)
+        file(RELATIVE_PATH where "${SOURCE_DIR}" "${source}")
+        string(APPEND violations "  ${where}: #include \"${header}\" (${layer}/ may include: ${rules_${layer}})\n")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(violations)
+  message(FATAL_ERROR "An #include reaches up a layer or into a concrete backend:\n${violations}")
+endif()
