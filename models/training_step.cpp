@@ -104,8 +104,8 @@ bool reads_output(const OpDesc& desc, const std::string& name) {
          (embedding && embedding->accumulate && name == "diff_table");
 }
 
-// An op over every parameter, checked on sampled tensors where the model is large: at least
-// this many values (a few tensors of a full-size model).
+// An op over every parameter, checked on sampled tensors where the model is large
+// (OpCheckOptions::full_update_limit): at least this many values (a few tensors).
 constexpr std::int64_t kUpdateSampleElements = std::int64_t{1} << 20;
 
 // The sums of absolute terms behind a normalization's reductions, by group: batch norm's per
@@ -1248,7 +1248,7 @@ class OpChecker {
 
   Status check(Op& op) {
     const bool whole_parameters = op.phase == Phase::weight_cast || op.phase == Phase::optimizer;
-    if (whole_parameters && flat_count(op.desc) > options_.full_reference_limit)
+    if (whole_parameters && flat_count(op.desc) > options_.full_update_limit)
       return check_by_tensors(op);
     if (const auto* cast = std::get_if<CastOp>(&op.desc)) return check_cast(op, *cast);
     const std::optional<OpDesc> reference = reference_op(op.desc);

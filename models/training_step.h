@@ -102,8 +102,17 @@ struct OpCheck {
 // takes more multiply-adds than `full_reference_limit` is compared on `samples` seeded elements
 // of each output, each computed as one f64 dot product; every other op in full.
 struct OpCheckOptions {
+  // The options for the measured network once a reduced one has been checked in full: every
+  // product above 2^20 multiply-adds sampled (the reduced network compared all its elements).
+  static OpCheckOptions measured_network(const OptimizerSettings& update) {
+    return {.full_reference_limit = std::int64_t{1} << 20, .update = update};
+  }
+
   std::int64_t full_reference_limit = std::int64_t{1} << 26;  // about 0.1 s of f64 loops
   std::int64_t samples = 256;
+  // An op over every parameter (the weight cast, the unscale, the optimizer) of a model with more
+  // parameters than this is compared on whole seeded tensors holding 2^20 values or more.
+  std::int64_t full_update_limit = std::int64_t{1} << 22;
   // With settings, the step's update is checked too (the loss-scale unscale, the optimizer)
   // and applied, as run(true, settings) would; without, forward and backward only.
   std::optional<OptimizerSettings> update;

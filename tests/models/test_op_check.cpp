@@ -146,7 +146,7 @@ void print_margin(const char* what, const OpCheck& check) {
 // sampled).
 std::vector<OpCheckOptions> both_ways() {
   return {{.update = OptimizerSettings{}},
-          {.full_reference_limit = 0, .update = OptimizerSettings{}}};
+          {.full_reference_limit = 0, .full_update_limit = 0, .update = OptimizerSettings{}}};
 }
 
 class StepCheck : public ::testing::Test {
@@ -190,7 +190,8 @@ class StepCheck : public ::testing::Test {
 };
 
 TEST_F(StepCheck, SampledProductsPassUndamaged) {
-  OpCheckOptions all_sampled{.full_reference_limit = 0, .update = OptimizerSettings{}};
+  OpCheckOptions all_sampled{
+      .full_reference_limit = 0, .full_update_limit = 0, .update = OptimizerSettings{}};
   const OpCheck sampled = check(DType::f32, nullptr, all_sampled);
   print_margin("f32, every product sampled", sampled);
   EXPECT_TRUE(sampled.passed) << sampled.worst_output << ": " << sampled.worst_error;
