@@ -26,10 +26,26 @@ std::string quoted_command_line(int argc, char** argv) {
   return line;
 }
 
-int list_command() {
+std::string plain(std::string text) {
+  std::erase(text, '`');
+  return text;
+}
+
+int list_command(bool markdown) {
+  if (markdown) {
+    fmt::print("{}", key_tables_markdown(workload_kinds()));
+    return 0;
+  }
   fmt::print("workloads (descriptor: NAME key=value ...):\n");
-  for (const WorkloadKind& kind : workload_kinds())
-    fmt::print("  {:<8} {}\n  {:<8}   {} {}\n", kind.name, kind.summary, "", kind.name, kind.usage);
+  for (const WorkloadKind& kind : workload_kinds()) {
+    fmt::print("  {:<8} {}\n  {:<8}   {} {}\n", kind.name, kind.summary, "", kind.name,
+               key_usage(kind));
+    for (const KeySpec& spec : kind.keys) {
+      const KeyRow row = key_row(spec);
+      fmt::print("      {:<14} {}; {}: {}\n", spec.name, plain(row.choices),
+                 spec.required ? "required" : "default " + plain(row.fallback), row.meaning);
+    }
+  }
   fmt::print("\nsuites: {}\nshape lists (shapes=NAME): {}\n", fmt::join(suite_names(), ", "),
              fmt::join(shape_list_names(), ", "));
   fmt::print("\nbackends in this build:\n");
@@ -140,6 +156,9 @@ int main_impl(int argc, char** argv) {
 
   CLI::App* list =
       app.add_subcommand("list", "workloads, suites, shape lists, and the backends usable here");
+  bool list_markdown = false;
+  list->add_flag("--markdown", list_markdown,
+                 "print each workload's key table in markdown (as docs/workloads.md has them)");
   CLI::App* info = app.add_subcommand("info", "host inventory, backend devices and measured peaks");
   bool info_json = false;
   info->add_flag("--json", info_json, "print JSON");
@@ -333,7 +352,7 @@ int main_impl(int argc, char** argv) {
   }
   config.pin = parse_pin_policy(pin);
 
-  if (*list) return list_command();
+  if (*list) return list_command(list_markdown);
   if (*info) return info_command(config, info_json);
   if (*compare) {
     compare_options.threshold = parse_threshold(compare_threshold);
@@ -377,7 +396,8 @@ int main_impl(int argc, char** argv) {
       options.cases.push_back(std::move(descriptor));
   if (training_runs > 0)
     for (Descriptor& descriptor : options.cases)
-      if (descriptor.kind().starts_with("ttt-") && !descriptor.has("runs"))
+      if (const WorkloadKind* kind = find_workload_kind(descriptor.kind());
+          kind && kind->find("runs") && !descriptor.has("runs"))
         descriptor.set("runs", std::to_string(training_runs));
   if (backends.empty())
     for (const BackendEntry& entry : backend_registry())

@@ -36,15 +36,15 @@ class BertTrainWorkload final : public TrainingWorkload {
   }
 
   Descriptor descriptor() const override {
-    Descriptor d("bert-train");
-    d.set("model", config_.model)
-        .set("batch", std::to_string(config_.bert.batch))
-        .set("seq", std::to_string(config_.bert.sequence))
-        .set("dtype", std::string(dtype_name(config_.step.dtype)))
-        .set("optimizer", optimizer_name(config_.step.optimizer))
-        .set("dropout", fmt::format("{:g}", config_.bert.dropout))
-        .set("lr", fmt::format("{:g}", config_.settings.learning_rate));
-    if (config_.bert.fused_attention) d.set("attention", "fused");  // a separate variant
+    Descriptor d = canonical_descriptor(
+        bert_train_kind(), {{"model", config_.model},
+                            {"batch", std::to_string(config_.bert.batch)},
+                            {"seq", std::to_string(config_.bert.sequence)},
+                            {"dtype", std::string(dtype_name(config_.step.dtype))},
+                            {"optimizer", optimizer_name(config_.step.optimizer)},
+                            {"dropout", fmt::format("{:g}", config_.bert.dropout)},
+                            {"lr", fmt::format("{:g}", config_.settings.learning_rate)},
+                            {"attention", config_.bert.fused_attention ? "fused" : "unfused"}});
     return d;
   }
 
@@ -99,23 +99,65 @@ class BertTrainWorkload final : public TrainingWorkload {
 
 }  // namespace
 
+const WorkloadKind& bert_train_kind() {
+  static const WorkloadKind kind{
+      "bert-train",
+      "BERT pre-training steps (masked-LM + next-sentence losses, backward, AdamW or LAMB) on a "
+      "fixed batch",
+      {{.name = "model",
+        .type = KeyType::choice,
+        .fallback = "base",
+        .choices = {"base", "large", "tiny"},
+        .help = "BERT's size"},
+       {.name = "batch", .type = KeyType::integer, .fallback = "8", .help = "sequences per step"},
+       {.name = "seq",
+        .type = KeyType::integer,
+        .fallback = "128",
+        .min = 2,
+        .help = "tokens per sequence"},
+       {.name = "dtype",
+        .type = KeyType::choice,
+        .fallback = "f32",
+        .choices = {"f32", "tf32", "bf16", "f16"},
+        .help = "the step's precision"},
+       {.name = "optimizer",
+        .type = KeyType::choice,
+        .fallback = "adamw",
+        .choices = {"adamw", "lamb"},
+        .help = "AdamW or LAMB (betas 0.9, 0.999, epsilon 1e-6, weight decay 0.01)"},
+       {.name = "dropout",
+        .type = KeyType::number,
+        .fallback = "0.1",
+        .help = "dropout probability"},
+       {.name = "lr",
+        .type = KeyType::number,
+        .derived = "`0.0001` (adamw), `0.002` (lamb)",
+        .help = "learning rate"},
+       {.name = "attention",
+        .type = KeyType::choice,
+        .fallback = "unfused",
+        .choices = {"unfused", "fused"},
+        .omit_default = true,
+        .help = "fused: one attention op per layer, a separate variant"}}};
+  return kind;
+}
+
 std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor) {
-  DescriptorReader reader(descriptor);
+  DescriptorReader reader(descriptor, bert_train_kind());
   BertTrainConfig config;
-  config.model = reader.choice("model", "base", {"base", "large", "tiny"});
-  const std::int64_t batch = reader.integer("batch", 8);
-  const std::int64_t sequence = reader.integer("seq", 128, 2);
+  config.model = reader.choice("model");
+  const std::int64_t batch = reader.integer("batch");
+  const std::int64_t sequence = reader.integer("seq");
   config.bert = bert_config(config.model, batch, sequence);
-  config.bert.dropout = static_cast<float>(reader.number("dropout", 0.1));
-  config.bert.fused_attention =
-      reader.choice("attention", "unfused", {"unfused", "fused"}) == "fused";
-  config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "tf32", "bf16", "f16"}));
-  const std::string optimizer = reader.choice("optimizer", "adamw", {"adamw", "lamb"});
+  config.bert.dropout = static_cast<float>(reader.number("dropout"));
+  config.bert.fused_attention = reader.choice("attention") == "fused";
+  config.step.dtype = parse_dtype(reader.choice("dtype"));
+  const std::string optimizer = reader.choice("optimizer");
   config.step.optimizer = optimizer == "adamw" ? OptimizerKind::adamw : OptimizerKind::lamb;
   // The PyTorch peer's settings: betas (0.9, 0.999), epsilon 1e-6, weight decay 0.01; lr 1e-4
   // for AdamW, 2e-3 for LAMB (its step is lr |w| per tensor, so it needs the larger rate).
   const double default_lr = config.step.optimizer == OptimizerKind::lamb ? 2e-3 : 1e-4;
-  config.settings.learning_rate = static_cast<float>(reader.number("lr", default_lr));
+  config.settings.learning_rate = static_cast<float>(reader.number_or("lr", default_lr));
   config.settings.weight_decay = 0.01f;
   config.settings.beta1 = 0.9f, config.settings.beta2 = 0.999f, config.settings.epsilon = 1e-6f;
   reader.reject_unknown_keys();

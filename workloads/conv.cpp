@@ -35,8 +35,13 @@ class ConvWorkload final : public OpWorkload {
   ConvWorkload(ConvOp op, std::string name) : op_(op), name_(std::move(name)) {}
 
   Descriptor descriptor() const override {
-    Descriptor d("conv");
-    if (!name_.empty()) d.set("name", name_);
+    std::map<std::string, std::string> values = {
+        {"name", name_},
+        {"dir", direction_name(op_.direction)},
+        {"dtype", std::string(dtype_name(op_.dtype))},
+        {"epilogue", op_.epilogue == ConvEpilogue::none   ? "none"
+                     : op_.epilogue == ConvEpilogue::bias ? "bias"
+                                                          : "bias_relu"}};
     for (auto [key, value] : {std::pair{"mb", op_.mb},
                               {"ic", op_.ic},
                               {"ih", op_.ih},
@@ -48,11 +53,8 @@ class ConvWorkload final : public OpWorkload {
                               {"sw", op_.sw},
                               {"ph", op_.ph},
                               {"pw", op_.pw}})
-      d.set(key, std::to_string(value));
-    d.set("dir", direction_name(op_.direction)).set("dtype", std::string(dtype_name(op_.dtype)));
-    if (op_.epilogue != ConvEpilogue::none)
-      d.set("epilogue", op_.epilogue == ConvEpilogue::bias ? "bias" : "bias_relu");
-    return d;
+      values[key] = std::to_string(value);
+    return canonical_descriptor(conv_kind(), values);
   }
 
   DType dtype() const override { return op_.dtype; }
@@ -200,27 +202,76 @@ class ConvWorkload final : public OpWorkload {
 
 }  // namespace
 
+const WorkloadKind& conv_kind() {
+  auto size = [](const char* name, const char* help) {
+    return KeySpec{.name = name, .type = KeyType::integer, .required = true, .help = help};
+  };
+  auto like = [](const char* name, const char* other, std::int64_t min, const char* help) {
+    return KeySpec{
+        .name = name, .type = KeyType::integer, .min = min, .same_as = other, .help = help};
+  };
+  static const WorkloadKind kind{
+      "conv",
+      "2-D convolution forward / backward-data / backward-weights",
+      {{.name = "name", .omit_default = true, .help = "a label, kept in the descriptor"},
+       {.name = "mb", .type = KeyType::integer, .fallback = "16", .help = "minibatch"},
+       size("ic", "input channels"),
+       size("ih", "input height"),
+       like("iw", "ih", 1, "input width"),
+       size("oc", "output channels"),
+       size("kh", "kernel height"),
+       like("kw", "kh", 1, "kernel width"),
+       {.name = "sh", .type = KeyType::integer, .fallback = "1", .help = "stride in height"},
+       like("sw", "sh", 1, "stride in width"),
+       {.name = "ph",
+        .type = KeyType::integer,
+        .fallback = "0",
+        .min = 0,
+        .help = "padding in height, each side"},
+       like("pw", "ph", 0, "padding in width, each side"),
+       {.name = "dir",
+        .type = KeyType::choice,
+        .fallback = "fwd",
+        .choices = {"fwd", "bwd_data", "bwd_weights"},
+        .help = "forward, backward-data or backward-weights"},
+       {.name = "dtype",
+        .type = KeyType::choice,
+        .fallback = "f32",
+        .choices = {"f32", "bf16", "f16", "tf32", "f64"},
+        .help = "type of the data and weights"},
+       {.name = "epilogue",
+        .type = KeyType::choice,
+        .fallback = "none",
+        .choices = {"none", "bias", "bias_relu"},
+        .omit_default = true,
+        .help = "dir=fwd only: a bias, or a bias and ReLU, fused into the convolution"},
+       {.name = "shapes",
+        .type = KeyType::shape_list,
+        .help = "one case per line of the list, the other keys merged in"}}};
+  return kind;
+}
+
 std::unique_ptr<Workload> make_conv(const Descriptor& descriptor) {
-  DescriptorReader reader(descriptor);
+  DescriptorReader reader(descriptor, conv_kind());
   ConvOp op;
-  const std::string name = reader.text("name", "");
-  op.mb = reader.integer("mb", 16);
-  op.ic = reader.required_integer("ic");
-  op.ih = reader.required_integer("ih");
-  op.iw = reader.integer("iw", op.ih);
-  op.oc = reader.required_integer("oc");
-  op.kh = reader.required_integer("kh");
-  op.kw = reader.integer("kw", op.kh);
-  op.sh = reader.integer("sh", 1);
-  op.sw = reader.integer("sw", op.sh);
-  op.ph = reader.integer("ph", 0, 0);
-  op.pw = reader.integer("pw", op.ph, 0);
-  const std::string dir = reader.choice("dir", "fwd", {"fwd", "bwd_data", "bwd_weights"});
+  const std::string name = reader.text("name");
+  op.mb = reader.integer("mb");
+  op.ic = reader.integer("ic");
+  op.ih = reader.integer("ih");
+  op.iw = reader.integer("iw");
+  op.oc = reader.integer("oc");
+  op.kh = reader.integer("kh");
+  op.kw = reader.integer("kw");
+  op.sh = reader.integer("sh");
+  op.sw = reader.integer("sw");
+  op.ph = reader.integer("ph");
+  op.pw = reader.integer("pw");
+  const std::string dir = reader.choice("dir");
   op.direction = dir == "fwd"        ? ConvDirection::forward
                  : dir == "bwd_data" ? ConvDirection::backward_data
                                      : ConvDirection::backward_weights;
-  op.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16", "f16", "tf32", "f64"}));
-  const std::string epilogue = reader.choice("epilogue", "none", {"none", "bias", "bias_relu"});
+  op.dtype = parse_dtype(reader.choice("dtype"));
+  const std::string epilogue = reader.choice("epilogue");
   op.epilogue = epilogue == "bias"        ? ConvEpilogue::bias
                 : epilogue == "bias_relu" ? ConvEpilogue::bias_relu
                                           : ConvEpilogue::none;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -96,6 +97,14 @@ std::optional<std::int64_t> parse_integer(std::string_view text) {
   return value * scale;
 }
 
+const KeySpec& DescriptorReader::spec(std::string_view key, KeyType type) const {
+  const KeySpec& spec = kind_.at(key);
+  if (spec.type != type)
+    throw std::logic_error(fmt::format(
+        "workload '{}' reads key '{}' as another type than its table's", kind_.name, key));
+  return spec;
+}
+
 std::optional<std::string> DescriptorReader::take(std::string_view key) {
   used_.emplace_back(key);
   return descriptor_.get(key);
@@ -107,39 +116,54 @@ void DescriptorReader::fail(std::string_view key, const std::string& value,
                                descriptor_.to_string(), expected));
 }
 
-std::int64_t DescriptorReader::integer(std::string_view key, std::int64_t fallback,
-                                       std::int64_t min_value) {
-  const auto text = take(key);
-  if (!text) return fallback;
-  const auto value = parse_integer(*text);
-  if (!value || *value < min_value) fail(key, *text, fmt::format("an integer >= {}", min_value));
+std::int64_t DescriptorReader::checked_integer(const KeySpec& spec, const std::string& text) const {
+  const auto value = parse_integer(text);
+  if (!value || *value < spec.min) fail(spec.name, text, fmt::format("an integer >= {}", spec.min));
   return *value;
 }
 
-std::int64_t DescriptorReader::required_integer(std::string_view key, std::int64_t min_value) {
-  if (!descriptor_.has(key))
-    throw UsageError(fmt::format("'{}' needs {}=<integer>", descriptor_.to_string(), key));
-  return integer(key, 0, min_value);
-}
-
-double DescriptorReader::number(std::string_view key, double fallback) {
-  const auto text = take(key);
-  if (!text) return fallback;
+double DescriptorReader::checked_number(const KeySpec& spec, const std::string& text) const {
   double value = 0;
-  auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
-  if (ec != std::errc() || ptr != text->data() + text->size()) fail(key, *text, "a number");
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size()) fail(spec.name, text, "a number");
   return value;
 }
 
-std::string DescriptorReader::text(std::string_view key, std::string fallback) {
-  return take(key).value_or(std::move(fallback));
+std::int64_t DescriptorReader::integer(std::string_view key) {
+  const KeySpec& spec = this->spec(key, KeyType::integer);
+  if (const auto text = take(key)) return checked_integer(spec, *text);
+  if (spec.required)
+    throw UsageError(fmt::format("'{}' needs {}=<integer>", descriptor_.to_string(), key));
+  if (!spec.same_as.empty()) return integer(spec.same_as);
+  return checked_integer(spec, spec.fallback);
 }
 
-std::string DescriptorReader::choice(std::string_view key, std::string fallback,
-                                     const std::vector<std::string>& choices) {
-  std::string value = take(key).value_or(fallback);
-  if (std::find(choices.begin(), choices.end(), value) == choices.end())
-    fail(key, value, fmt::format("one of {}", fmt::join(choices, ", ")));
+std::int64_t DescriptorReader::integer_or(std::string_view key, std::int64_t derived) {
+  const KeySpec& spec = this->spec(key, KeyType::integer);
+  const auto text = take(key);
+  return text ? checked_integer(spec, *text) : derived;
+}
+
+double DescriptorReader::number(std::string_view key) {
+  const KeySpec& spec = this->spec(key, KeyType::number);
+  return checked_number(spec, take(key).value_or(spec.fallback));
+}
+
+double DescriptorReader::number_or(std::string_view key, double derived) {
+  const KeySpec& spec = this->spec(key, KeyType::number);
+  const auto text = take(key);
+  return text ? checked_number(spec, *text) : derived;
+}
+
+std::string DescriptorReader::text(std::string_view key) {
+  return take(key).value_or(kind_.at(key).fallback);
+}
+
+std::string DescriptorReader::choice(std::string_view key) {
+  const KeySpec& spec = this->spec(key, KeyType::choice);
+  std::string value = take(key).value_or(spec.fallback);
+  if (std::find(spec.choices.begin(), spec.choices.end(), value) == spec.choices.end())
+    fail(key, value, fmt::format("one of {}", fmt::join(spec.choices, ", ")));
   return value;
 }
 

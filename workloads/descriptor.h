@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "workloads/keys.h"
+
 namespace tb {
 
 class Descriptor {
@@ -35,26 +37,34 @@ class Descriptor {
   std::vector<std::pair<std::string, std::string>> params_;
 };
 
-// Reads typed values out of a descriptor, remembering which keys were used, so a workload
-// can reject keys it does not know. Every error is a UsageError naming the descriptor.
+// Reads typed values out of a descriptor by its kind's key table (workloads/keys.h), which
+// holds each key's default, choices and bounds, remembering which keys were used, so a workload
+// can reject keys it does not know. Every error is a UsageError naming the descriptor; a key the
+// table lacks, or asked for as the wrong type, is a std::logic_error (a bug in the workload).
 class DescriptorReader {
  public:
-  explicit DescriptorReader(const Descriptor& descriptor) : descriptor_(descriptor) {}
-  std::int64_t integer(std::string_view key, std::int64_t fallback, std::int64_t min_value = 1);
-  std::int64_t required_integer(std::string_view key, std::int64_t min_value = 1);
-  double number(std::string_view key, double fallback);
-  std::string text(std::string_view key, std::string fallback);
-  // One of `choices`.
-  std::string choice(std::string_view key, std::string fallback,
-                     const std::vector<std::string>& choices);
+  DescriptorReader(const Descriptor& descriptor, const WorkloadKind& kind)
+      : descriptor_(descriptor), kind_(kind) {}
+  // The value, else the table's default (or the value of the key it is the same as).
+  std::int64_t integer(std::string_view key);
+  double number(std::string_view key);
+  std::string text(std::string_view key);
+  std::string choice(std::string_view key);  // one of the table's choices
+  // For a key whose default the workload works out (the table says how, in `derived`).
+  std::int64_t integer_or(std::string_view key, std::int64_t derived);
+  double number_or(std::string_view key, double derived);
   // Throws for any key no accessor asked for.
   void reject_unknown_keys() const;
 
  private:
+  const KeySpec& spec(std::string_view key, KeyType type) const;
   std::optional<std::string> take(std::string_view key);
+  std::int64_t checked_integer(const KeySpec& spec, const std::string& text) const;
+  double checked_number(const KeySpec& spec, const std::string& text) const;
   [[noreturn]] void fail(std::string_view key, const std::string& value,
                          std::string_view expected) const;
   const Descriptor& descriptor_;
+  const WorkloadKind& kind_;
   std::vector<std::string> used_;
 };
 

@@ -24,21 +24,21 @@ class GemmWorkload final : public OpWorkload {
   GemmWorkload(GemmOp op, std::string name) : op_(op), name_(std::move(name)) {}
 
   Descriptor descriptor() const override {
-    Descriptor d("gemm");
-    if (!name_.empty()) d.set("name", name_);
-    d.set("m", std::to_string(op_.m))
-        .set("n", std::to_string(op_.n))
-        .set("k", std::to_string(op_.k));
-    if (op_.batch != 1) d.set("batch", std::to_string(op_.batch));
-    d.set("dtype", std::string(dtype_name(op_.a_type)))
-        .set("out", std::string(dtype_name(op_.c_type)))
-        .set("ta", op_.trans_a ? "t" : "n")
-        .set("tb", op_.trans_b ? "t" : "n")
-        .set("alpha", fmt::format("{:g}", op_.alpha))
-        .set("beta", fmt::format("{:g}", op_.beta))
-        .set("layout", op_.prepacked_b ? "prepacked" : "plain");
-    if (op_.a_type == DType::f8_e4m3) d.set("accum", op_.fast_accumulation ? "fast" : "exact");
-    return d;
+    std::map<std::string, std::string> values = {
+        {"name", name_},
+        {"m", std::to_string(op_.m)},
+        {"n", std::to_string(op_.n)},
+        {"k", std::to_string(op_.k)},
+        {"batch", std::to_string(op_.batch)},
+        {"dtype", std::string(dtype_name(op_.a_type))},
+        {"out", std::string(dtype_name(op_.c_type))},
+        {"ta", op_.trans_a ? "t" : "n"},
+        {"tb", op_.trans_b ? "t" : "n"},
+        {"alpha", fmt::format("{:g}", op_.alpha)},
+        {"beta", fmt::format("{:g}", op_.beta)},
+        {"layout", op_.prepacked_b ? "prepacked" : "plain"}};
+    if (op_.a_type == DType::f8_e4m3) values["accum"] = op_.fast_accumulation ? "fast" : "exact";
+    return canonical_descriptor(gemm_kind(), values);
   }
 
   DType dtype() const override { return op_.a_type; }
@@ -134,25 +134,79 @@ class GemmWorkload final : public OpWorkload {
 
 }  // namespace
 
+const WorkloadKind& gemm_kind() {
+  static const WorkloadKind kind{
+      "gemm",
+      "matrix multiply C = alpha op(A) op(B) + beta C",
+      {{.name = "name", .omit_default = true, .help = "a label, kept in the descriptor"},
+       {.name = "m", .type = KeyType::integer, .required = true, .help = "rows of op(A) and C"},
+       {.name = "n", .type = KeyType::integer, .same_as = "m", .help = "columns of op(B) and C"},
+       {.name = "k",
+        .type = KeyType::integer,
+        .same_as = "m",
+        .help = "columns of op(A), rows of op(B)"},
+       {.name = "batch",
+        .type = KeyType::integer,
+        .fallback = "1",
+        .omit_default = true,
+        .help = "independent multiplies of the same shape"},
+       {.name = "dtype",
+        .type = KeyType::choice,
+        .fallback = "f32",
+        .choices = {"f32", "bf16", "f16", "tf32", "f8_e4m3", "f64"},
+        .help = "type of A and B (tf32: f32 data, TF32 math)"},
+       {.name = "out",
+        .type = KeyType::choice,
+        .fallback = "f32",
+        .choices = {"f32", "bf16", "f16", "f64"},
+        .help = "type of C"},
+       {.name = "ta",
+        .type = KeyType::choice,
+        .fallback = "n",
+        .choices = {"n", "t"},
+        .help = "A transposed"},
+       {.name = "tb",
+        .type = KeyType::choice,
+        .fallback = "n",
+        .choices = {"n", "t"},
+        .help = "B transposed"},
+       {.name = "alpha", .type = KeyType::number, .fallback = "1", .help = "scale of op(A) op(B)"},
+       {.name = "beta", .type = KeyType::number, .fallback = "0", .help = "scale of C added"},
+       {.name = "layout",
+        .type = KeyType::choice,
+        .fallback = "plain",
+        .choices = {"plain", "prepacked"},
+        .help = "prepacked: B reordered into the library's layout outside the timed region"},
+       {.name = "accum",
+        .type = KeyType::choice,
+        .fallback = "exact",
+        .choices = {"exact", "fast"},
+        .help = "FP8 only (dtype=f8_e4m3): fast: Tensor Core accumulation without periodic "
+                "promotion to fp32"},
+       {.name = "shapes",
+        .type = KeyType::shape_list,
+        .help = "one case per line of the list, the other keys merged in"}}};
+  return kind;
+}
+
 std::unique_ptr<Workload> make_gemm(const Descriptor& descriptor) {
-  DescriptorReader reader(descriptor);
+  DescriptorReader reader(descriptor, gemm_kind());
   GemmOp op;
-  const std::string name = reader.text("name", "");
-  op.m = reader.required_integer("m");
-  op.n = reader.integer("n", op.m);
-  op.k = reader.integer("k", op.m);
-  op.batch = reader.integer("batch", 1);
-  op.a_type = op.b_type =
-      parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16", "f16", "tf32", "f8_e4m3", "f64"}));
-  op.c_type = parse_dtype(reader.choice("out", "f32", {"f32", "bf16", "f16", "f64"}));
-  op.trans_a = reader.choice("ta", "n", {"n", "t"}) == "t";
-  op.trans_b = reader.choice("tb", "n", {"n", "t"}) == "t";
-  op.fast_accumulation = reader.choice("accum", "exact", {"exact", "fast"}) == "fast";
+  const std::string name = reader.text("name");
+  op.m = reader.integer("m");
+  op.n = reader.integer("n");
+  op.k = reader.integer("k");
+  op.batch = reader.integer("batch");
+  op.a_type = op.b_type = parse_dtype(reader.choice("dtype"));
+  op.c_type = parse_dtype(reader.choice("out"));
+  op.trans_a = reader.choice("ta") == "t";
+  op.trans_b = reader.choice("tb") == "t";
+  op.fast_accumulation = reader.choice("accum") == "fast";
   if (op.fast_accumulation && op.a_type != DType::f8_e4m3)
     throw UsageError("gemm: accum=fast is an FP8 option (dtype=f8_e4m3)");
-  op.alpha = static_cast<float>(reader.number("alpha", 1.0));
-  op.beta = static_cast<float>(reader.number("beta", 0.0));
-  op.prepacked_b = reader.choice("layout", "plain", {"plain", "prepacked"}) == "prepacked";
+  op.alpha = static_cast<float>(reader.number("alpha"));
+  op.beta = static_cast<float>(reader.number("beta"));
+  op.prepacked_b = reader.choice("layout") == "prepacked";
   reader.reject_unknown_keys();
   return std::make_unique<GemmWorkload>(op, name);
 }

@@ -14,10 +14,8 @@ class PeakWorkload final : public OpWorkload {
   explicit PeakWorkload(PeakOp op) : op_(op) {}
 
   Descriptor descriptor() const override {
-    Descriptor d("peak");
-    d.set("dtype", std::string(dtype_name(op_.dtype)))
-        .set("iterations", std::to_string(op_.iterations));
-    return d;
+    return canonical_descriptor(peak_kind(), {{"dtype", std::string(dtype_name(op_.dtype))},
+                                              {"iterations", std::to_string(op_.iterations)}});
   }
   DType dtype() const override { return op_.dtype; }
   WorkCounts counts() const override {
@@ -56,11 +54,28 @@ class PeakWorkload final : public OpWorkload {
 
 }  // namespace
 
+const WorkloadKind& peak_kind() {
+  static const WorkloadKind kind{
+      "peak",
+      "measured arithmetic peak (FMA / bf16 dot-product probe)",
+      {{.name = "dtype",
+        .type = KeyType::choice,
+        .fallback = "f32",
+        .choices = {"f32", "bf16", "f16", "tf32", "f8_e4m3"},
+        .help = "the arithmetic probed"},
+       {.name = "iterations",
+        .type = KeyType::integer,
+        .fallback = std::to_string(PeakOp{}.iterations),
+        .help = fmt::format("rounds of every chain, at most {} (the probe stays exact)",
+                            kPeakMaxIterations)}}};
+  return kind;
+}
+
 std::unique_ptr<Workload> make_peak(const Descriptor& descriptor) {
-  DescriptorReader reader(descriptor);
+  DescriptorReader reader(descriptor, peak_kind());
   PeakOp op;
-  op.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16", "f16", "tf32", "f8_e4m3"}));
-  op.iterations = reader.integer("iterations", op.iterations);
+  op.dtype = parse_dtype(reader.choice("dtype"));
+  op.iterations = reader.integer("iterations");
   if (op.iterations > kPeakMaxIterations)
     throw UsageError(fmt::format("'{}': iterations must be at most {} (the probe must stay exact)",
                                  descriptor.to_string(), kPeakMaxIterations));

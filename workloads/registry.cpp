@@ -13,39 +13,16 @@ namespace tb {
 
 const std::vector<WorkloadKind>& workload_kinds() {
   static const std::vector<WorkloadKind> kinds = {
-      {"peak", "measured arithmetic peak (FMA / bf16 dot-product probe)",
-       "[dtype=f32|bf16] [iterations=N]"},
-      {"stream", "STREAM memory bandwidth (copy, scale, add, triad, dot), GB/s as STREAM counts",
-       "[op=copy|scale|add|triad|dot] [n=ELEMENTS, default 4x last-level cache]"},
-      {"transfer", "host <-> device and device <-> device copies (GPU backends)",
-       "[dir=h2d|d2h|d2d] [bytes=N] [memory=pinned|pageable]"},
-      {"gemm", "matrix multiply C = alpha op(A) op(B) + beta C",
-       "m=M [n=N] [k=K] [batch=B] [dtype=f32|bf16] [out=f32|bf16] [ta=n|t] [tb=n|t] [alpha=] "
-       "[beta=] [layout=plain|prepacked] [shapes=LIST]"},
-      {"conv", "2-D convolution forward / backward-data / backward-weights",
-       "mb= ic= ih= [iw=] oc= kh= [kw=] [sh=] [sw=] [ph=] [pw=] [dir=fwd|bwd_data|bwd_weights] "
-       "[dtype=f32|bf16] [shapes=LIST]"},
-      {"resnet50-train",
-       "ResNet-50 training steps (forward, loss, backward, SGD momentum) on a fixed batch",
-       "[batch=32|sweep] [image=224] [width=64] [classes=1000] [dtype=f32|bf16] "
-       "[layout=native|plain] [conv=direct|auto] "
-       "[lr=0.1*batch/256]"},
-      {"bert-train",
-       "BERT pre-training steps (masked-LM + next-sentence losses, backward, AdamW or LAMB) on a "
-       "fixed batch",
-       "[model=base|large|tiny] [batch=8] [seq=128] [dtype=f32|bf16] [optimizer=adamw|lamb] "
-       "[dropout=0.1] [lr=1e-4]"},
-      {"ttt-fashion-mnist",
-       "time-to-train: ResNet-8 on Fashion-MNIST (Debian's dataset-fashion-mnist) to a test "
-       "accuracy, MLPerf's clock; --runs via runs=N (MLPerf aggregate)",
-       "[target=0.9] [batch=128] [dtype=f32|bf16] [epochs=3] [lr=0.1] [runs=1] [subset=N]"},
-      {"ttt-mlm",
-       "time-to-train: a small BERT's masked-LM on WordNet's glosses (Debian's wordnet-base) to "
-       "a held-out masked-LM accuracy, MLPerf's clock; --runs via runs=N (MLPerf aggregate)",
-       "[target=0.175] [batch=32] [dtype=f32|bf16] [epochs=4] [lr=0.002] [runs=1] [seq=64] "
-       "[vocab=8192] [layers=2] [hidden=128] [dropout=0] [warmup=0.2] [subset=N]"},
-  };
+      peak_kind(),   stream_kind(),         transfer_kind(),   gemm_kind(),
+      conv_kind(),   resnet50_train_kind(), bert_train_kind(), ttt_fashion_mnist_kind(),
+      ttt_mlm_kind()};
   return kinds;
+}
+
+const WorkloadKind* find_workload_kind(std::string_view name) {
+  for (const WorkloadKind& kind : workload_kinds())
+    if (kind.name == name) return &kind;
+  return nullptr;
 }
 
 std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const DeviceInfo& device) {

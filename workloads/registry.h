@@ -13,13 +13,10 @@
 
 namespace tb {
 
-struct WorkloadKind {
-  std::string name;
-  std::string summary;
-  std::string usage;  // the descriptor keys
-};
-
+// Every kind's key table (workloads/keys.h), in the order `trainbench list` shows them.
 const std::vector<WorkloadKind>& workload_kinds();
+// The kind named `name`, or null.
+const WorkloadKind* find_workload_kind(std::string_view name);
 
 // Throws UsageError for an unknown kind or a descriptor the kind rejects.
 std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const DeviceInfo& device);

@@ -39,17 +39,17 @@ class ResNetTrainWorkload final : public TrainingWorkload {
       : TrainingWorkload(build_resnet(config.model), config.step, config.sgd), config_(config) {}
 
   Descriptor descriptor() const override {
-    Descriptor d("resnet50-train");
-    d.set("batch", std::to_string(config_.model.batch))
-        .set("image", std::to_string(config_.model.image))
-        .set("width", std::to_string(config_.model.width))
-        .set("classes", std::to_string(config_.model.classes))
-        .set("dtype", std::string(dtype_name(config_.step.dtype)))
-        .set("layout", config_.step.layout == Layout::native ? "native" : "plain")
-        .set("conv", config_.step.winograd_allowed ? "auto" : "direct")
-        .set("lr", fmt::format("{}", config_.sgd.learning_rate));
-    if (config_.sweep_largest > 0) d.set("sweep_largest", std::to_string(config_.sweep_largest));
-    return d;
+    return canonical_descriptor(
+        resnet50_train_kind(),
+        {{"batch", std::to_string(config_.model.batch)},
+         {"image", std::to_string(config_.model.image)},
+         {"width", std::to_string(config_.model.width)},
+         {"classes", std::to_string(config_.model.classes)},
+         {"dtype", std::string(dtype_name(config_.step.dtype))},
+         {"layout", config_.step.layout == Layout::native ? "native" : "plain"},
+         {"conv", config_.step.winograd_allowed ? "auto" : "direct"},
+         {"lr", fmt::format("{}", config_.sgd.learning_rate)},
+         {"sweep_largest", std::to_string(config_.sweep_largest)}});
   }
 
  private:
@@ -86,28 +86,82 @@ class ResNetTrainWorkload final : public TrainingWorkload {
   ResNetTrainConfig config_;
 };
 
+}  // namespace
+
+const WorkloadKind& resnet50_train_kind() {
+  static const WorkloadKind kind{
+      "resnet50-train",
+      "ResNet-50 training steps (forward, loss, backward, SGD momentum) on a fixed batch",
+      {{.name = "batch",
+        .type = KeyType::integer,
+        .fallback = "32",
+        .also = "`sweep`",
+        .help = "images per step; sweep: 1, 2, 4, ... and the largest that fits in memory"},
+       {.name = "image",
+        .type = KeyType::integer,
+        .fallback = "224",
+        .min = 32,
+        .help = "image height and width"},
+       {.name = "width",
+        .type = KeyType::integer,
+        .fallback = "64",
+        .help = "channels of the first stage (64: ResNet-50)"},
+       {.name = "classes",
+        .type = KeyType::integer,
+        .fallback = "1000",
+        .min = 2,
+        .help = "classifier outputs"},
+       {.name = "dtype",
+        .type = KeyType::choice,
+        .fallback = "f32",
+        .choices = {"f32", "tf32", "bf16", "f16"},
+        .help = "the step's precision (bf16, f16: mixed, f32 master weights)"},
+       {.name = "layout",
+        .type = KeyType::choice,
+        .fallback = "native",
+        .choices = {"native", "plain"},
+        .help = "native: activations in the library's blocked layout; plain: NCHW"},
+       {.name = "conv",
+        .type = KeyType::choice,
+        .fallback = "direct",
+        .choices = {"direct", "auto"},
+        .help = "auto: the library may pick Winograd for 3x3 convolutions (FLOPs counted as "
+                "direct)"},
+       {.name = "lr",
+        .type = KeyType::number,
+        .derived = "0.1 x batch / 256",
+        .help = "SGD learning rate (the reference recipe's linear scaling rule)"},
+       {.name = "sweep_largest",
+        .type = KeyType::integer,
+        .fallback = "0",
+        .min = 0,
+        .omit_default = true,
+        .help = "set by batch=sweep on its last case: the largest batch that fits"}}};
+  return kind;
+}
+
+namespace {
+
 ResNetTrainConfig parse_config(const Descriptor& descriptor, bool batch_may_sweep) {
-  DescriptorReader reader(descriptor);
+  DescriptorReader reader(descriptor, resnet50_train_kind());
   ResNetTrainConfig config;
   if (batch_may_sweep && descriptor.get("batch") == "sweep") {
-    reader.text("batch", "sweep");
+    reader.text("batch");
     config.model.batch = 1;
   } else {
-    config.model.batch = reader.integer("batch", 32);
+    config.model.batch = reader.integer("batch");
   }
-  config.sweep_largest = reader.integer("sweep_largest", 0, 0);
-  config.model.image = reader.integer("image", 224, 32);
-  config.model.width = reader.integer("width", 64);
-  config.model.classes = reader.integer("classes", 1000, 2);
-  config.step.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "tf32", "bf16", "f16"}));
-  config.step.layout = reader.choice("layout", "native", {"native", "plain"}) == "native"
-                           ? Layout::native
-                           : Layout::plain;
+  config.sweep_largest = reader.integer("sweep_largest");
+  config.model.image = reader.integer("image");
+  config.model.width = reader.integer("width");
+  config.model.classes = reader.integer("classes");
+  config.step.dtype = parse_dtype(reader.choice("dtype"));
+  config.step.layout = reader.choice("layout") == "native" ? Layout::native : Layout::plain;
   // auto: the library may pick Winograd for 3x3 convolutions (FLOPs still counted as direct).
-  config.step.winograd_allowed = reader.choice("conv", "direct", {"direct", "auto"}) == "auto";
+  config.step.winograd_allowed = reader.choice("conv") == "auto";
   // The linear scaling rule of the reference recipe: 0.1 per 256 images.
-  config.sgd.learning_rate =
-      static_cast<float>(reader.number("lr", 0.1 * static_cast<double>(config.model.batch) / 256));
+  config.sgd.learning_rate = static_cast<float>(
+      reader.number_or("lr", 0.1 * static_cast<double>(config.model.batch) / 256));
   reader.reject_unknown_keys();
   return config;
 }

@@ -18,9 +18,8 @@ class StreamWorkload final : public OpWorkload {
   explicit StreamWorkload(StreamOp op) : op_(op) {}
 
   Descriptor descriptor() const override {
-    Descriptor d("stream");
-    d.set("op", kKernelNames[static_cast<int>(op_.kernel)]).set("n", std::to_string(op_.n));
-    return d;
+    return canonical_descriptor(stream_kind(), {{"op", kKernelNames[static_cast<int>(op_.kernel)]},
+                                                {"n", std::to_string(op_.n)}});
   }
   DType dtype() const override { return DType::f64; }
 
@@ -190,10 +189,26 @@ class StreamWorkload final : public OpWorkload {
 
 }  // namespace
 
+const WorkloadKind& stream_kind() {
+  static const WorkloadKind kind{
+      "stream",
+      "STREAM memory bandwidth (copy, scale, add, triad, dot), GB/s as STREAM counts",
+      {{.name = "op",
+        .type = KeyType::choice,
+        .fallback = "triad",
+        .choices = std::vector<std::string>(std::begin(kKernelNames), std::end(kKernelNames)),
+        .help = "the STREAM kernel"},
+       {.name = "n",
+        .type = KeyType::integer,
+        .derived = "an array of 4x the last-level cache (at least 64 MiB, at most 1/8 of memory)",
+        .help = "elements (doubles) per array"}}};
+  return kind;
+}
+
 std::unique_ptr<Workload> make_stream(const Descriptor& descriptor, const DeviceInfo& device) {
-  DescriptorReader reader(descriptor);
+  DescriptorReader reader(descriptor, stream_kind());
   StreamOp op;
-  const std::string kernel = reader.choice("op", "triad", {"copy", "scale", "add", "triad", "dot"});
+  const std::string kernel = reader.choice("op");
   op.kernel = static_cast<StreamKernel>(
       std::find(std::begin(kKernelNames), std::end(kKernelNames), kernel) -
       std::begin(kKernelNames));
@@ -208,7 +223,7 @@ std::unique_ptr<Workload> make_stream(const Descriptor& descriptor, const Device
     array_bytes =
         std::min(array_bytes, std::max<std::uint64_t>(device.memory_bytes / 8, 64u << 20));
   const std::int64_t default_n = static_cast<std::int64_t>(array_bytes / 8);
-  op.n = reader.integer("n", default_n);
+  op.n = reader.integer_or("n", default_n);
   reader.reject_unknown_keys();
   return std::make_unique<StreamWorkload>(op);
 }

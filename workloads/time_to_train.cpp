@@ -107,28 +107,53 @@ std::vector<std::int64_t> shuffled(std::int64_t count, std::uint64_t seed) {
   return order;
 }
 
+std::vector<KeySpec> budget_keys(const TimeToTrainBudget& defaults) {
+  return {
+      {.name = "target",
+       .type = KeyType::number,
+       .fallback = fmt::format("{:g}", defaults.target),
+       .help = "the quality that ends a run, in (0, 1]"},
+      {.name = "batch",
+       .type = KeyType::integer,
+       .fallback = std::to_string(defaults.batch),
+       .help = "training examples per step"},
+      {.name = "dtype",
+       .type = KeyType::choice,
+       .fallback = std::string(dtype_name(defaults.dtype)),
+       .choices = {"f32", "bf16"},
+       .help = "the step's precision"},
+      {.name = "epochs",
+       .type = KeyType::integer,
+       .fallback = std::to_string(defaults.epochs),
+       .help = "the epoch budget of a run"},
+      {.name = "lr",
+       .type = KeyType::number,
+       .fallback = fmt::format("{:g}", defaults.peak_lr),
+       .help = "peak learning rate"},
+      {.name = "runs",
+       .type = KeyType::integer,
+       .fallback = std::to_string(defaults.runs),
+       .help = "runs with successive seeds (MLPerf's aggregate over 3 or more); --runs sets it"}};
+}
+
 TimeToTrainBudget read_budget(DescriptorReader& reader, const TimeToTrainBudget& defaults) {
   TimeToTrainBudget budget = defaults;
-  budget.target = reader.number("target", defaults.target);
+  budget.target = reader.number("target");
   if (!(budget.target > 0 && budget.target <= 1))
     throw UsageError(fmt::format("target {} is not in (0, 1]", budget.target));
-  budget.batch = reader.integer("batch", defaults.batch);
-  budget.dtype = parse_dtype(reader.choice("dtype", "f32", {"f32", "bf16"}));
-  budget.epochs = reader.integer("epochs", defaults.epochs);
-  budget.peak_lr = reader.number("lr", defaults.peak_lr);
-  budget.runs = reader.integer("runs", defaults.runs);
+  budget.batch = reader.integer("batch");
+  budget.dtype = parse_dtype(reader.choice("dtype"));
+  budget.epochs = reader.integer("epochs");
+  budget.peak_lr = reader.number("lr");
+  budget.runs = reader.integer("runs");
   return budget;
 }
 
-Descriptor TimeToTrainWorkload::budget_descriptor(const std::string& kind) const {
-  Descriptor d(kind);
-  d.set("target", fmt::format("{:g}", budget_.target))
-      .set("batch", std::to_string(budget_.batch))
-      .set("dtype", std::string(dtype_name(budget_.dtype)))
-      .set("epochs", std::to_string(budget_.epochs))
-      .set("lr", fmt::format("{:g}", budget_.peak_lr))
-      .set("runs", std::to_string(budget_.runs));
-  return d;
+std::map<std::string, std::string> TimeToTrainWorkload::budget_values() const {
+  return {
+      {"target", fmt::format("{:g}", budget_.target)},   {"batch", std::to_string(budget_.batch)},
+      {"dtype", std::string(dtype_name(budget_.dtype))}, {"epochs", std::to_string(budget_.epochs)},
+      {"lr", fmt::format("{:g}", budget_.peak_lr)},      {"runs", std::to_string(budget_.runs)}};
 }
 
 TimeToTrainWorkload::TimeToTrainWorkload(const TimeToTrainBudget& budget, Network train_network,

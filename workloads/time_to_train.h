@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,8 +68,11 @@ struct TimeToTrainBudget {
   double peak_lr = 0.1;
 };
 
-// The keys every time-to-train descriptor has (target batch dtype epochs lr runs), `defaults`
-// where absent; throws UsageError for a target outside (0, 1].
+// The keys every time-to-train descriptor has (target batch dtype epochs lr runs), first in
+// its kind's table, their defaults from `defaults`.
+std::vector<KeySpec> budget_keys(const TimeToTrainBudget& defaults);
+// Reads them (the rest of the budget from `defaults`); throws UsageError for a target outside
+// (0, 1].
 TimeToTrainBudget read_budget(DescriptorReader& reader, const TimeToTrainBudget& defaults);
 
 // A time-to-train workload: `runs` runs with successive seeds, each from freshly initialized
@@ -120,8 +124,8 @@ class TimeToTrainWorkload : public Workload {
   virtual void add_details(nlohmann::json& details) const = 0;
 
   const TimeToTrainBudget& budget() const { return budget_; }
-  // `kind` with the budget's keys, in read_budget's order.
-  Descriptor budget_descriptor(const std::string& kind) const;
+  // The budget keys' values, for canonical_descriptor.
+  std::map<std::string, std::string> budget_values() const;
   const Network& train_network() const { return train_network_; }
 
  private:

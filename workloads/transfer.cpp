@@ -17,12 +17,12 @@ class TransferWorkload final : public OpWorkload {
   explicit TransferWorkload(TransferOp op) : op_(op) {}
 
   Descriptor descriptor() const override {
-    Descriptor d("transfer");
-    d.set("dir", kDirections[static_cast<int>(op_.direction)])
-        .set("bytes", std::to_string(op_.bytes));
+    std::map<std::string, std::string> values = {
+        {"dir", kDirections[static_cast<int>(op_.direction)]},
+        {"bytes", std::to_string(op_.bytes)}};
     if (op_.direction != TransferDirection::device_to_device)
-      d.set("memory", op_.pinned ? "pinned" : "pageable");
-    return d;
+      values["memory"] = op_.pinned ? "pinned" : "pageable";
+    return canonical_descriptor(transfer_kind(), values);
   }
   DType dtype() const override { return DType::f32; }  // bytes are moved, not computed on
 
@@ -99,18 +99,39 @@ class TransferWorkload final : public OpWorkload {
 
 }  // namespace
 
+const WorkloadKind& transfer_kind() {
+  static const WorkloadKind kind{
+      "transfer",
+      "host <-> device and device <-> device copies (GPU backends)",
+      {{.name = "dir",
+        .type = KeyType::choice,
+        .fallback = "h2d",
+        .choices = std::vector<std::string>(std::begin(kDirections), std::end(kDirections)),
+        .help = "host to device, device to host, or device to device"},
+       {.name = "bytes",
+        .type = KeyType::integer,
+        .fallback = "256Mi",
+        .help = "bytes copied, a multiple of 8"},
+       {.name = "memory",
+        .type = KeyType::choice,
+        .fallback = "pinned",
+        .choices = {"pinned", "pageable"},
+        .help = "the host buffer (not for dir=d2d)"}}};
+  return kind;
+}
+
 std::unique_ptr<Workload> make_transfer(const Descriptor& descriptor) {
-  DescriptorReader reader(descriptor);
+  DescriptorReader reader(descriptor, transfer_kind());
   TransferOp op;
-  const std::string direction = reader.choice("dir", "h2d", {"h2d", "d2h", "d2d"});
+  const std::string direction = reader.choice("dir");
   op.direction = direction == "h2d"   ? TransferDirection::host_to_device
                  : direction == "d2h" ? TransferDirection::device_to_host
                                       : TransferDirection::device_to_device;
-  op.bytes = reader.integer("bytes", std::int64_t{256} << 20);
+  op.bytes = reader.integer("bytes");
   if (op.bytes % 8 != 0)
     throw UsageError(fmt::format("'{}': bytes must be a multiple of 8", descriptor.to_string()));
   if (op.direction != TransferDirection::device_to_device)
-    op.pinned = reader.choice("memory", "pinned", {"pinned", "pageable"}) == "pinned";
+    op.pinned = reader.choice("memory") == "pinned";
   reader.reject_unknown_keys();
   return std::make_unique<TransferWorkload>(op);
 }

@@ -20,6 +20,7 @@ struct FashionRecipe {
 };
 
 constexpr std::int64_t kEvalBatch = 1000, kCheckBatch = 8;
+const TimeToTrainBudget kBudget{.target = 0.90, .batch = 128, .epochs = 3};
 
 // Images `rows` of a split as a batch for the network's inputs.
 std::vector<NamedTensor> batch_of(const LabelledImages& split, const std::int64_t* rows,
@@ -44,9 +45,9 @@ class TttFashionMnist final : public TimeToTrainWorkload {
         recipe_(recipe) {}
 
   Descriptor descriptor() const override {
-    Descriptor d = budget_descriptor("ttt-fashion-mnist");
-    if (recipe_.subset > 0) d.set("subset", std::to_string(recipe_.subset));
-    return d;
+    auto values = budget_values();
+    values["subset"] = std::to_string(recipe_.subset);
+    return canonical_descriptor(ttt_fashion_mnist_kind(), values);
   }
 
  private:
@@ -113,11 +114,29 @@ class TttFashionMnist final : public TimeToTrainWorkload {
 
 }  // namespace
 
+const WorkloadKind& ttt_fashion_mnist_kind() {
+  static const WorkloadKind kind = [] {
+    WorkloadKind kind{
+        "ttt-fashion-mnist",
+        "time-to-train: ResNet-8 on Fashion-MNIST (Debian's dataset-fashion-mnist) to a test "
+        "accuracy, MLPerf's clock; --runs via runs=N (MLPerf aggregate)",
+        budget_keys(kBudget)};
+    kind.keys.push_back({.name = "subset",
+                         .type = KeyType::integer,
+                         .fallback = std::to_string(FashionRecipe{}.subset),
+                         .min = 0,
+                         .omit_default = true,
+                         .help = "train on the first N images only (0: all), for quick checks"});
+    return kind;
+  }();
+  return kind;
+}
+
 std::unique_ptr<Workload> make_ttt_fashion_mnist(const Descriptor& descriptor) {
-  DescriptorReader reader(descriptor);
-  const TimeToTrainBudget budget = read_budget(reader, {.target = 0.90, .batch = 128, .epochs = 3});
+  DescriptorReader reader(descriptor, ttt_fashion_mnist_kind());
+  const TimeToTrainBudget budget = read_budget(reader, kBudget);
   FashionRecipe recipe;
-  recipe.subset = reader.integer("subset", 0, 0);
+  recipe.subset = reader.integer("subset");
   reader.reject_unknown_keys();
   return std::make_unique<TttFashionMnist>(budget, recipe);
 }
