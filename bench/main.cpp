@@ -169,7 +169,9 @@ int main_impl(int argc, char** argv) {
   BackendConfig config;
   std::string pin = "cores", format = "json", out;
   RunOptions options;
-  run->add_option("--suite", suite, "quick (default) or full")->check(CLI::IsMember(suite_names()));
+  run->add_option("--suite", suite,
+                  fmt::format("{} (default quick)", fmt::join(suite_names(), ", ")))
+      ->check(CLI::IsMember(suite_names()));
   run->add_option("-w,--workload", workloads,
                   "a workload descriptor, e.g. 'gemm m=4096 dtype=bf16' (repeatable)");
   run->add_option("-b,--backend", backends,
