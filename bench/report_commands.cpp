@@ -79,22 +79,20 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// The headline figure of a result: TFLOP/s where it computes, else GB/s, else samples/s.
-std::string headline_metric(const nlohmann::json& result) {
-  const auto& m = result["metrics"];
-  if (!m.is_object()) return "-";
-  if (m.contains("tflops") && descriptor_kind(result["workload"].get<std::string>()) != "stream")
-    return fmt::format("{:.3f} TFLOP/s", m["tflops"].get<double>());
-  if (m.contains("gbps")) return fmt::format("{:.1f} GB/s", m["gbps"].get<double>());
-  if (m.contains("samples_per_s"))
-    return fmt::format("{:.1f} samples/s", m["samples_per_s"].get<double>());
-  return "-";
-}
-
 std::string format_seconds(double seconds) {
   if (seconds >= 1) return fmt::format("{:.3g} s", seconds);
   if (seconds >= 1e-3) return fmt::format("{:.3g} ms", seconds * 1e3);
   return fmt::format("{:.3g} us", seconds * 1e6);
+}
+
+// The headline figure of a result, as its workload names it (result_headline).
+std::string headline_metric(const nlohmann::json& result) {
+  const auto figure = result_headline(result);
+  if (!figure) return "-";
+  const Headline& h = figure->headline;
+  if (h.unit == "s") return format_seconds(figure->value);
+  if (h.unit == "TFLOP/s") return fmt::format("{:.3f} {}", figure->value, h.unit);
+  return fmt::format("{:.1f} {}", figure->value, h.unit);
 }
 
 // Speed-up of `current` over `baseline` (>1: faster) with its interval and the verdict.
@@ -125,41 +123,30 @@ struct Costs {
 // for each backend; with price and power, per dollar and per watt.
 nlohmann::json headline(const nlohmann::json& report, const Costs& costs) {
   nlohmann::json lines = nlohmann::json::array();
-  std::map<std::string, std::pair<double, std::string>> best;  // "backend|figure" -> value, unit
-  auto keep_max = [&](const std::string& key, double value, const std::string& unit) {
-    auto& slot = best[key];
-    if (value > slot.first) slot = {value, unit};
-  };
+  std::map<std::string, HeadlineValue> best;  // "backend|figure" -> the best result's
   for (const auto& result : report["results"]) {
-    if (result["status"] != "passed" || !result["metrics"].is_object()) continue;
-    const auto& m = result["metrics"];
-    const std::string kind = descriptor_kind(result["workload"].get<std::string>()),
-                      backend = result["backend"];
-    const std::string dtype = result["dtype"];
-    if (kind == "gemm" && m.contains("tflops"))
-      keep_max(backend + "|GEMM " + dtype, m["tflops"], "TFLOP/s");
-    if (kind == "stream" && m.contains("gbps"))
-      keep_max(backend + "|memory bandwidth", m["gbps"], "GB/s");
-    if (kind.ends_with("-train") && m.contains("samples_per_s"))
-      keep_max(backend + "|" + kind + " " + dtype, m["samples_per_s"], "samples/s");
-    if (m.contains("time_to_train_s")) {
-      auto& slot = best[backend + "|time to train " + kind + " " + dtype];
-      const double seconds = m["time_to_train_s"];
-      if (slot.first == 0 || seconds < slot.first) slot = {seconds, "s"};
-    }
+    const auto figure = result_headline(result);
+    if (!figure || figure->headline.figure.empty()) continue;
+    const std::string key =
+        fmt::format("{}|{}", result["backend"].get<std::string>(), figure->headline.figure);
+    const auto slot = best.find(key);
+    if (slot == best.end() ||
+        (figure->headline.lower_is_better ? figure->value < slot->second.value
+                                          : figure->value > slot->second.value))
+      best.insert_or_assign(key, *figure);
   }
-  for (const auto& [key, value] : best) {
+  for (const auto& [key, figure] : best) {
     const auto bar = key.find('|');
     nlohmann::json line = {{"backend", key.substr(0, bar)},
                            {"figure", key.substr(bar + 1)},
-                           {"value", value.first},
-                           {"unit", value.second}};
-    if (value.second == "s") {  // a time-to-train: its cost and energy
-      if (costs.price_per_hour) line["cost_usd"] = value.first / 3600 * *costs.price_per_hour;
-      if (costs.watts) line["energy_kwh"] = value.first * *costs.watts / 3.6e6;
+                           {"value", figure.value},
+                           {"unit", figure.headline.unit}};
+    if (figure.headline.lower_is_better) {  // a time-to-train: its cost and energy
+      if (costs.price_per_hour) line["cost_usd"] = figure.value / 3600 * *costs.price_per_hour;
+      if (costs.watts) line["energy_kwh"] = figure.value * *costs.watts / 3.6e6;
     } else {  // a throughput: per dollar (per hour of the machine) and per watt
-      if (costs.price_per_hour) line["per_usd_per_hour"] = value.first / *costs.price_per_hour;
-      if (costs.watts) line["per_watt"] = value.first / *costs.watts;
+      if (costs.price_per_hour) line["per_usd_per_hour"] = figure.value / *costs.price_per_hour;
+      if (costs.watts) line["per_watt"] = figure.value / *costs.watts;
     }
     lines.push_back(line);
   }

@@ -114,6 +114,7 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
   result.workload = item.descriptor;
   result.backend = item.slot->entry->name;
   result.dtype = dtype_name(item.workload->dtype());
+  result.headline = item.workload->headline();
   if (!item.slot->backend) {
     result.status = CaseStatus::skipped;
     result.reason = fmt::format("backend {} is not usable here: {}", result.backend,

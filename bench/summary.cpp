@@ -105,7 +105,8 @@ std::vector<Answer> answer(const nlohmann::json& report) {
   Answer bandwidth{"Memory-bandwidth ratio, GPU over CPU", "", {}};
   std::map<std::string, const nlohmann::json*> best_stream;
   for (const nlohmann::json* r : passed)
-    if (descriptor_kind((*r)["workload"].get<std::string>()) == "stream" &&
+    if (const auto figure = result_headline(*r);
+        figure && figure->headline.figure == kMemoryBandwidthFigure &&
         (*r)["metrics"].contains("gbps")) {
       auto& slot = best_stream[kind(*r)];
       if (!slot || (*r)["metrics"]["gbps"] > (*slot)["metrics"]["gbps"]) slot = r;

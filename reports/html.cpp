@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "workloads/descriptor.h"
+#include "reports/report.h"
 
 namespace tb {
 namespace {
@@ -104,8 +104,9 @@ std::string roofline(const std::vector<Machine>& machines) {
       if (result["status"] != "passed" || !result["metrics"].is_object()) continue;
       const auto& m = result["metrics"];
       Roof& roof = by_backend[result["backend"]];
-      if (descriptor_kind(result["workload"].get<std::string>()) == "stream" && m.contains("gbps"))
-        roof.bandwidth = std::max(roof.bandwidth, m["gbps"].get<double>());
+      const auto figure = result_headline(result);
+      if (figure && figure->headline.figure == kMemoryBandwidthFigure)
+        roof.bandwidth = std::max(roof.bandwidth, figure->value);
       else if (m.contains("flops") && m.contains("bytes") && m.contains("tflops") &&
                m["bytes"].get<double>() > 0)
         roof.points.emplace_back(m["flops"].get<double>() / m["bytes"].get<double>(),
@@ -172,23 +173,15 @@ std::string bars(const std::vector<Machine>& machines) {
   std::map<std::string, std::size_t> series_index;
   for (const Machine& machine : machines)
     for (const auto& result : (*machine.report)["results"]) {
-      if (result["status"] != "passed" || !result["metrics"].is_object()) continue;
-      const auto& m = result["metrics"];
-      const bool stream = descriptor_kind(result["workload"].get<std::string>()) == "stream";
-      const char* key = !stream && m.contains("tflops") ? "tflops"
-                        : m.contains("gbps")            ? "gbps"
-                        : m.contains("samples_per_s")   ? "samples_per_s"
-                                                        : nullptr;
-      if (!key) continue;
-      const std::string unit = std::string(key) == "tflops" ? "TFLOP/s"
-                               : std::string(key) == "gbps" ? "GB/s"
-                                                            : "samples/s";
+      const auto figure = result_headline(result);
+      if (!figure) continue;
+      const std::string& unit = figure->headline.unit;
       const std::string series =
           fmt::format("{}: {}", machine.label, result["backend"].get<std::string>());
       series_index.emplace(series, series_index.size());
       groups[fmt::format("{} [{}] ({})", result["workload"].get<std::string>(),
                          result["dtype"].get<std::string>(), unit)]
-          .push_back({series, m[key].get<double>()});
+          .push_back({series, figure->value});
     }
   const double row = 16, label_width = 520, bar_width = 300;
   double height = 10;

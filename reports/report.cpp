@@ -13,6 +13,7 @@
 
 #include "backends/status.h"
 #include "reports/json_schema.h"
+#include "workloads/descriptor.h"
 #include "workloads/embedded_files.h"
 
 namespace tb {
@@ -77,7 +78,55 @@ nlohmann::json to_json(const CaseResult& r) {
     j["metrics"] = m;
   }
   if (r.details.is_object()) j["details"] = r.details;
+  if (r.headline)
+    j["headline"] = {{"metric", r.headline->metric},
+                     {"unit", r.headline->unit},
+                     {"figure", r.headline->figure},
+                     {"lower_is_better", r.headline->lower_is_better}};
   return j;
+}
+
+namespace {
+
+// Reports written before results carried their headline: what compare, summary and html read
+// from the workload kind then.
+Headline derived_headline(const nlohmann::json& result) {
+  const std::string kind = descriptor_kind(result["workload"].get<std::string>());
+  const std::string dtype = result.value("dtype", "");
+  const nlohmann::json& m = result["metrics"];
+  if (kind.starts_with("ttt-"))
+    return {"time_to_train_s", "s", fmt::format("time to train {} {}", kind, dtype), true};
+  if (kind == "stream") return {"gbps", "GB/s", kMemoryBandwidthFigure};
+  if (kind.ends_with("-train"))
+    return {"samples_per_s", "samples/s", fmt::format("{} {}", kind, dtype)};
+  if (m.contains("tflops"))
+    return {"tflops", "TFLOP/s", kind == "gemm" ? fmt::format("GEMM {}", dtype) : ""};
+  if (m.contains("gbps")) return {"gbps", "GB/s", ""};
+  return {"samples_per_s", "samples/s", ""};
+}
+
+}  // namespace
+
+std::optional<HeadlineValue> result_headline(const nlohmann::json& result) {
+  if (result.value("status", "") != "passed" || !result.contains("metrics") ||
+      !result["metrics"].is_object())
+    return std::nullopt;
+  HeadlineValue out;
+  if (const auto stored = result.find("headline"); stored != result.end() && stored->is_object())
+    out.headline = {(*stored)["metric"], (*stored)["unit"], (*stored)["figure"],
+                    (*stored)["lower_is_better"]};
+  else
+    out.headline = derived_headline(result);
+  for (const char* block : {"metrics", "details"}) {
+    const auto found = result.find(block);
+    if (found == result.end() || !found->is_object()) continue;
+    if (const auto value = found->find(out.headline.metric);
+        value != found->end() && value->is_number()) {
+      out.value = value->get<double>();
+      return out;
+    }
+  }
+  return std::nullopt;
 }
 
 nlohmann::json to_json(const SampleStats& s) {

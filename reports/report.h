@@ -42,7 +42,17 @@ struct CaseResult {
   std::optional<SampleStats> stats;
   std::optional<CaseMetrics> metrics;
   nlohmann::json details = nullptr;  // model workloads: parameters, memory, breakdown
+  std::optional<Headline> headline;  // the workload's; absent where no workload was made
 };
+
+// A result's headline figure and its value: the headline the report records, or, for a report
+// written before results carried one, the one derived from the workload kind as then. Null
+// where the result has no value for it (not passed, no metrics).
+struct HeadlineValue {
+  Headline headline;
+  double value = 0;
+};
+std::optional<HeadlineValue> result_headline(const nlohmann::json& result);
 
 nlohmann::json to_json(const CaseResult& result);
 nlohmann::json to_json(const SampleStats& stats);

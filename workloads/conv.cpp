@@ -58,6 +58,7 @@ class ConvWorkload final : public OpWorkload {
   }
 
   DType dtype() const override { return op_.dtype; }
+  Headline headline() const override { return {"tflops", "TFLOP/s", ""}; }
 
   WorkCounts counts() const override {
     WorkCounts counts;

@@ -42,6 +42,9 @@ class GemmWorkload final : public OpWorkload {
   }
 
   DType dtype() const override { return op_.a_type; }
+  Headline headline() const override {
+    return {"tflops", "TFLOP/s", fmt::format("GEMM {}", dtype_name(op_.a_type))};
+  }
 
   WorkCounts counts() const override {
     const double batch = static_cast<double>(op_.batch);

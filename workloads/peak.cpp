@@ -18,6 +18,7 @@ class PeakWorkload final : public OpWorkload {
                                               {"iterations", std::to_string(op_.iterations)}});
   }
   DType dtype() const override { return op_.dtype; }
+  Headline headline() const override { return {"tflops", "TFLOP/s", ""}; }
   WorkCounts counts() const override {
     WorkCounts counts;
     counts.flops = plan_ ? plan_->flops_per_execution() : 0;  // the probe defines its own work

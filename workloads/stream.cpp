@@ -22,6 +22,7 @@ class StreamWorkload final : public OpWorkload {
                                                 {"n", std::to_string(op_.n)}});
   }
   DType dtype() const override { return DType::f64; }
+  Headline headline() const override { return {"gbps", "GB/s", kMemoryBandwidthFigure}; }
 
   WorkCounts counts() const override {
     WorkCounts counts;

@@ -149,6 +149,11 @@ TimeToTrainBudget read_budget(DescriptorReader& reader, const TimeToTrainBudget&
   return budget;
 }
 
+Headline TimeToTrainWorkload::headline() const {
+  return {"time_to_train_s", "s",
+          fmt::format("time to train {} {}", descriptor().kind(), dtype_name(dtype())), true};
+}
+
 std::map<std::string, std::string> TimeToTrainWorkload::budget_values() const {
   return {
       {"target", fmt::format("{:g}", budget_.target)},   {"batch", std::to_string(budget_.batch)},

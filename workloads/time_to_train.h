@@ -84,6 +84,7 @@ TimeToTrainBudget read_budget(DescriptorReader& reader, const TimeToTrainBudget&
 class TimeToTrainWorkload : public Workload {
  public:
   DType dtype() const override { return budget_.dtype; }
+  Headline headline() const override;                // seconds to train (details' time_to_train_s)
   WorkCounts counts() const override { return {}; }  // the figure is a time, not a rate
   std::uint64_t device_bytes() const override;
   bool times_itself() const override { return true; }

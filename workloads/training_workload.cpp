@@ -88,6 +88,11 @@ std::string TrainingWorkload::precision_description() const {
                      parts.fp32, dtype == DType::f16 ? "; dynamic loss scaling" : "");
 }
 
+Headline TrainingWorkload::headline() const {
+  return {"samples_per_s", "samples/s",
+          fmt::format("{} {}", descriptor().kind(), dtype_name(dtype()))};
+}
+
 WorkCounts TrainingWorkload::counts() const {
   WorkCounts counts;
   counts.items = static_cast<double>(network_.batch);

@@ -17,6 +17,7 @@ namespace tb {
 class TrainingWorkload : public Workload {
  public:
   DType dtype() const override { return step_options_.dtype; }
+  Headline headline() const override;  // samples/s, the best per kind and dtype
   WorkCounts counts() const override;
   std::uint64_t device_bytes() const override;
   Status setup(Backend& backend, std::uint64_t seed) override;

@@ -25,6 +25,7 @@ class TransferWorkload final : public OpWorkload {
     return canonical_descriptor(transfer_kind(), values);
   }
   DType dtype() const override { return DType::f32; }  // bytes are moved, not computed on
+  Headline headline() const override { return {"gbps", "GB/s", ""}; }
 
   WorkCounts counts() const override {
     WorkCounts counts;

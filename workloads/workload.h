@@ -34,6 +34,18 @@ struct Validation {
   std::string message;       // why it failed
 };
 
+// The figure a result is read by, set by its workload: one of its metrics (or of its details,
+// for a time to train), the unit, and the report-wide headline it competes for (the best per
+// backend across a report: `compare`'s headline lines; empty: none).
+struct Headline {
+  std::string metric;  // "tflops", "gbps", "samples_per_s", "time_to_train_s"
+  std::string unit;    // "TFLOP/s", "GB/s", "samples/s", "s"
+  std::string figure;  // "GEMM f32", kMemoryBandwidthFigure, ...
+  bool lower_is_better = false;
+};
+// The figure of the memory bandwidth (STREAM): the roofline's roof, summary's bandwidth.
+inline constexpr const char* kMemoryBandwidthFigure = "memory bandwidth";
+
 // One op of a case that runs a reference kernel, and its share of the case's time where an
 // instrumented run measured it.
 struct ReferenceKernelUse {
@@ -51,6 +63,7 @@ class Workload {
   // The dtype the work is done in, which decides the peak it is held against.
   virtual DType dtype() const = 0;
   virtual WorkCounts counts() const = 0;
+  virtual Headline headline() const = 0;
   // Device memory setup will allocate, checked before allocating.
   virtual std::uint64_t device_bytes() const = 0;
 

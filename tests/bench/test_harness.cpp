@@ -21,6 +21,7 @@ class CountingWorkload final : public Workload {
   Descriptor descriptor() const override { return Descriptor("counting"); }
   DType dtype() const override { return DType::f32; }
   WorkCounts counts() const override { return {}; }
+  Headline headline() const override { return {"samples_per_s", "samples/s", ""}; }
   std::uint64_t device_bytes() const override { return 0; }
   Status setup(Backend&, std::uint64_t) override { return Status::Ok(); }
   Status run() override {
@@ -166,6 +167,7 @@ class LoggingWorkload final : public Workload {
   Descriptor descriptor() const override { return Descriptor("logging"); }
   DType dtype() const override { return DType::f32; }
   WorkCounts counts() const override { return {}; }
+  Headline headline() const override { return {"samples_per_s", "samples/s", ""}; }
   std::uint64_t device_bytes() const override { return 0; }
   Status setup(Backend&, std::uint64_t) override { return Status::Ok(); }
   Status run() override {

@@ -111,6 +111,44 @@ TEST_F(ReportFiles, WriteThenReadValidates) {
     EXPECT_EQ(entry.path().filename(), "r.json");
 }
 
+// A result carries its workload's headline; one from a report written before results did
+// gets the headline derived from its workload kind, as compare and summary read it then.
+TEST_F(ReportFiles, ResultsCarryTheirHeadlineAndOldOnesDeriveIt) {
+  ReportWriter writer(path("r.json"), ReportFormat::json, minimal_header());
+  CaseResult stored = passed_case();
+  stored.headline = Headline{"tflops", "TFLOP/s", "GEMM f32"};
+  writer.add(stored);
+  CaseResult stream = passed_case();
+  stream.workload = "stream op=copy n=1024";  // an old report: no headline recorded
+  stream.metrics->gbps = 12.5;
+  writer.add(stream);
+  CaseResult ttt = passed_case();
+  ttt.workload = "ttt-mlm target=0.175";
+  ttt.details = {{"time_to_train_s", 99.0}};
+  writer.add(ttt);
+  const nlohmann::json report = read_report(path("r.json"));  // validates against the schema
+  const auto& results = report["results"];
+  EXPECT_EQ(results[0]["headline"]["unit"], "TFLOP/s");
+  EXPECT_FALSE(results[1].contains("headline"));
+
+  const auto gemm = result_headline(results[0]);
+  ASSERT_TRUE(gemm);
+  EXPECT_EQ(gemm->headline.figure, "GEMM f32");
+  EXPECT_DOUBLE_EQ(gemm->value, 1024 / 1.5e-3 / 1e12);
+  const auto bandwidth = result_headline(results[1]);
+  ASSERT_TRUE(bandwidth);
+  EXPECT_EQ(bandwidth->headline.figure, kMemoryBandwidthFigure);
+  EXPECT_DOUBLE_EQ(bandwidth->value, 12.5);
+  const auto time = result_headline(results[2]);
+  ASSERT_TRUE(time);
+  EXPECT_EQ(time->headline.unit, "s");
+  EXPECT_TRUE(time->headline.lower_is_better);
+  EXPECT_DOUBLE_EQ(time->value, 99.0);
+  nlohmann::json failed = results[0];
+  failed["status"] = "failed";
+  EXPECT_FALSE(result_headline(failed));
+}
+
 TEST_F(ReportFiles, CorruptFilesAreClearErrors) {
   std::ofstream(path("truncated.json")) << R"({"schema_version": 1, "results": [)";
   std::ofstream(path("other.json")) << R"({"hello": "world"})";
