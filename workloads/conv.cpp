@@ -204,51 +204,24 @@ class ConvWorkload final : public OpWorkload {
 }  // namespace
 
 const WorkloadKind& conv_kind() {
-  auto size = [](const char* name, const char* help) {
-    return KeySpec{.name = name, .type = KeyType::integer, .required = true, .help = help};
-  };
-  auto like = [](const char* name, const char* other, std::int64_t min, const char* help) {
-    return KeySpec{
-        .name = name, .type = KeyType::integer, .min = min, .same_as = other, .help = help};
-  };
   static const WorkloadKind kind{
       "conv",
       "2-D convolution forward / backward-data / backward-weights",
-      {{.name = "name", .omit_default = true, .help = "a label, kept in the descriptor"},
-       {.name = "mb", .type = KeyType::integer, .fallback = "16", .help = "minibatch"},
-       size("ic", "input channels"),
-       size("ih", "input height"),
-       like("iw", "ih", 1, "input width"),
-       size("oc", "output channels"),
-       size("kh", "kernel height"),
-       like("kw", "kh", 1, "kernel width"),
-       {.name = "sh", .type = KeyType::integer, .fallback = "1", .help = "stride in height"},
-       like("sw", "sh", 1, "stride in width"),
-       {.name = "ph",
-        .type = KeyType::integer,
-        .fallback = "0",
-        .min = 0,
-        .help = "padding in height, each side"},
-       like("pw", "ph", 0, "padding in width, each side"),
-       {.name = "dir",
-        .type = KeyType::choice,
-        .fallback = "fwd",
-        .choices = {"fwd", "bwd_data", "bwd_weights"},
-        .help = "forward, backward-data or backward-weights"},
-       {.name = "dtype",
-        .type = KeyType::choice,
-        .fallback = "f32",
-        .choices = {"f32", "bf16", "f16", "tf32", "f64"},
-        .help = "type of the data and weights"},
-       {.name = "epilogue",
-        .type = KeyType::choice,
-        .fallback = "none",
-        .choices = {"none", "bias", "bias_relu"},
-        .omit_default = true,
-        .help = "dir=fwd only: a bias, or a bias and ReLU, fused into the convolution"},
-       {.name = "shapes",
-        .type = KeyType::shape_list,
-        .help = "one case per line of the list, the other keys merged in"}}};
+      {label_key(), integer_key("mb", "16", "minibatch"),
+       required_integer_key("ic", "input channels"), required_integer_key("ih", "input height"),
+       integer_like_key("iw", "ih", "input width"), required_integer_key("oc", "output channels"),
+       required_integer_key("kh", "kernel height"), integer_like_key("kw", "kh", "kernel width"),
+       integer_key("sh", "1", "stride in height"), integer_like_key("sw", "sh", "stride in width"),
+       integer_key("ph", "0", "padding in height, each side", 0),
+       integer_like_key("pw", "ph", "padding in width, each side", 0),
+       choice_key("dir", "fwd", {"fwd", "bwd_data", "bwd_weights"},
+                  "forward, backward-data or backward-weights"),
+       choice_key("dtype", "f32", {"f32", "bf16", "f16", "tf32", "f64"},
+                  "type of the data and weights"),
+       omitted_at_default(
+           choice_key("epilogue", "none", {"none", "bias", "bias_relu"},
+                      "dir=fwd only: a bias, or a bias and ReLU, fused into the convolution")),
+       shapes_key()}};
   return kind;
 }
 

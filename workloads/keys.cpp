@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,58 @@ const KeySpec* WorkloadKind::find(std::string_view key) const {
 const KeySpec& WorkloadKind::at(std::string_view key) const {
   if (const KeySpec* spec = find(key)) return *spec;
   throw std::logic_error(fmt::format("workload '{}' has no key '{}' in its table", name, key));
+}
+
+KeySpec choice_key(std::string name, std::string fallback, std::vector<std::string> choices,
+                   std::string help) {
+  return {.name = std::move(name),
+          .type = KeyType::choice,
+          .fallback = std::move(fallback),
+          .choices = std::move(choices),
+          .help = std::move(help)};
+}
+
+KeySpec integer_key(std::string name, std::string fallback, std::string help, std::int64_t min) {
+  return {.name = std::move(name),
+          .type = KeyType::integer,
+          .fallback = std::move(fallback),
+          .min = min,
+          .help = std::move(help)};
+}
+
+KeySpec required_integer_key(std::string name, std::string help) {
+  return {
+      .name = std::move(name), .type = KeyType::integer, .required = true, .help = std::move(help)};
+}
+
+KeySpec integer_like_key(std::string name, std::string other, std::string help, std::int64_t min) {
+  return {.name = std::move(name),
+          .type = KeyType::integer,
+          .min = min,
+          .same_as = std::move(other),
+          .help = std::move(help)};
+}
+
+KeySpec number_key(std::string name, std::string fallback, std::string help) {
+  return {.name = std::move(name),
+          .type = KeyType::number,
+          .fallback = std::move(fallback),
+          .help = std::move(help)};
+}
+
+KeySpec omitted_at_default(KeySpec spec) {
+  spec.omit_default = true;
+  return spec;
+}
+
+KeySpec label_key() {
+  return {.name = "name", .omit_default = true, .help = "a label, kept in the descriptor"};
+}
+
+KeySpec shapes_key() {
+  return {.name = "shapes",
+          .type = KeyType::shape_list,
+          .help = "one case per line of the list, the other keys merged in"};
 }
 
 Descriptor canonical_descriptor(const WorkloadKind& kind,

@@ -33,6 +33,19 @@ struct KeySpec {
   std::string help{};
 };
 
+// The common rows, and a spec left out of the canonical descriptor at its default.
+KeySpec choice_key(std::string name, std::string fallback, std::vector<std::string> choices,
+                   std::string help);
+KeySpec integer_key(std::string name, std::string fallback, std::string help, std::int64_t min = 1);
+KeySpec required_integer_key(std::string name, std::string help);
+// An integer whose default is the value of key `other`.
+KeySpec integer_like_key(std::string name, std::string other, std::string help,
+                         std::int64_t min = 1);
+KeySpec number_key(std::string name, std::string fallback, std::string help);
+KeySpec omitted_at_default(KeySpec spec);
+KeySpec label_key();   // name=LABEL, kept in the descriptor (gemm, conv)
+KeySpec shapes_key();  // shapes=LIST, expanded before the workload is made (gemm, conv)
+
 // One workload kind: its name, what it measures, and its keys in canonical-descriptor order.
 struct WorkloadKind {
   std::string name;

@@ -59,11 +59,8 @@ const WorkloadKind& peak_kind() {
   static const WorkloadKind kind{
       "peak",
       "measured arithmetic peak (FMA / bf16 dot-product probe)",
-      {{.name = "dtype",
-        .type = KeyType::choice,
-        .fallback = "f32",
-        .choices = {"f32", "bf16", "f16", "tf32", "f8_e4m3"},
-        .help = "the arithmetic probed"},
+      {choice_key("dtype", "f32", {"f32", "bf16", "f16", "tf32", "f8_e4m3"},
+                  "the arithmetic probed"),
        {.name = "iterations",
         .type = KeyType::integer,
         .fallback = std::to_string(PeakOp{}.iterations),

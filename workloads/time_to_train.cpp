@@ -108,32 +108,16 @@ std::vector<std::int64_t> shuffled(std::int64_t count, std::uint64_t seed) {
 }
 
 std::vector<KeySpec> budget_keys(const TimeToTrainBudget& defaults) {
-  return {
-      {.name = "target",
-       .type = KeyType::number,
-       .fallback = fmt::format("{:g}", defaults.target),
-       .help = "the quality that ends a run, in (0, 1]"},
-      {.name = "batch",
-       .type = KeyType::integer,
-       .fallback = std::to_string(defaults.batch),
-       .help = "training examples per step"},
-      {.name = "dtype",
-       .type = KeyType::choice,
-       .fallback = std::string(dtype_name(defaults.dtype)),
-       .choices = {"f32", "bf16"},
-       .help = "the step's precision"},
-      {.name = "epochs",
-       .type = KeyType::integer,
-       .fallback = std::to_string(defaults.epochs),
-       .help = "the epoch budget of a run"},
-      {.name = "lr",
-       .type = KeyType::number,
-       .fallback = fmt::format("{:g}", defaults.peak_lr),
-       .help = "peak learning rate"},
-      {.name = "runs",
-       .type = KeyType::integer,
-       .fallback = std::to_string(defaults.runs),
-       .help = "runs with successive seeds (MLPerf's aggregate over 3 or more); --runs sets it"}};
+  return {number_key("target", fmt::format("{:g}", defaults.target),
+                     "the quality that ends a run, in (0, 1]"),
+          integer_key("batch", std::to_string(defaults.batch), "training examples per step"),
+          choice_key("dtype", std::string(dtype_name(defaults.dtype)), {"f32", "bf16"},
+                     "the step's precision"),
+          integer_key("epochs", std::to_string(defaults.epochs), "the epoch budget of a run"),
+          number_key("lr", fmt::format("{:g}", defaults.peak_lr), "peak learning rate"),
+          integer_key(
+              "runs", std::to_string(defaults.runs),
+              "runs with successive seeds (MLPerf's aggregate over 3 or more); --runs sets it")};
 }
 
 TimeToTrainBudget read_budget(DescriptorReader& reader, const TimeToTrainBudget& defaults) {

@@ -104,20 +104,12 @@ const WorkloadKind& transfer_kind() {
   static const WorkloadKind kind{
       "transfer",
       "host <-> device and device <-> device copies (GPU backends)",
-      {{.name = "dir",
-        .type = KeyType::choice,
-        .fallback = "h2d",
-        .choices = std::vector<std::string>(std::begin(kDirections), std::end(kDirections)),
-        .help = "host to device, device to host, or device to device"},
-       {.name = "bytes",
-        .type = KeyType::integer,
-        .fallback = "256Mi",
-        .help = "bytes copied, a multiple of 8"},
-       {.name = "memory",
-        .type = KeyType::choice,
-        .fallback = "pinned",
-        .choices = {"pinned", "pageable"},
-        .help = "the host buffer (not for dir=d2d)"}}};
+      {choice_key("dir", "h2d",
+                  std::vector<std::string>(std::begin(kDirections), std::end(kDirections)),
+                  "host to device, device to host, or device to device"),
+       integer_key("bytes", "256Mi", "bytes copied, a multiple of 8"),
+       choice_key("memory", "pinned", {"pinned", "pageable"},
+                  "the host buffer (not for dir=d2d)")}};
   return kind;
 }
 

@@ -121,12 +121,9 @@ const WorkloadKind& ttt_fashion_mnist_kind() {
         "time-to-train: ResNet-8 on Fashion-MNIST (Debian's dataset-fashion-mnist) to a test "
         "accuracy, MLPerf's clock; --runs via runs=N (MLPerf aggregate)",
         budget_keys(kBudget)};
-    kind.keys.push_back({.name = "subset",
-                         .type = KeyType::integer,
-                         .fallback = std::to_string(FashionRecipe{}.subset),
-                         .min = 0,
-                         .omit_default = true,
-                         .help = "train on the first N images only (0: all), for quick checks"});
+    kind.keys.push_back(omitted_at_default(
+        integer_key("subset", std::to_string(FashionRecipe{}.subset),
+                    "train on the first N images only (0: all), for quick checks", 0)));
     return kind;
   }();
   return kind;

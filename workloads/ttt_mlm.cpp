@@ -245,20 +245,13 @@ const WorkloadKind& ttt_mlm_kind() {
                       bounded("layers", recipe.layers, 1, 24, "encoder layers"),
                       bounded("hidden", recipe.hidden, 64, 1024,
                               "hidden size, a multiple of 64 (the head size)"),
-                      {.name = "dropout",
-                       .type = KeyType::number,
-                       .fallback = fmt::format("{:g}", recipe.dropout),
-                       .help = "dropout probability, in [0, 1)"},
-                      {.name = "warmup",
-                       .type = KeyType::number,
-                       .fallback = fmt::format("{:g}", recipe.warmup),
-                       .help = "learning-rate warm-up, a fraction of the budget in [0, 1)"},
-                      {.name = "subset",
-                       .type = KeyType::integer,
-                       .fallback = std::to_string(recipe.subset),
-                       .min = 0,
-                       .omit_default = true,
-                       .help = "train on the first N sequences only (0: all), for quick checks"}});
+                      number_key("dropout", fmt::format("{:g}", recipe.dropout),
+                                 "dropout probability, in [0, 1)"),
+                      number_key("warmup", fmt::format("{:g}", recipe.warmup),
+                                 "learning-rate warm-up, a fraction of the budget in [0, 1)"),
+                      omitted_at_default(integer_key(
+                          "subset", std::to_string(recipe.subset),
+                          "train on the first N sequences only (0: all), for quick checks", 0))});
     return kind;
   }();
   return kind;
