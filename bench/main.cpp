@@ -1,6 +1,8 @@
 // trainbench: measures deep-learning training work on CPUs and GPUs through interchangeable
 // backends and writes validated, versioned JSON reports.
+#include <functional>
 #include <iostream>
+#include <memory>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -148,27 +150,89 @@ int info_command(const BackendConfig& config, bool as_json) {
   return 0;
 }
 
-int main_impl(int argc, char** argv) {
-  CLI::App app{
-      "trainbench: deep-learning training benchmarks on CPUs and GPUs, validated, as JSON reports"};
-  app.require_subcommand(1);
-  app.set_help_all_flag("--help-all", "help for every subcommand");
+// Each subcommand registers its options and returns what runs it once the command line is
+// parsed; its option values live in that closure.
+struct Subcommand {
+  CLI::App* app;
+  std::function<int()> run;
+};
 
+constexpr const char* kDefaultThreshold = "5%";
+constexpr const char* kDefaultTableFormat = "table";
+
+void add_threshold(CLI::App* command, std::string& threshold, const char* what) {
+  threshold = kDefaultThreshold;
+  command->add_option("--threshold", threshold, fmt::format("{} (default {})", what, threshold));
+}
+
+// --format (or `flag`) taking one of `choices`, the first the default: "table, markdown or json".
+void add_format(CLI::App* command, std::string& format, const std::vector<std::string>& choices,
+                const char* flag = "--format") {
+  format = choices.front();
+  const std::vector<std::string> all_but_last(choices.begin(), choices.end() - 1);
+  command
+      ->add_option(flag, format,
+                   fmt::format("{} or {}", fmt::join(all_but_last, ", "), choices.back()))
+      ->check(CLI::IsMember(choices));
+}
+
+const std::vector<std::string> kTableFormats = {kDefaultTableFormat, "markdown", "json"};
+const std::vector<std::string> kTableFormatsWithCsv = {kDefaultTableFormat, "markdown", "csv",
+                                                       "json"};
+
+RunStatistic parse_run_statistic(const std::string& name) {
+  return name == "min" ? RunStatistic::min : RunStatistic::median;
+}
+
+// --threads and --pin, for the commands that start backends (info, run).
+void add_backend_options(CLI::App* command, BackendConfig& config, std::string& pin) {
+  command
+      ->add_option("--threads", config.threads, "worker threads (default 0: one per physical core)")
+      ->check(CLI::NonNegativeNumber);
+  pin = "cores";
+  command->add_option("--pin", pin, "thread pinning: cores (one CPU per thread) or none")
+      ->check(CLI::IsMember({"cores", "none"}));
+}
+
+Subcommand register_list(CLI::App& app) {
   CLI::App* list =
       app.add_subcommand("list", "workloads, suites, shape lists, and the backends usable here");
-  bool list_markdown = false;
-  list->add_flag("--markdown", list_markdown,
+  auto markdown = std::make_shared<bool>(false);
+  list->add_flag("--markdown", *markdown,
                  "print each workload's key table in markdown (as docs/workloads.md has them)");
-  CLI::App* info = app.add_subcommand("info", "host inventory, backend devices and measured peaks");
-  bool info_json = false;
-  info->add_flag("--json", info_json, "print JSON");
+  return {list, [markdown] { return list_command(*markdown); }};
+}
 
+Subcommand register_info(CLI::App& app) {
+  CLI::App* info = app.add_subcommand("info", "host inventory, backend devices and measured peaks");
+  struct State {
+    bool json = false;
+    BackendConfig config;
+    std::string pin;
+  };
+  auto s = std::make_shared<State>();
+  info->add_flag("--json", s->json, "print JSON");
+  add_backend_options(info, s->config, s->pin);
+  return {info, [s] {
+            s->config.pin = parse_pin_policy(s->pin);
+            return info_command(s->config, s->json);
+          }};
+}
+
+Subcommand register_run(CLI::App& app, int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "run a suite or workloads and write a report");
-  std::string suite;
-  std::vector<std::string> workloads, backends;
-  BackendConfig config;
-  std::string pin = "cores", format = "json", out;
-  RunOptions options;
+  struct State {
+    std::string suite;
+    std::vector<std::string> workloads, backends;
+    BackendConfig config;
+    std::string pin, format = "json", out;
+    RunOptions options;
+    int training_runs = 0;
+    std::vector<std::string> child_environments;
+  };
+  auto s = std::make_shared<State>();
+  auto& [suite, workloads, backends, config, pin, format, out, options, training_runs,
+         child_environments] = *s;
   run->add_option("--suite", suite,
                   fmt::format("{} (default quick)", fmt::join(suite_names(), ", ")))
       ->check(CLI::IsMember(suite_names()));
@@ -177,14 +241,7 @@ int main_impl(int argc, char** argv) {
   run->add_option("-b,--backend", backends,
                   "backends to run (comma-separated; default: every usable one)")
       ->delimiter(',');
-  for (CLI::App* command : {info, run}) {
-    command
-        ->add_option("--threads", config.threads,
-                     "worker threads (default 0: one per physical core)")
-        ->check(CLI::NonNegativeNumber);
-    command->add_option("--pin", pin, "thread pinning: cores (one CPU per thread) or none")
-        ->check(CLI::IsMember({"cores", "none"}));
-  }
+  add_backend_options(run, config, pin);
   run->add_option("--warmup", options.harness.warmup_runs, "untimed warm-up runs, at least")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--warmup-time", options.harness.warmup_seconds, "warm-up seconds, at least")
@@ -208,7 +265,6 @@ int main_impl(int argc, char** argv) {
   run->add_flag("--allow-reference-kernels", options.allow_reference_kernels,
                 "time cases whose plans run reference kernels (flagged in the table and the "
                 "report); without it such a case is unimplemented, named, and not timed");
-  int training_runs = 0;
   run->add_option("--runs", training_runs,
                   "time-to-train workloads (ttt-*): runs with seeds s, s + 1, ..., where s is "
                   "the case's seed (--seed mixed with a hash of its descriptor line), reported "
@@ -216,7 +272,6 @@ int main_impl(int argc, char** argv) {
                   "own runs= wins)")
       ->check(CLI::PositiveNumber);
   run->add_option("-o,--out", out, "report file (default trainbench-report-<UTC time>.json)");
-  std::vector<std::string> child_environments;
   run->add_option(
       "--child-env", child_environments,
       "also run BACKEND in a child process with a changed environment and merge its results: "
@@ -226,123 +281,216 @@ int main_impl(int argc, char** argv) {
                   "report format: json (trainbench schema) or gbench (Google Benchmark)")
       ->check(CLI::IsMember({"json", "gbench"}));
 
-  CompareOptions compare_options;
-  std::string compare_format = "table", check_format = "table", ab_format = "table",
-              summary_format = "table";
-  std::string compare_threshold = "5%", check_threshold = "5%", ab_threshold = "5%";
+  const std::string command_line = quoted_command_line(argc, argv);
+  return {run, [s, command_line] {
+            auto& [suite, workloads, backends, config, pin, format, out, options, training_runs,
+                   child_environments] = *s;
+            config.pin = parse_pin_policy(pin);
+            if (options.harness.max_repetitions < options.harness.min_repetitions)
+              throw UsageError("--max-reps must be at least --min-reps");
+            if (!suite.empty() || workloads.empty()) {
+              options.suite = suite.empty() ? "quick" : suite;
+              options.cases = load_suite(*options.suite);
+            }
+            for (const std::string& line : workloads)
+              for (Descriptor& descriptor : expand_shapes(Descriptor::parse(line)))
+                options.cases.push_back(std::move(descriptor));
+            if (training_runs > 0)
+              for (Descriptor& descriptor : options.cases)
+                if (const WorkloadKind* kind = find_workload_kind(descriptor.kind());
+                    kind && kind->find("runs") && !descriptor.has("runs"))
+                  descriptor.set("runs", std::to_string(training_runs));
+            if (backends.empty())
+              for (const BackendEntry& entry : backend_registry())
+                if (entry.probe().usable) backends.push_back(entry.name);
+            if (backends.empty()) throw UsageError("no backend in this build is usable here");
+            options.backends = backends;
+            for (const std::string& spec : child_environments)
+              options.child_environments.push_back(ChildEnvironment::parse(spec));
+            options.backend_config = config;
+            options.format = parse_report_format(format);
+            std::string stamp = utc_now();
+            std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
+            options.out_path = out.empty() ? fmt::format("trainbench-report-{}.json", stamp) : out;
+            options.command_line = command_line;
+            return run_benchmarks(options, std::cout, std::cerr);
+          }};
+}
+Subcommand register_compare(CLI::App& app) {
   CLI::App* compare = app.add_subcommand(
       "compare", "compare reports case by case: speed-up, 95% interval, significance");
-  compare
-      ->add_option("reports", compare_options.reports, "report files (the first is the reference)")
+  struct State {
+    CompareOptions options;
+    std::string format, threshold;
+  };
+  auto s = std::make_shared<State>();
+  compare->add_option("reports", s->options.reports, "report files (the first is the reference)")
       ->required();
-  compare->add_flag("--across-backends", compare_options.across_backends,
+  compare->add_flag("--across-backends", s->options.across_backends,
                     "put the backends of each report side by side (CPU against GPU)");
-  compare->add_option("--threshold", compare_threshold,
-                      "smallest change called faster / slower (default 5%)");
+  add_threshold(compare, s->threshold, "smallest change called faster / slower");
   compare
-      ->add_option("--price-per-hour", compare_options.price_per_hour,
+      ->add_option("--price-per-hour", s->options.price_per_hour,
                    "USD per hour of each machine, in report order")
       ->delimiter(',');
   compare
-      ->add_option("--watts", compare_options.watts,
-                   "power of each machine in watts, in report order")
+      ->add_option("--watts", s->options.watts, "power of each machine in watts, in report order")
       ->delimiter(',');
-  compare->add_option("--costs", compare_options.costs_file,
+  compare->add_option("--costs", s->options.costs_file,
                       "JSON file {\"REPORT\": {\"price_per_hour\": USD, \"watts\": W}}");
-  compare->add_option("--format", compare_format, "table, markdown, csv or json")
-      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
+  add_format(compare, s->format, kTableFormatsWithCsv);
+  return {compare, [s] {
+            s->options.threshold = parse_threshold(s->threshold);
+            s->options.format = parse_table_format(s->format);
+            return compare_command(s->options);
+          }};
+}
 
-  CheckOptions check_options;
+// --run-statistic: what one run contributes (check, ab).
+void add_run_statistic(CLI::App* command, std::string& statistic, const char* help) {
+  statistic = "median";
+  command->add_option("--run-statistic", statistic, help)->check(CLI::IsMember({"median", "min"}));
+}
+
+Subcommand register_check(CLI::App& app) {
   CLI::App* check = app.add_subcommand(
       "check",
       "CI gate on run-to-run variation: exit 1 when a case got slower beyond the threshold and "
       "the noise between runs, failed, or was lost");
+  struct State {
+    CheckOptions options;
+    std::string format, threshold, statistic;
+  };
+  auto s = std::make_shared<State>();
+  CheckOptions& options = s->options;
   check
-      ->add_option("--baseline", check_options.baselines,
+      ->add_option("--baseline", options.baselines,
                    "baseline reports, one per run (each run's median is one observation; "
                    "3 or more test significance, one applies the threshold only)")
       ->expected(1, -1);
-  check->add_option("--baseline-history", check_options.history,
+  check->add_option("--baseline-history", options.history,
                     "take the baseline runs from this history database (trainbench history): "
                     "the newest reports of this machine measured under the same conditions");
   check
-      ->add_option("--history-runs", check_options.history_runs,
+      ->add_option("--history-runs", options.history_runs,
                    "baseline runs taken from --baseline-history (default 5)")
       ->check(CLI::PositiveNumber);
   check
-      ->add_option("--current", check_options.currents,
+      ->add_option("--current", options.currents,
                    "reports of the build to check, one per run (3 or more for significance)")
       ->required()
       ->expected(1, -1);
-  check->add_option("--threshold", check_threshold, "slow-down that fails the check (default 5%)");
-  check->add_flag("--force", check_options.force,
+  add_threshold(check, s->threshold, "slow-down that fails the check");
+  check->add_flag("--force", options.force,
                   "accept baselines from another machine or measured under other conditions");
-  std::string check_statistic = "median", ab_statistic = "median";
-  check
-      ->add_option("--run-statistic", check_statistic,
-                   "what one run contributes: its median sample (default) or min, its fastest "
-                   "(steadier on a loaded machine)")
-      ->check(CLI::IsMember({"median", "min"}));
-  check->add_flag("--allow-lost", check_options.allow_lost,
+  add_run_statistic(check, s->statistic,
+                    "what one run contributes: its median sample (default) or min, its fastest "
+                    "(steadier on a loaded machine)");
+  check->add_flag("--allow-lost", options.allow_lost,
                   "list cases measured in the baseline and skipped, unimplemented or absent now "
                   "without failing");
-  check->add_option("--format", check_format, "table, markdown or json")
-      ->check(CLI::IsMember({"table", "markdown", "json"}));
+  add_format(check, s->format, kTableFormats);
+  return {check, [s] {
+            s->options.threshold = parse_threshold(s->threshold);
+            s->options.format = parse_table_format(s->format);
+            s->options.statistic = parse_run_statistic(s->statistic);
+            return check_command(s->options);
+          }};
+}
 
-  AbOptions ab_options;
+Subcommand register_ab(CLI::App& app) {
   CLI::App* ab = app.add_subcommand(
       "ab",
       "run two builds alternating ABBA (A B, B A, A B, ...) on this machine and apply check's "
       "verdict to the runs; further options go to both builds' `run`");
-  ab->add_option("--baseline-bin", ab_options.baseline_bin, "the old trainbench binary")
-      ->required();
-  ab->add_option("--current-bin", ab_options.current_bin, "the new trainbench binary")->required();
-  ab->add_option("--rounds", ab_options.rounds,
+  struct State {
+    AbOptions options;
+    std::string format, threshold, statistic;
+  };
+  auto s = std::make_shared<State>();
+  AbOptions& options = s->options;
+  ab->add_option("--baseline-bin", options.baseline_bin, "the old trainbench binary")->required();
+  ab->add_option("--current-bin", options.current_bin, "the new trainbench binary")->required();
+  ab->add_option("--rounds", options.rounds,
                  "rounds, each one run of each build (default 5, at least 3)");
-  ab->add_flag("--allow-lost", ab_options.allow_lost, "lost cases do not fail (see check)");
-  ab->add_option("--run-statistic", ab_statistic, "median (default) or min (see check)")
-      ->check(CLI::IsMember({"median", "min"}));
-  ab->add_option("--threshold", ab_threshold, "slow-down that fails (default 5%)");
-  ab->add_option("--out-dir", ab_options.out_dir,
+  ab->add_flag("--allow-lost", options.allow_lost, "lost cases do not fail (see check)");
+  add_run_statistic(ab, s->statistic, "median (default) or min (see check)");
+  add_threshold(ab, s->threshold, "slow-down that fails");
+  ab->add_option("--out-dir", options.out_dir,
                  "keep every round's report and the combined ones here");
-  ab->add_option("--ab-format", ab_format, "table, markdown or json")
-      ->check(CLI::IsMember({"table", "markdown", "json"}));
+  add_format(ab, s->format, kTableFormats, "--ab-format");
   ab->allow_extras();
+  return {ab, [s, ab] {
+            s->options.threshold = parse_threshold(s->threshold);
+            s->options.format = parse_table_format(s->format);
+            s->options.statistic = parse_run_statistic(s->statistic);
+            s->options.run_arguments = ab->remaining();
+            return ab_command(s->options);
+          }};
+}
 
-  SummaryOptions summary_options;
+Subcommand register_summary(CLI::App& app) {
   CLI::App* summary = app.add_subcommand("summary", "what a buyer asks, answered from one report");
-  summary->add_option("report", summary_options.report, "report file")->required();
-  summary->add_option("--format", summary_format, "table, markdown or json")
-      ->check(CLI::IsMember({"table", "markdown", "json"}));
+  struct State {
+    SummaryOptions options;
+    std::string format;
+  };
+  auto s = std::make_shared<State>();
+  summary->add_option("report", s->options.report, "report file")->required();
+  add_format(summary, s->format, kTableFormats);
+  return {summary, [s] {
+            s->options.format = parse_table_format(s->format);
+            return summary_command(s->options);
+          }};
+}
 
-  HistoryOptions history_options;
-  std::string history_format = "table", history_threshold = "5%";
+Subcommand register_history(CLI::App& app) {
   CLI::App* history = app.add_subcommand("history", "reports over time in a SQLite file");
-  history->add_option("--db", history_options.database, "history database file")
-      ->capture_default_str();
-  history->add_option("--format", history_format, "table, markdown, csv or json")
-      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}));
+  struct State {
+    HistoryOptions options;
+    std::string format, threshold;
+  };
+  auto s = std::make_shared<State>();
+  HistoryOptions& options = s->options;
+  history->add_option("--db", options.database, "history database file")->capture_default_str();
+  add_format(history, s->format, kTableFormatsWithCsv);
   history->require_subcommand(1);
-  CLI::App* history_add =
-      history->add_subcommand("add", "add reports (a report already there is skipped)");
-  history_add->add_option("reports", history_options.reports, "report files")->required();
-  CLI::App* history_list = history->add_subcommand("list", "the reports in the history");
-  CLI::App* history_trend = history->add_subcommand(
+  CLI::App* add = history->add_subcommand("add", "add reports (a report already there is skipped)");
+  add->add_option("reports", options.reports, "report files")->required();
+  CLI::App* list = history->add_subcommand("list", "the reports in the history");
+  CLI::App* trend = history->add_subcommand(
       "trend", "each matching case over commits and dates on one machine, change points marked");
-  history_trend
-      ->add_option("--workload", history_options.workload,
-                   "descriptor text to match, e.g. 'gemm m=4096'")
+  trend->add_option("--workload", options.workload, "descriptor text to match, e.g. 'gemm m=4096'")
       ->required();
-  history_trend->add_option("--machine", history_options.fingerprint,
-                            "machine fingerprint (default: the newest report's)");
-  history_trend->add_option("--threshold", history_threshold,
-                            "smallest change marked (default 5%)");
+  trend->add_option("--machine", options.fingerprint,
+                    "machine fingerprint (default: the newest report's)");
+  add_threshold(trend, s->threshold, "smallest change marked");
+  return {history, [s, add, list, trend] {
+            s->options.format = parse_table_format(s->format);
+            s->options.threshold = parse_threshold(s->threshold);
+            if (*add) return history_add_command(s->options);
+            if (*list) return history_list_command(s->options);
+            return history_trend_command(s->options);
+          }};
+}
 
-  HtmlOptions html_options;
+Subcommand register_report(CLI::App& app) {
   CLI::App* report = app.add_subcommand("report", "render reports as one self-contained HTML page");
-  report->add_option("--html", html_options.out, "the HTML file to write")->required();
-  report->add_option("reports", html_options.reports, "report files")->required();
+  auto options = std::make_shared<HtmlOptions>();
+  report->add_option("--html", options->out, "the HTML file to write")->required();
+  report->add_option("reports", options->reports, "report files")->required();
+  return {report, [options] { return html_report_command(*options); }};
+}
 
+int main_impl(int argc, char** argv) {
+  CLI::App app{
+      "trainbench: deep-learning training benchmarks on CPUs and GPUs, validated, as JSON reports"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+  const std::vector<Subcommand> subcommands = {
+      register_list(app),    register_info(app),    register_run(app, argc, argv),
+      register_compare(app), register_check(app),   register_ab(app),
+      register_summary(app), register_history(app), register_report(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -352,69 +500,9 @@ int main_impl(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(e.what());  // every parse error: one line, exit 2
   }
-  config.pin = parse_pin_policy(pin);
-
-  if (*list) return list_command(list_markdown);
-  if (*info) return info_command(config, info_json);
-  if (*compare) {
-    compare_options.threshold = parse_threshold(compare_threshold);
-    compare_options.format = parse_table_format(compare_format);
-    return compare_command(compare_options);
-  }
-  if (*check) {
-    check_options.threshold = parse_threshold(check_threshold);
-    check_options.format = parse_table_format(check_format);
-    check_options.statistic = check_statistic == "min" ? RunStatistic::min : RunStatistic::median;
-    return check_command(check_options);
-  }
-  if (*ab) {
-    ab_options.threshold = parse_threshold(ab_threshold);
-    ab_options.format = parse_table_format(ab_format);
-    ab_options.statistic = ab_statistic == "min" ? RunStatistic::min : RunStatistic::median;
-    ab_options.run_arguments = ab->remaining();
-    return ab_command(ab_options);
-  }
-  if (*history) {
-    history_options.format = parse_table_format(history_format);
-    history_options.threshold = parse_threshold(history_threshold);
-    if (*history_add) return history_add_command(history_options);
-    if (*history_list) return history_list_command(history_options);
-    if (*history_trend) return history_trend_command(history_options);
-  }
-  if (*report) return html_report_command(html_options);
-  if (*summary) {
-    summary_options.format = parse_table_format(summary_format);
-    return summary_command(summary_options);
-  }
-
-  if (options.harness.max_repetitions < options.harness.min_repetitions)
-    throw UsageError("--max-reps must be at least --min-reps");
-  if (!suite.empty() || workloads.empty()) {
-    options.suite = suite.empty() ? "quick" : suite;
-    options.cases = load_suite(*options.suite);
-  }
-  for (const std::string& line : workloads)
-    for (Descriptor& descriptor : expand_shapes(Descriptor::parse(line)))
-      options.cases.push_back(std::move(descriptor));
-  if (training_runs > 0)
-    for (Descriptor& descriptor : options.cases)
-      if (const WorkloadKind* kind = find_workload_kind(descriptor.kind());
-          kind && kind->find("runs") && !descriptor.has("runs"))
-        descriptor.set("runs", std::to_string(training_runs));
-  if (backends.empty())
-    for (const BackendEntry& entry : backend_registry())
-      if (entry.probe().usable) backends.push_back(entry.name);
-  if (backends.empty()) throw UsageError("no backend in this build is usable here");
-  options.backends = backends;
-  for (const std::string& spec : child_environments)
-    options.child_environments.push_back(ChildEnvironment::parse(spec));
-  options.backend_config = config;
-  options.format = parse_report_format(format);
-  std::string stamp = utc_now();
-  std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
-  options.out_path = out.empty() ? fmt::format("trainbench-report-{}.json", stamp) : out;
-  options.command_line = quoted_command_line(argc, argv);
-  return run_benchmarks(options, std::cout, std::cerr);
+  for (const Subcommand& subcommand : subcommands)
+    if (*subcommand.app) return subcommand.run();
+  throw UsageError("a subcommand is required");
 }
 
 }  // namespace
