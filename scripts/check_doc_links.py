@@ -2,8 +2,8 @@
 """Checks every relative link in README.md and docs/**/*.md: the file must exist and an anchor
 (#section) must name a heading of it, slugged as GitHub does. Also reports lines over 120
 characters in the files given with --width (default: README.md and docs/, except
-docs/architecture.md's wide tables; table rows, which cannot wrap, are exempt). Usage: scripts/check_doc_links.py [ROOT]. Exit 1 on a
-broken link or an over-long line."""
+docs/architecture.md's wide tables; table rows, which cannot wrap, are exempt).
+Usage: scripts/check_doc_links.py [ROOT]. Exit 1 on a broken link or an over-long line."""
 import pathlib
 import re
 import sys
