@@ -1376,14 +1376,18 @@ class OpChecker {
     if (!(error <= tolerance)) out_->passed = false;
   }
 
+  // `values` rounded to nearest even in `dtype`: what a cast to it must produce exactly.
+  static std::vector<double> rounded_to(const std::vector<double>& values, DType dtype) {
+    const std::vector<char> bytes = to_bytes(values, dtype);
+    return from_bytes(bytes.data(), values.size(), dtype);
+  }
+
   // A cast rounds to nearest even: its output must be exactly its input so rounded.
   Status check_cast(Op& op, const CastOp& cast) {
     std::vector<std::vector<double>>& inputs = inputs_;
     TB_RETURN_IF_ERROR(read_inputs(op, &inputs));
     TB_RETURN_IF_ERROR(s_.execute(op));
-    const std::vector<char> rounded = to_bytes(inputs[0], cast.to);
-    Output output{1,  {}, from_bytes(rounded.data(), inputs[0].size(), cast.to),
-                  {}, {}, kExactTolerance};
+    Output output{1, {}, rounded_to(inputs[0], cast.to), {}, {}, kExactTolerance};
     TB_RETURN_IF_ERROR(step_values(op, 1, &output.got));
     judge(op, output);
     ++out_->ops_checked;
@@ -1495,8 +1499,7 @@ class OpChecker {
         Output& output = outputs_[n];
         const int index = compared[n];
         if (cast) {
-          const std::vector<char> rounded = to_bytes(range.inputs[0], cast->to);
-          from_bytes(rounded.data(), range.inputs[0].size(), cast->to, &values);
+          values = rounded_to(range.inputs[0], cast->to);
         } else {
           TB_RETURN_IF_ERROR(
               export_values(*host_, *plan, index, pool_.operand[index], &values, &scratch_));

@@ -10,16 +10,24 @@
 
 namespace tb {
 
+namespace {
+
+// A two-sided Student-t quantile from its table for 1..30 degrees of freedom; beyond, the
+// normal quantile `z` plus its first-order correction.
+double student_t(const std::array<double, 30>& table, double z, std::size_t dof) {
+  if (dof == 0) return INFINITY;
+  if (dof <= table.size()) return table[dof - 1];
+  return z + (z * z * z + z) / (4.0 * static_cast<double>(dof));
+}
+
+}  // namespace
+
 double student_t_975(std::size_t dof) {
   static constexpr std::array<double, 30> kTable = {
       12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
       2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
       2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
-  if (dof == 0) return INFINITY;
-  if (dof <= kTable.size()) return kTable[dof - 1];
-  // Beyond 30 degrees of freedom: the normal quantile plus its first-order correction.
-  const double z = 1.959964;
-  return z + (z * z * z + z) / (4.0 * static_cast<double>(dof));
+  return student_t(kTable, 1.959964, dof);
 }
 
 double student_t_99(std::size_t dof) {
@@ -27,10 +35,7 @@ double student_t_99(std::size_t dof) {
       31.821, 6.965, 4.541, 3.747, 3.365, 3.143, 2.998, 2.896, 2.821, 2.764,
       2.718,  2.681, 2.650, 2.624, 2.602, 2.583, 2.567, 2.552, 2.539, 2.528,
       2.518,  2.508, 2.500, 2.492, 2.485, 2.479, 2.473, 2.467, 2.462, 2.457};
-  if (dof == 0) return INFINITY;
-  if (dof <= kTable.size()) return kTable[dof - 1];
-  const double z = 2.326348;
-  return z + (z * z * z + z) / (4.0 * static_cast<double>(dof));
+  return student_t(kTable, 2.326348, dof);
 }
 
 SampleStats summarize(std::span<const double> samples) {
