@@ -18,6 +18,9 @@
 
 namespace tb {
 
+class World;
+class Communicator;
+
 // Where a buffer lives. On CPU backends every kind is ordinary host memory.
 enum class MemoryKind { device, host_pinned, host_pageable };
 
@@ -146,6 +149,13 @@ class Backend {
   virtual Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) = 0;
   // Why the backend can run nothing more (a sticky device error), or empty while healthy.
   virtual std::string broken() const { return ""; }
+
+  // Collectives between the ranks of `world` on this backend's memory (backends/communicator.h):
+  // MPI on host memory for CPU backends, NCCL on device memory for cuda.
+  virtual Status make_communicator(World& world, std::unique_ptr<Communicator>* out) {
+    (void)world, (void)out;
+    return Status::Unimplemented(name() + " has no collectives");
+  }
 };
 
 }  // namespace tb
