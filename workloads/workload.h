@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/communicator.h"
 #include "backends/cpu/reference.h"
 #include "backends/numeric.h"
 #include "backends/seeded.h"
@@ -67,6 +68,10 @@ class Workload {
   // Device memory setup will allocate, checked before allocating.
   virtual std::uint64_t device_bytes() const = 0;
 
+  // The ranks the case runs across (backends/communicator.h), given by the runner before setup:
+  // collective and data-parallel workloads keep it and make their communicator in setup; the
+  // rest run on each rank on their own and ignore it.
+  virtual void join(World& world) { (void)world; }
   // Plan, allocate, fill inputs with seeded random data. Untimed.
   virtual Status setup(Backend& backend, std::uint64_t seed) = 0;
   // One timed unit.
