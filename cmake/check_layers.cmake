@@ -8,13 +8,14 @@
 set(base "backends/[a-z_]+\\.h")
 set(rules_backends "backends/")
 set(rules_data "${base};data/")
+set(rules_dist "${base};backends/cpu/low_precision\\.h;dist/")
 set(rules_models "${base};backends/cpu/low_precision\\.h;data/;models/")
 set(rules_workloads "backends/;data/;models/;workloads/")
 set(rules_reports "${base};workloads/;reports/")
-set(rules_bench "backends/;data/;models/;workloads/;reports/;bench/")
+set(rules_bench "backends/;dist/;data/;models/;workloads/;reports/;bench/")
 
 set(violations "")
-foreach(layer backends data models workloads reports bench)
+foreach(layer backends dist data models workloads reports bench)
   file(GLOB_RECURSE sources "${SOURCE_DIR}/${layer}/*.h" "${SOURCE_DIR}/${layer}/*.cpp"
        "${SOURCE_DIR}/${layer}/*.cu" "${SOURCE_DIR}/${layer}/*.cuh" "${SOURCE_DIR}/${layer}/*.inc")
   foreach(source IN LISTS sources)

@@ -15,6 +15,7 @@ packages=(
   libbenchmark-dev     # Google Benchmark's JSON reporter (--format gbench)
   libsqlite3-dev       # trainbench history
   libgtest-dev         # tests
+  openmpi-bin libopenmpi-dev  # Open MPI: runs across ranks (mpirun / srun), the CPU collectives
   zlib1g-dev           # gzip-compressed dataset files
   dataset-fashion-mnist  # time-to-train on real data (ttt-fashion-mnist)
   wordnet-base         # English text (WordNet's glosses) for the masked-LM time-to-train (ttt-mlm)

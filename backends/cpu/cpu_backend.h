@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "backends/communicator.h"
 #include "backends/cpu/host_info.h"
 #include "backends/cpu/peak.h"
 #include "backends/cpu/threading.h"
@@ -42,6 +43,11 @@ class CpuBackend : public Backend {
   Status download(Buffer device, void* host, std::size_t bytes) override;
   void synchronize() override {}
   Status flush_caches() override;
+  // MPI on host memory (the World's own), for every CPU backend alike.
+  Status make_communicator(World& world, std::unique_ptr<Communicator>* out) override {
+    *out = world.host_communicator();
+    return Status::Ok();
+  }
   std::unique_ptr<Timer> make_timer() override;
 
   // Plans the shared CPU ops (stream, peak); everything else is unimplemented here.
