@@ -17,6 +17,7 @@
 #include "workloads/descriptor.h"
 
 #include "backends/status.h"
+#include "bench/text_table.h"
 #include "reports/compare.h"
 #include "reports/history.h"
 #include "reports/html.h"
@@ -25,65 +26,6 @@
 
 namespace tb {
 namespace {
-
-// Rows of text cells, printed as an aligned table, Markdown or CSV.
-class TextTable {
- public:
-  explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  bool empty() const { return rows_.empty(); }
-
-  std::string render(TableFormat format) const {
-    std::string out;
-    if (format == TableFormat::csv) {
-      for (const auto* row : all_rows()) {
-        std::vector<std::string> cells;
-        for (const std::string& cell : *row) cells.push_back(csv_cell(cell));
-        out += fmt::format("{}\n", fmt::join(cells, ","));
-      }
-      return out;
-    }
-    if (format == TableFormat::markdown) {
-      out += fmt::format("| {} |\n|{}|\n", fmt::join(header_, " | "),
-                         fmt::join(std::vector<std::string>(header_.size(), "---"), "|"));
-      for (const auto& row : rows_) out += fmt::format("| {} |\n", fmt::join(row, " | "));
-      return out;
-    }
-    std::vector<std::size_t> widths(header_.size(), 0);
-    for (const auto* row : all_rows())
-      for (std::size_t i = 0; i < row->size(); ++i)
-        widths[i] = std::max(widths[i], (*row)[i].size());
-    for (const auto* row : all_rows()) {
-      std::string line;
-      for (std::size_t i = 0; i < row->size(); ++i)
-        line += fmt::format("{:<{}}  ", (*row)[i], widths[i]);
-      line.erase(line.find_last_not_of(' ') + 1);
-      out += line + "\n";
-    }
-    return out;
-  }
-
- private:
-  static std::string csv_cell(const std::string& cell) {
-    if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
-    std::string quoted = "\"";
-    for (char c : cell) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return quoted + "\"";
-  }
-  std::vector<const std::vector<std::string>*> all_rows() const {
-    std::vector<const std::vector<std::string>*> rows = {&header_};
-    for (const auto& row : rows_) rows.push_back(&row);
-    return rows;
-  }
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
-};
-
-std::string format_seconds(double seconds) {
-  if (seconds >= 1) return fmt::format("{:.3g} s", seconds);
-  if (seconds >= 1e-3) return fmt::format("{:.3g} ms", seconds * 1e3);
-  return fmt::format("{:.3g} us", seconds * 1e6);
-}
 
 // The headline figure of a result, as its workload names it (result_headline).
 std::string headline_metric(const nlohmann::json& result) {

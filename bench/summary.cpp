@@ -11,7 +11,9 @@
 
 #include "backends/status.h"
 #include "bench/report_commands.h"
+#include "bench/text_table.h"
 #include "reports/compare.h"
+#include "reports/projection.h"
 #include "reports/report.h"
 
 namespace tb {
@@ -54,7 +56,10 @@ const ProjectionRecipe* projection_recipe(const Descriptor& d) {
 
 struct Answer {
   std::string question, answer;
-  std::vector<std::string> from;  // the measurements (descriptor and figure)
+  std::vector<std::string> from;       // the measurements (descriptor and figure)
+  std::vector<TextTable> tables = {};  // with a title line each, after the answer
+  std::vector<std::string> titles = {};
+  nlohmann::json data = nullptr;  // the figures behind the answer, for --format json
 };
 
 std::string measured(const nlohmann::json& result) {
@@ -63,6 +68,190 @@ std::string measured(const nlohmann::json& result) {
                      result["dtype"].get<std::string>(), result["workload"].get<std::string>(),
                      result["stats"]["median_s"].get<double>(),
                      caveats.empty() ? "" : " " + caveats);
+}
+
+// The communication projection (reports/projection.h): what it assumes and its formula, said
+// with every figure it gives.
+constexpr const char* kCommunicationAssumptions =
+    "ring all-reduce T(n, S) = 2(n-1) a + 2(n-1)/n S / B (n ranks, S gradient bytes per rank, a "
+    "the per-step latency fitted to the measured sweep, B the link's rate per direction: the "
+    "measured bus bandwidth or a stated raw signalling rate, so stated links' times are lower "
+    "bounds); overlap with backward as measured, else its bounds (none, full); no congestion; "
+    "the measured models' gradients all-reduced in fp32 (4 bytes per parameter)";
+
+std::string format_bytes(double bytes) {
+  if (bytes >= 1e9) return fmt::format("{:.3g} GB", bytes / 1e9);
+  if (bytes >= 1e6) return fmt::format("{:.3g} MB", bytes / 1e6);
+  return fmt::format("{:.3g} kB", bytes / 1e3);
+}
+
+std::string fit_text(const MeasuredSweep& s) {
+  const std::string name = fmt::format("{} {}{} all-reduce at {} rank(s)", s.backend, s.dtype,
+                                       s.inplace ? " in place" : "", s.world_size);
+  if (!s.fit) return fmt::format("{}: {}", name, s.why_not);
+  return fmt::format(
+      "{}: alpha {}, beta {:.3g} GB/s (least squares on the relative error over {} sizes, "
+      "{} to {}; rms residual {:.1f}%{})",
+      name, format_seconds(s.fit->alpha_s), s.fit->beta_bytes_per_s / 1e9, s.fit->points,
+      format_bytes(s.points.front().bytes), format_bytes(s.points.back().bytes),
+      100 * s.fit->rms_relative_residual, s.fit->alpha_clamped ? "; alpha clamped to 0" : "");
+}
+
+// Every gradient exchanged over every link at kGradientTableRanks, in seconds.
+std::vector<Gradients> projected_gradients(const CommunicationProjection& p) {
+  std::vector<Gradients> gradients;
+  for (const MeasuredModel& m : p.models)
+    if (std::none_of(gradients.begin(), gradients.end(), [&](auto& g) { return g.name == m.name; }))
+      gradients.push_back({m.name, m.parameters, 4});
+  for (Gradients& g : reference_gradients()) gradients.push_back(std::move(g));
+  return gradients;
+}
+
+// The widely repeated claim: a 10 B-parameter model's gradients take over half a second per
+// step over PCIe.
+std::string pcie_claim(const CommunicationProjection& p) {
+  std::vector<std::string> times;
+  int over = 0;
+  for (const Link& link : {p.links[0], p.links[1]})
+    for (const Gradients& g : reference_gradients())
+      if (g.parameters == 1e10) {
+        const double t = ring_all_reduce_seconds(link, kGradientTableRanks, g.bytes());
+        times.push_back(fmt::format("{} {}", g.name.substr(5), format_seconds(t)));
+        over += t > 0.5;
+        if (times.size() % 2 == 0) times.back() += " over " + link.name;
+      }
+  return fmt::format(
+      "10 B parameters at {} ranks: {}; the claim that this takes over half a second per step "
+      "over PCIe holds in {} of these 4 cases (at the raw link rate: real links take longer)",
+      kGradientTableRanks, fmt::join(times, ", "), over);
+}
+
+TextTable gradient_table(const CommunicationProjection& p, nlohmann::json* data) {
+  std::vector<Link> links = p.fabrics;
+  links.insert(links.end(), p.links.begin(), p.links.end());
+  std::vector<std::string> header = {"gradients", "bytes"};
+  for (const Link& link : links) header.push_back(link.name);
+  TextTable table(header);
+  for (const Gradients& g : projected_gradients(p)) {
+    std::vector<std::string> row = {g.name, format_bytes(g.bytes())};
+    nlohmann::json seconds = nlohmann::json::object();
+    for (const Link& link : links) {
+      seconds[link.name] = ring_all_reduce_seconds(link, kGradientTableRanks, g.bytes());
+      row.push_back(format_seconds(seconds[link.name]));
+    }
+    table.add(row);
+    data->push_back({{"gradients", g.name}, {"bytes", g.bytes()}, {"seconds", seconds}});
+  }
+  return table;
+}
+
+// One measured model's data-parallel step over a fabric, 2 to 1,024 ranks.
+TextTable data_parallel_table(const MeasuredModel& m, const Link& fabric, nlohmann::json* rows) {
+  std::vector<std::string> header = {"ranks",      "all-reduce",         "step, no overlap",
+                                     "efficiency", "step, full overlap", "efficiency"};
+  if (m.hidden_fraction) {
+    header.push_back(fmt::format("step, {:.0f}% hidden (measured)", 100 * *m.hidden_fraction));
+    header.push_back("efficiency");
+  }
+  TextTable table(header);
+  for (int ranks : projected_rank_counts()) {
+    const double all_reduce = ring_all_reduce_seconds(fabric, ranks, 4 * m.parameters);
+    std::vector<std::string> row = {std::to_string(ranks), format_seconds(all_reduce)};
+    nlohmann::json json_row = {{"ranks", ranks}, {"all_reduce_s", all_reduce}};
+    for (const auto& [name, hidden] :
+         {std::pair<const char*, std::optional<double>>{"no_overlap", 0.0},
+          {"full_overlap", 1.0},
+          {"measured_overlap", m.hidden_fraction}}) {
+      if (!hidden) continue;
+      const DataParallelStep step = data_parallel_step(m.step_s, all_reduce, *hidden, ranks);
+      row.push_back(format_seconds(step.step_s));
+      row.push_back(fmt::format("{:.1f}%", 100 * step.efficiency));
+      json_row[name] = {{"step_s", step.step_s}, {"efficiency", step.efficiency}};
+    }
+    table.add(row);
+    rows->push_back(json_row);
+  }
+  return table;
+}
+
+nlohmann::json link_json(const Link& link) {
+  return {{"name", link.name},
+          {"alpha_s", link.alpha_s},
+          {"gbps", link.bytes_per_s / 1e9},
+          {"rate", link.rate}};
+}
+
+// The data-parallel tables of every measured model, each over its own backend's fabric (the
+// first fabric where its backend measured none).
+void add_data_parallel(const CommunicationProjection& p, Answer* a) {
+  for (const MeasuredModel& m : p.models) {
+    const Link* fabric = &p.fabrics.front();
+    for (const Link& f : p.fabrics)
+      if (f.name == "measured " + m.backend) fabric = &f;
+    nlohmann::json rows = nlohmann::json::array();
+    a->tables.push_back(data_parallel_table(m, *fabric, &rows));
+    a->titles.push_back(
+        fmt::format("Data-parallel step of {} {} [{}] over {} ({} per rank at 1 rank, {} of fp32 "
+                    "gradients), by ranks:",
+                    m.backend, m.name, m.dtype, fabric->name, format_seconds(m.step_s),
+                    format_bytes(4 * m.parameters)));
+    a->data["data_parallel"].push_back({{"model", m.name},
+                                        {"workload", m.workload},
+                                        {"backend", m.backend},
+                                        {"dtype", m.dtype},
+                                        {"fabric", fabric->name},
+                                        {"step_s", m.step_s},
+                                        {"hidden_fraction", m.hidden_fraction.value_or(-1)},
+                                        {"rows", rows}});
+    if (!m.hidden_fraction) a->data["data_parallel"].back()["hidden_fraction"] = nullptr;
+  }
+}
+
+Answer communication_answer(const nlohmann::json& report) {
+  Answer a{
+      "Gradient all-reduce time and data-parallel scaling (a projection from the measured "
+      "all-reduce sweep, not a measurement)",
+      "",
+      {}};
+  const CommunicationProjection p = project_communication(report);
+  std::vector<std::string> fits;
+  for (const MeasuredSweep& s : p.sweeps) fits.push_back(fit_text(s));
+  const std::string how =
+      "measure one with `mpirun -np 2 trainbench run -b cpu-onednn -w 'allreduce "
+      "sizes=8:1G:x2 dtype=f32'` (2 ranks or more; -b cuda for NCCL between GPUs)";
+  if (p.fabrics.empty()) {
+    a.answer = p.sweeps.empty() ? "not measured: no all-reduce sweep in this report; " + how
+                                : fmt::format("not projected: {}; {}", fmt::join(fits, "; "), how);
+    return a;
+  }
+  a.answer = fmt::format("{}. Fits: {}. Assumptions: {}", pcie_claim(p), fmt::join(fits, "; "),
+                         kCommunicationAssumptions);
+  a.data = {{"label", "projection"},
+            {"assumptions", kCommunicationAssumptions},
+            {"gradient_ranks", kGradientTableRanks},
+            {"links", nlohmann::json::array()},
+            {"gradients", nlohmann::json::array()},
+            {"data_parallel", nlohmann::json::array()}};
+  for (const Link& link : p.fabrics) a.data["links"].push_back(link_json(link));
+  for (const Link& link : p.links) a.data["links"].push_back(link_json(link));
+  a.tables.push_back(gradient_table(p, &a.data["gradients"]));
+  std::vector<std::string> links;
+  for (const nlohmann::json& l : a.data["links"])
+    links.push_back(fmt::format("{}: B = {:.3g} GB/s, a = {} ({})", l["name"].get<std::string>(),
+                                l["gbps"].get<double>(), format_seconds(l["alpha_s"]),
+                                l["rate"].get<std::string>()));
+  a.titles.push_back(fmt::format(
+      "Gradient all-reduce at {} ranks (one 8-GPU server), T = 2(n-1) a + 2(n-1)/n S / B; links: "
+      "{}:",
+      kGradientTableRanks, fmt::join(links, "; ")));
+  add_data_parallel(p, &a);
+  for (const MeasuredSweep& s : p.sweeps)
+    a.from.push_back(
+        fmt::format("{} {} allreduce at {} rank(s), {} sizes: {} at {} to {} at {}", s.backend,
+                    s.dtype, s.world_size, s.points.size(),
+                    format_seconds(s.points.front().seconds), format_bytes(s.points.front().bytes),
+                    format_seconds(s.points.back().seconds), format_bytes(s.points.back().bytes)));
+  return a;
 }
 
 std::vector<Answer> answer(const nlohmann::json& report) {
@@ -234,7 +423,19 @@ std::vector<Answer> answer(const nlohmann::json& report) {
   if (breakdown.answer.empty())
     breakdown.answer = "not measured: no model training step in this report";
   answers.push_back(breakdown);
+  answers.push_back(communication_answer(report));
   return answers;
+}
+
+// A table's lines under an answer, indented four spaces.
+std::string indented(const TextTable& table) {
+  std::string out;
+  const std::string text = table.render(TableFormat::table);
+  for (std::size_t start = 0, end; start < text.size(); start = end + 1) {
+    end = text.find('\n', start);
+    out += "    " + text.substr(start, end - start + 1);
+  }
+  return out;
 }
 
 }  // namespace
@@ -245,8 +446,10 @@ int summary_command(const SummaryOptions& options) {
   std::string text;
   if (options.format == TableFormat::json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const Answer& a : answers)
+    for (const Answer& a : answers) {
       out.push_back({{"question", a.question}, {"answer", a.answer}, {"from", a.from}});
+      if (!a.data.is_null()) out.back()["projection"] = a.data;
+    }
     text = out.dump(2) + "\n";
   } else {
     const bool markdown = options.format == TableFormat::markdown;
@@ -255,6 +458,10 @@ int summary_command(const SummaryOptions& options) {
                           a.answer);
       for (const std::string& from : a.from)
         text += fmt::format(fmt::runtime(markdown ? "- from {}\n" : "    from {}\n"), from);
+      for (std::size_t i = 0; i < a.tables.size(); ++i)
+        text += markdown ? fmt::format("\n{}\n\n{}", a.titles[i],
+                                       a.tables[i].render(TableFormat::markdown))
+                         : fmt::format("  {}\n{}", a.titles[i], indented(a.tables[i]));
       text += "\n";
     }
   }

@@ -549,10 +549,54 @@ TEST_F(Cli, SummaryAnswersWithItsSources) {
   const Outcome outcome = run({"summary", data("current_regressed.json"), "--format", "json"});
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
   const nlohmann::json answers = nlohmann::json::parse(outcome.out);
-  ASSERT_EQ(answers.size(), 6u);
+  ASSERT_EQ(answers.size(), 7u);
   for (const auto& answer : answers) EXPECT_FALSE(answer["answer"].get<std::string>().empty());
   EXPECT_EQ(answers[0]["answer"], "not measured: no case ran on both a GPU and a CPU backend");
   EXPECT_EQ(answers[5]["answer"], "not measured: no model training step in this report");
+  // No all-reduce sweep: says how to measure one, projects nothing.
+  const std::string communication = answers[6]["answer"];
+  EXPECT_EQ(communication.rfind("not measured: no all-reduce sweep in this report; measure one "
+                                "with `mpirun -np 2 trainbench run",
+                                0),
+            0u)
+      << communication;
+  EXPECT_FALSE(answers[6].contains("projection"));
+}
+
+// The communication projection from a 2-rank all-reduce sweep (alpha 6 us, 8 GB/s): labelled a
+// projection with its formula and assumptions; 10 B fp32 parameters over PCIe 4.0 x16 at 8
+// ranks take 2 x 7/8 x 40 GB / 31.5 GB/s = 2.22 s.
+TEST_F(Cli, SummaryProjectsGradientAllReduceFromTheMeasuredSweep) {
+  const Outcome json = run({"summary", data("allreduce_sweep.json"), "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json answer = nlohmann::json::parse(json.out)[6];
+  EXPECT_NE(answer["question"].get<std::string>().find("a projection"), std::string::npos);
+  const std::string text = answer["answer"];
+  EXPECT_NE(text.find("fp32 2.22 s, bf16 1.11 s over PCIe 4.0 x16"), std::string::npos) << text;
+  EXPECT_NE(text.find("holds in 4 of these 4 cases"), std::string::npos) << text;
+  EXPECT_NE(text.find("alpha 6 us, beta 8 GB/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("ring all-reduce T(n, S) = 2(n-1) a + 2(n-1)/n S / B"), std::string::npos);
+  EXPECT_NE(text.find("no congestion"), std::string::npos);
+  const nlohmann::json& p = answer["projection"];
+  EXPECT_EQ(p["label"], "projection");
+  EXPECT_EQ(p["gradient_ranks"], 8);
+  EXPECT_NEAR(p["gradients"][3]["seconds"]["PCIe 4.0 x16"].get<double>(), 1.75 * 40e9 / 31.5077e9,
+              1e-3);
+  ASSERT_EQ(p["data_parallel"].size(), 1u);
+  EXPECT_EQ(p["data_parallel"][0]["hidden_fraction"], 0.75);  // from the 2-rank result
+  EXPECT_EQ(p["data_parallel"][0]["rows"].size(), 10u);       // 2 .. 1024 ranks
+  EXPECT_EQ(p["data_parallel"][0]["rows"].back()["ranks"], 1024);
+
+  const Outcome table = run({"summary", data("allreduce_sweep.json")});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(
+      table.out.find("10 B fp32                           40 GB   8.75 s               2.22 s"),
+      std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("step, 75% hidden (measured)"), std::string::npos) << table.out;
+  const Outcome markdown = run({"summary", data("allreduce_sweep.json"), "--format", "markdown"});
+  EXPECT_NE(markdown.out.find("| 10 B fp32 | 40 GB | 8.75 s | 2.22 s |"), std::string::npos)
+      << markdown.out;
 }
 
 TEST_F(Cli, SummaryShowsWhereAStepsTimeGoes) {

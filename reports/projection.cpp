@@ -1,0 +1,224 @@
+#include "reports/projection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "reports/report.h"
+#include "workloads/descriptor.h"
+
+namespace tb {
+namespace {
+
+// Relative least squares of t = alpha + g x with x scaled to [0, 1] (the normal equations
+// otherwise mix 1 and 1e18): minimise sum ((alpha + g x_i) / t_i - 1)^2.
+struct LineFit {
+  double alpha = 0, slope = 0;
+};
+LineFit relative_least_squares(std::span<const SweepPoint> sweep, double scale) {
+  double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
+  for (const SweepPoint& p : sweep) {
+    const double a = 1 / p.seconds, b = p.bytes / scale / p.seconds;
+    s11 += a * a, s12 += a * b, s22 += b * b, r1 += a, r2 += b;
+  }
+  const double det = s11 * s22 - s12 * s12;
+  return {(r1 * s22 - r2 * s12) / det, (s11 * r2 - s12 * r1) / det / scale};
+}
+
+double rms_relative_residual(std::span<const SweepPoint> sweep, double alpha, double slope) {
+  double sum = 0;
+  for (const SweepPoint& p : sweep) sum += std::pow((alpha + slope * p.bytes) / p.seconds - 1, 2);
+  return std::sqrt(sum / static_cast<double>(sweep.size()));
+}
+
+}  // namespace
+
+std::optional<AlphaBetaFit> fit_alpha_beta(std::span<const SweepPoint> sweep,
+                                           std::string* why_not) {
+  std::vector<SweepPoint> points;
+  for (const SweepPoint& p : sweep)
+    if (p.bytes > 0 && p.seconds > 0) points.push_back(p);
+  const auto [smallest, largest] = std::minmax_element(
+      points.begin(), points.end(), [](auto& a, auto& b) { return a.bytes < b.bytes; });
+  if (points.size() < kMinFitPoints || largest->bytes < kMinFitSpan * smallest->bytes) {
+    *why_not = fmt::format(
+        "too short to fit: {} size(s){}; latency and bandwidth need at least {} sizes spanning "
+        "{:g}x or more",
+        points.size(),
+        points.empty()
+            ? ""
+            : fmt::format(" from {:.0f} to {:.0f} bytes", smallest->bytes, largest->bytes),
+        kMinFitPoints, kMinFitSpan);
+    return std::nullopt;
+  }
+  LineFit line = relative_least_squares(points, largest->bytes);
+  AlphaBetaFit fit;
+  if (line.alpha < 0) {  // t = g x alone: minimise sum (g x_i / t_i - 1)^2
+    double num = 0, den = 0;
+    for (const SweepPoint& p : points)
+      num += p.bytes / p.seconds, den += std::pow(p.bytes / p.seconds, 2);
+    line = {0, num / den};
+    fit.alpha_clamped = true;
+  }
+  if (!(line.slope > 0)) {
+    *why_not = "the time does not grow with the size: no bandwidth to fit";
+    return std::nullopt;
+  }
+  fit.alpha_s = line.alpha;
+  fit.beta_bytes_per_s = 1 / line.slope;
+  fit.rms_relative_residual = rms_relative_residual(points, line.alpha, line.slope);
+  fit.points = points.size();
+  return fit;
+}
+
+double ring_all_reduce_seconds(const Link& link, int ranks, double bytes) {
+  const double steps = 2.0 * (ranks - 1);
+  return steps * link.alpha_s + steps / ranks * bytes / link.bytes_per_s;
+}
+
+Link measured_link(const AlphaBetaFit& fit, int world_size, std::string name) {
+  const double steps = 2.0 * (world_size - 1);
+  return {std::move(name), fit.alpha_s / steps, fit.beta_bytes_per_s * steps / world_size,
+          fmt::format("fitted to the measured all-reduce at {} ranks", world_size)};
+}
+
+std::vector<Link> stated_links(double alpha_s) {
+  // PCIe: GT/s per lane x 16 lanes x 128b/130b encoding / 8 bits (PCI-SIG base specifications
+  // 4.0 and 5.0). NVLink 4: NVIDIA's H100 SXM figure, 900 GB/s both directions together.
+  // InfiniBand: the signalling rate of one port (EDR 100 Gb/s, NDR 400 Gb/s).
+  const double pcie_lanes_bytes = 16 * 128.0 / 130 / 8 * 1e9;
+  return {
+      {"PCIe 4.0 x16", alpha_s, 16 * pcie_lanes_bytes,
+       "16 GT/s x 16 lanes, 128b/130b: 31.5 GB/s per direction, raw signalling"},
+      {"PCIe 5.0 x16", alpha_s, 32 * pcie_lanes_bytes,
+       "32 GT/s x 16 lanes, 128b/130b: 63.0 GB/s per direction, raw signalling"},
+      {"NVLink 4", alpha_s, 450e9, "H100 SXM: 900 GB/s both directions = 450 GB/s per direction"},
+      {"IB 100 Gb/s", alpha_s, 12.5e9, "InfiniBand EDR port: 100 Gb/s = 12.5 GB/s per direction"},
+      {"IB 400 Gb/s", alpha_s, 50e9, "InfiniBand NDR port: 400 Gb/s = 50 GB/s per direction"},
+  };
+}
+
+std::vector<Gradients> reference_gradients() {
+  std::vector<Gradients> out;
+  for (const auto& [name, parameters] : {std::pair{"1 B", 1e9}, {"10 B", 1e10}, {"175 B", 1.75e11}})
+    for (const auto& [dtype, bytes] : {std::pair{"fp32", 4.0}, {"bf16", 2.0}})
+      out.push_back({fmt::format("{} {}", name, dtype), parameters, bytes});
+  return out;
+}
+
+DataParallelStep data_parallel_step(double step_s, double all_reduce_s, double hidden_fraction,
+                                    int ranks) {
+  const double step = step_s + all_reduce_s - std::min(hidden_fraction * all_reduce_s, step_s);
+  return {ranks, all_reduce_s, step, step_s / step};
+}
+
+std::vector<int> projected_rank_counts() {
+  std::vector<int> ranks;
+  for (int n = 2; n <= 1024; n *= 2) ranks.push_back(n);
+  return ranks;
+}
+
+namespace {
+
+int world_size(const nlohmann::json& result) {
+  const nlohmann::json& details = result.value("details", nlohmann::json::object());
+  return details.is_object() ? details.value("world_size", 1) : 1;
+}
+
+std::vector<MeasuredSweep> all_reduce_sweeps(const std::vector<const nlohmann::json*>& passed) {
+  std::map<std::tuple<std::string, std::string, bool, int>, MeasuredSweep> sweeps;
+  for (const nlohmann::json* r : passed) {
+    const Descriptor d = Descriptor::parse((*r)["workload"].get<std::string>());
+    const nlohmann::json& metrics = (*r)["metrics"];
+    if (d.kind() != "allreduce" || !metrics.is_object() || !metrics.contains("seconds")) continue;
+    const std::optional<std::int64_t> bytes = parse_integer(d.get("bytes").value_or(""));
+    if (!bytes) continue;
+    const std::string dtype = d.get("dtype").value_or((*r)["dtype"].get<std::string>());
+    const bool inplace = d.get("inplace").value_or("0") == "1";
+    MeasuredSweep& sweep = sweeps[{(*r)["backend"], dtype, inplace, world_size(*r)}];
+    sweep.backend = (*r)["backend"], sweep.dtype = dtype, sweep.inplace = inplace;
+    sweep.world_size = world_size(*r);
+    sweep.points.push_back({static_cast<double>(*bytes), metrics["seconds"].get<double>()});
+  }
+  std::vector<MeasuredSweep> out;
+  for (auto& [key, sweep] : sweeps) {
+    std::sort(sweep.points.begin(), sweep.points.end(),
+              [](auto& a, auto& b) { return a.bytes < b.bytes; });
+    if (sweep.world_size < 2)
+      sweep.why_not = "at world size 1 an all-reduce is a copy, not a fabric: run it under mpirun";
+    else
+      sweep.fit = fit_alpha_beta(sweep.points, &sweep.why_not);
+    out.push_back(std::move(sweep));
+  }
+  return out;
+}
+
+// The part of the all-reduce backward hid in a data-parallel result: 1 - unhidden / communication.
+std::optional<double> hidden_fraction(const nlohmann::json& result) {
+  const nlohmann::json& d = result["details"];
+  if (!d.contains("communication_s") || !d.contains("unhidden_communication_s")) return {};
+  const double communication = d["communication_s"], unhidden = d["unhidden_communication_s"];
+  if (!(communication > 0)) return {};
+  return std::clamp(1 - unhidden / communication, 0.0, 1.0);
+}
+
+std::vector<MeasuredModel> measured_models(const std::vector<const nlohmann::json*>& passed) {
+  std::vector<MeasuredModel> models;
+  std::map<std::pair<std::string, std::string>, double> hidden;  // (backend, kind) -> fraction
+  for (const nlohmann::json* r : passed) {
+    // Training steps (read by samples/s), not a time to train: a step time is what scales.
+    const auto headline = result_headline(*r);
+    if (!headline || headline->headline.metric != "samples_per_s" || !(*r)["details"].is_object() ||
+        !(*r)["details"].contains("parameters"))
+      continue;
+    const Descriptor d = Descriptor::parse((*r)["workload"].get<std::string>());
+    const std::string kind = d.kind();
+    if (world_size(*r) > 1) {
+      if (const auto f = hidden_fraction(*r)) hidden[{(*r)["backend"], kind}] = *f;
+      continue;
+    }
+    const double parameters = (*r)["details"]["parameters"];
+    const std::string model = d.has("model") ? " " + *d.get("model") : "";
+    models.push_back({fmt::format("{}{} ({:.3g} M parameters)", kind, model, parameters / 1e6),
+                      (*r)["backend"], (*r)["dtype"], (*r)["workload"], parameters,
+                      (*r)["stats"]["median_s"].get<double>(), std::nullopt});
+  }
+  for (MeasuredModel& m : models)
+    if (const auto it = hidden.find({m.backend, descriptor_kind(m.workload)}); it != hidden.end())
+      m.hidden_fraction = it->second;
+  return models;
+}
+
+// Per backend, the sweep that stands for its fabric: fitted, f32 out of place first.
+std::vector<Link> fabrics(const std::vector<MeasuredSweep>& sweeps) {
+  std::map<std::string, const MeasuredSweep*> best;
+  auto rank = [](const MeasuredSweep& s) {
+    return std::tuple(s.dtype == "f32", !s.inplace, s.points.size());
+  };
+  for (const MeasuredSweep& s : sweeps)
+    if (s.fit && (!best.count(s.backend) || rank(s) > rank(*best[s.backend]))) best[s.backend] = &s;
+  std::vector<Link> out;
+  for (const auto& [backend, s] : best)
+    out.push_back(measured_link(*s->fit, s->world_size, fmt::format("measured {}", backend)));
+  return out;
+}
+
+}  // namespace
+
+CommunicationProjection project_communication(const nlohmann::json& report) {
+  std::vector<const nlohmann::json*> passed;
+  for (const auto& result : report["results"])
+    if (result["status"] == "passed") passed.push_back(&result);
+  CommunicationProjection projection;
+  projection.sweeps = all_reduce_sweeps(passed);
+  projection.fabrics = fabrics(projection.sweeps);
+  projection.links =
+      stated_links(projection.fabrics.empty() ? 0.0 : projection.fabrics.front().alpha_s);
+  projection.models = measured_models(passed);
+  return projection;
+}
+
+}  // namespace tb
