@@ -38,6 +38,13 @@ class Communicator {
   virtual Status start_all_reduce(Buffer data, std::size_t count, DType dtype) = 0;
   virtual Status poll() = 0;
   virtual Status wait_all() = 0;
+
+  // On a device the collectives above are queued in order on the communicator's own stream
+  // and may return before they finish: make_timer() times that stream (events on it), and
+  // synchronize() waits for what was queued. Null and nothing to wait for on host memory,
+  // where a call returns when its work is done and the backend's host clock times it.
+  virtual std::unique_ptr<Timer> make_timer() { return nullptr; }
+  virtual Status synchronize() { return Status::Ok(); }
 };
 
 // The ranks of a run: MPI_COMM_WORLD under a launcher, one process otherwise. Host-side

@@ -37,6 +37,9 @@ class ForwardingBackend : public Backend {
     return real_.execute(plan, operands, workspace);
   }
   std::string broken() const override { return real_.broken(); }
+  Status make_communicator(World& world, std::unique_ptr<Communicator>* out) override {
+    return real_.make_communicator(world, out);
+  }
 
  protected:
   Backend& real_;

@@ -17,8 +17,12 @@
 #endif
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/datasheet.h"
+#include "backends/cuda/event_timer.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/nvml.h"
+#ifdef TRAINBENCH_HAVE_NCCL
+#include "backends/cuda/nccl_communicator.h"
+#endif
 #include "backends/cuda/training_ops.h"
 #include "backends/operands.h"
 
@@ -34,57 +38,6 @@ std::string cuda_error(const char* call, cudaError_t error) {
 std::string cuda_version(int version) {
   return fmt::format("{}.{}", version / 1000, version % 1000 / 10);
 }
-
-// What the backend knows about its context: healthy, or broken by a sticky error (then every
-// later GPU case is skipped with this reason instead of failing one by one).
-struct Health {
-  std::string broken;  // empty while healthy
-  // Notes a sticky error (the first one names the call that saw it).
-  void record(cudaError_t error, const char* what) {
-    if (is_sticky(error) && broken.empty())
-      broken = fmt::format("{} failed with a sticky error ({}): GPU cases stop here", what,
-                           cudaGetErrorString(error));
-  }
-  // Records it and returns the status for the call that saw it.
-  Status check(cudaError_t error, const char* what) {
-    record(error, what);
-    return cuda_status(error, what);
-  }
-};
-
-// Times device work with events recorded on the default stream; an error while waiting is
-// recorded in the backend's health (a timer returns seconds only) and the time is NaN.
-class EventTimer final : public Timer {
- public:
-  explicit EventTimer(std::shared_ptr<Health> health) : health_(std::move(health)) {
-    cudaEventCreate(&start_);
-    cudaEventCreate(&stop_);
-  }
-  ~EventTimer() override {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  void start() override { failed_ = cudaEventRecord(start_) != cudaSuccess; }
-  // Recorded right after the last launch: the host's wait comes after, outside the sample.
-  void stop() override { note(cudaEventRecord(stop_)); }
-  double elapsed_seconds() override {
-    float ms = 0;
-    note(cudaEventSynchronize(stop_));
-    if (!failed_) note(cudaEventElapsedTime(&ms, start_, stop_));
-    return failed_ ? std::numeric_limits<double>::quiet_NaN() : ms * 1e-3;
-  }
-
- private:
-  void note(cudaError_t error) {
-    if (error == cudaSuccess) return;
-    health_->record(error, "CUDA event timing");
-    failed_ = true;
-  }
-
-  std::shared_ptr<Health> health_;
-  cudaEvent_t start_{}, stop_{};
-  bool failed_ = false;  // a sample that failed reads NaN, never 0
-};
 
 class StreamPlan final : public CudaPlan {
  public:
@@ -377,6 +330,15 @@ class CudaBackend final : public Backend {
                        "L2 flush");
   }
   std::unique_ptr<Timer> make_timer() override { return std::make_unique<EventTimer>(health_); }
+  Status make_communicator(World& world, std::unique_ptr<Communicator>* out) override {
+#ifdef TRAINBENCH_HAVE_NCCL
+    if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
+    return make_nccl_communicator(world, health_, out);
+#else
+    (void)world, (void)out;
+    return Status::Unimplemented("cuda: built without NCCL, so no collectives");
+#endif
+  }
   std::string broken() const override { return health_->broken; }
   std::unique_ptr<TelemetryMonitor> start_telemetry() override {
     return nvml_ ? Nvml::monitor(nvml_, 0) : nullptr;
