@@ -76,6 +76,11 @@ CaseMetrics compute_metrics(const WorkCounts& counts, double seconds, DType dtyp
   }
   if (counts.items > 0) metrics.samples_per_s = counts.items / seconds;
   if (counts.tokens > 0) metrics.tokens_per_s = counts.tokens / seconds;
+  if (counts.collective_bytes > 0) {
+    metrics.seconds = seconds;
+    metrics.algbw_gbps = counts.collective_bytes / seconds / 1e9;
+    metrics.busbw_gbps = *metrics.algbw_gbps * counts.bus_factor;
+  }
   return metrics;
 }
 

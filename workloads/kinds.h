@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "backends/backend.h"
 #include "workloads/workload.h"
@@ -35,6 +37,17 @@ const WorkloadKind& ttt_fashion_mnist_kind();
 std::unique_ptr<Workload> make_ttt_fashion_mnist(const Descriptor& descriptor);
 const WorkloadKind& ttt_mlm_kind();
 std::unique_ptr<Workload> make_ttt_mlm(const Descriptor& descriptor);
+
+// allreduce, reduce_scatter, allgather, broadcast (collective.cpp): one table each.
+bool is_collective(std::string_view kind);
+const WorkloadKind& collective_kind(std::string_view name);
+std::unique_ptr<Workload> make_collective(const Descriptor& descriptor);
+// sizes=MIN:MAX:xFACTOR (or :+STEP): one descriptor per size, bytes= set, as nccl-tests' -b -e
+// -f (-i) sweep; a descriptor without `sizes` expands to itself. Throws UsageError.
+std::vector<Descriptor> expand_collective_sizes(const Descriptor& descriptor);
+// nccl-tests' factor from algorithm to bus bandwidth (busbw = algbw x factor) at `ranks`:
+// allreduce 2(n-1)/n, reduce_scatter and allgather (n-1)/n, broadcast 1. Written once, here.
+double bus_bandwidth_factor(std::string_view collective, int ranks);
 
 const WorkloadKind& peak_kind();
 std::unique_ptr<Workload> make_peak(const Descriptor& descriptor);

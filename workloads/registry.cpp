@@ -12,10 +12,19 @@
 namespace tb {
 
 const std::vector<WorkloadKind>& workload_kinds() {
-  static const std::vector<WorkloadKind> kinds = {
-      peak_kind(),   stream_kind(),         transfer_kind(),   gemm_kind(),
-      conv_kind(),   resnet50_train_kind(), bert_train_kind(), ttt_fashion_mnist_kind(),
-      ttt_mlm_kind()};
+  static const std::vector<WorkloadKind> kinds = {peak_kind(),
+                                                  stream_kind(),
+                                                  transfer_kind(),
+                                                  gemm_kind(),
+                                                  conv_kind(),
+                                                  resnet50_train_kind(),
+                                                  bert_train_kind(),
+                                                  ttt_fashion_mnist_kind(),
+                                                  ttt_mlm_kind(),
+                                                  collective_kind("allreduce"),
+                                                  collective_kind("reduce_scatter"),
+                                                  collective_kind("allgather"),
+                                                  collective_kind("broadcast")};
   return kinds;
 }
 
@@ -27,9 +36,10 @@ const WorkloadKind* find_workload_kind(std::string_view name) {
 
 std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const DeviceInfo& device) {
   const std::string& kind = descriptor.kind();
-  if (descriptor.has("shapes"))
-    throw UsageError(
-        fmt::format("'{}': expand shapes= before creating a workload", descriptor.to_string()));
+  for (const char* list : {"shapes", "sizes"})
+    if (descriptor.has(list))
+      throw UsageError(
+          fmt::format("'{}': expand {}= before creating a workload", descriptor.to_string(), list));
   if (kind == "gemm") return make_gemm(descriptor);
   if (kind == "conv") return make_conv(descriptor);
   if (kind == "stream") return make_stream(descriptor, device);
@@ -39,6 +49,7 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
   if (kind == "bert-train") return make_bert_train(descriptor);
   if (kind == "ttt-fashion-mnist") return make_ttt_fashion_mnist(descriptor);
   if (kind == "ttt-mlm") return make_ttt_mlm(descriptor);
+  if (is_collective(kind)) return make_collective(descriptor);
   std::vector<std::string> names;
   for (const WorkloadKind& known : workload_kinds()) names.push_back(known.name);
   throw UsageError(fmt::format("unknown workload '{}' (known: {})", kind, fmt::join(names, ", ")));
@@ -65,7 +76,7 @@ std::vector<std::string> content_lines(std::string_view text) {
 
 std::vector<Descriptor> expand_shapes(const Descriptor& descriptor) {
   const auto list = descriptor.get("shapes");
-  if (!list) return {descriptor};
+  if (!list) return expand_collective_sizes(descriptor);
   const auto text = embedded_file(fmt::format("shapes/{}.txt", *list));
   if (!text)
     throw UsageError(fmt::format("unknown shape list '{}' in '{}' (known: {})", *list,

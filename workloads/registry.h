@@ -22,7 +22,8 @@ const WorkloadKind* find_workload_kind(std::string_view name);
 std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const DeviceInfo& device);
 
 // `shapes=NAME` stands for every line of workloads/shapes/NAME.txt, each merged with the
-// descriptor's other keys (which win). A descriptor without `shapes` expands to itself.
+// descriptor's other keys (which win). A collective's `sizes=` sweep expands into one case per
+// size (expand_collective_sizes). A descriptor with neither expands to itself.
 std::vector<Descriptor> expand_shapes(const Descriptor& descriptor);
 
 // Expansions that depend on the backend a case runs on (resnet50-train batch=sweep: the
