@@ -169,7 +169,10 @@ class CollectiveWorkload final : public Workload {
     return element_count() / static_cast<std::size_t>(ranks());
   }
   Status collective();
+  Status allocate_buffers();
   Status fill_inputs();
+  // `mine`, or a failure when another rank's status is one: every rank takes the same path.
+  Status agreed(Status mine);
   // Expected element `i` of this rank's output.
   double expected(std::size_t i) const;
   std::size_t output_count() const {
@@ -196,25 +199,39 @@ Status CollectiveWorkload::setup(Backend& backend, std::uint64_t seed) {
     return Status::InvalidArgument(fmt::format(
         "{} of {} elements cannot be split evenly over {} ranks",
         kCollectiveNames[static_cast<int>(case_.collective)], element_count(), ranks()));
-  TB_RETURN_IF_ERROR(backend.make_communicator(*world_, &communicator_));
   backend_ = &backend;
   seed_ = seed;
+  // Buffers before the communicator, and the outcome agreed: a rank that cannot allocate
+  // (memory differs between hosts) fails the case everywhere instead of leaving the others
+  // waiting in a collective it never joins.
+  TB_RETURN_IF_ERROR(agreed(allocate_buffers()));
+  TB_RETURN_IF_ERROR(backend.make_communicator(*world_, &communicator_));
   timer_ = communicator_->make_timer();
   if (!timer_) timer_ = backend.make_timer();
-  // The larger buffer is reduce_scatter's send and allgather's receive buffer; in place, the
-  // smaller one is the rank's own chunk of it (the whole buffer for allreduce and broadcast).
+  return agreed(fill_inputs());
+}
+
+// The larger buffer is reduce_scatter's send and allgather's receive buffer; in place, the
+// smaller one is the rank's own chunk of it (the whole buffer for allreduce and broadcast).
+Status CollectiveWorkload::allocate_buffers() {
   const auto whole = static_cast<std::size_t>(case_.bytes);
   const std::size_t part = split() ? whole / static_cast<std::size_t>(ranks()) : whole;
-  TB_RETURN_IF_ERROR(backend.allocate(whole, &larger_));
+  TB_RETURN_IF_ERROR(backend_->allocate(whole, &larger_));
   Buffer smaller = slice(larger_, split() ? static_cast<std::size_t>(rank()) * part : 0, part);
   if (!case_.in_place) {
-    TB_RETURN_IF_ERROR(backend.allocate(part, &smaller_));
+    TB_RETURN_IF_ERROR(backend_->allocate(part, &smaller_));
     smaller = smaller_;
   }
   const bool gather = case_.collective == Collective::allgather;
   send_ = gather ? smaller : larger_;
   recv_ = gather ? larger_ : smaller;
-  return fill_inputs();
+  return Status::Ok();
+}
+
+Status CollectiveWorkload::agreed(Status mine) {
+  const bool elsewhere = world_->max(mine.ok() ? 0 : 1) > 0;
+  if (!mine.ok() || !elsewhere) return mine;
+  return Status::Failed("another rank failed to set up or fill its buffers");
 }
 
 Status CollectiveWorkload::collective() {
@@ -317,6 +334,7 @@ Validation CollectiveWorkload::validate() {
       status = backend_->upload(nan.data(), slice(recv_, begin * element_size(), bytes), bytes);
     }
   }
+  status = agreed(status);
   if (status.ok()) status = collective();
   if (status.ok()) status = communicator_->synchronize();
   if (status.ok()) status = check_output(&result);

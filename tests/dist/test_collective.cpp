@@ -128,6 +128,31 @@ TEST(CollectiveWorkloads, OneDamagedElementOnOneRankFailsTheCaseOnEveryRank) {
   EXPECT_TRUE(clean->validate().passed);
 }
 
+// Out of memory on the last rank only: every rank's setup fails, none waits in a collective.
+class ShortOfMemoryOnTheLastRank final : public testing_support::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  Status allocate(std::size_t bytes, Buffer* out) override {
+    if (test::world().rank() == test::world().size() - 1)
+      return Status::OutOfMemory("planted: no memory on this rank");
+    return real_.allocate(bytes, out);
+  }
+};
+
+TEST(CollectiveWorkloads, ARankThatCannotAllocateFailsTheCaseOnEveryRank) {
+  std::unique_ptr<Backend> real = cpu_backend();
+  ASSERT_TRUE(real) << "no CPU backend";
+  ShortOfMemoryOnTheLastRank short_of_memory(*real);
+  std::unique_ptr<Workload> workload = collective("allgather bytes=4096 dtype=bf16");
+  const Status status = workload->setup(short_of_memory, 5);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find(test::world().rank() == test::world().size() - 1
+                                      ? "planted"
+                                      : "another rank failed"),
+            std::string::npos)
+      << status.message();
+}
+
 TEST(CollectiveWorkloads, SizesThatCannotBeSplitAreRefusedWithOneLine) {
   // Not whole elements: refused when the descriptor is read, on any number of ranks.
   try {
