@@ -241,7 +241,8 @@ struct TrainingStep::Impl {
   std::optional<DynamicLossScale> scaler;
   int loss_scale_slot = -1, inverse_scale_slot = -1, nonfinite_slot = -1;
   std::optional<Op> unscale;
-  std::vector<char> export_scratch;  // layer_output's raw bytes, kept between calls
+  std::unique_ptr<GradientExchange> exchange;  // data parallel: the buckets' all-reduces
+  std::vector<char> export_scratch;            // layer_output's raw bytes, kept between calls
   std::vector<int> loss_slots;
   int compute_params_slot = -1;  // the parameters in the compute dtype (mixed precision)
   std::vector<int> value, grad;  // per tensor
@@ -404,9 +405,10 @@ struct TrainingStep::Impl {
   // Dropout masks are a function of the step number: forward and backward agree, and the f64
   // reference of the same step draws the same mask.
   Status write_loss_scale() {
-    if (!scaler) return Status::Ok();
-    const float scale = static_cast<float>(scaler->scale),
-                inverse = static_cast<float>(1.0 / scaler->scale);
+    if (loss_scale_slot < 0) return Status::Ok();
+    const double dynamic = scaler ? scaler->scale : 1.0;
+    const float scale = static_cast<float>(dynamic / options.data_parallel_ranks),
+                inverse = static_cast<float>(1.0 / dynamic);
     TB_RETURN_IF_ERROR(backend.upload(&scale, slots[loss_scale_slot].buffer, sizeof(scale)));
     if (inverse_scale_slot < 0) return Status::Ok();
     return backend.upload(&inverse, slots[inverse_scale_slot].buffer, sizeof(inverse));
@@ -433,7 +435,9 @@ Status TrainingStep::Impl::build() {
   const std::size_t flat_bytes = static_cast<std::size_t>(param_total) * master_size;
   params_slot = new_slot(flat_bytes);
   grads_slot = new_slot(flat_bytes);
-  if (scaler) loss_scale_slot = host_slot(sizeof(float));
+  // The loss gradient's scale: the dynamic loss scale, divided by the data-parallel ranks.
+  if (scaler || (options.data_parallel_ranks > 1 && !options.evaluation))
+    loss_scale_slot = host_slot(sizeof(float));
   if (policy.mixed()) {
     compute_params_slot = new_slot();
     CastOp cast;
@@ -893,6 +897,8 @@ Status TrainingStep::Impl::allocate() {
 Status TrainingStep::create(Backend& backend, const Network& network, const StepOptions& options,
                             std::unique_ptr<TrainingStep>* out) {
   const DType d = options.dtype;
+  if (options.data_parallel_ranks < 1)
+    return Status::InvalidArgument("a data-parallel step needs at least one rank");
   if (d != DType::f32 && d != DType::f64 && d != DType::bf16 && d != DType::f16 && d != DType::tf32)
     return Status::Unimplemented(
         fmt::format("training steps run in f32, tf32, bf16 and f16 (mixed) and f64 (the "
@@ -1000,7 +1006,11 @@ Status TrainingStep::run_ops(bool update, const OptimizerSettings& settings, Run
   TB_RETURN_IF_ERROR(s.set_dropout_step(dropout_step()));
   for (Impl::Op& op : s.weight_cast) TB_RETURN_IF_ERROR(run_op(op));
   for (Impl::Op& op : s.forward) TB_RETURN_IF_ERROR(run_op(op));
-  for (Impl::Op& op : s.backward) TB_RETURN_IF_ERROR(run_op(op));
+  for (std::size_t k = 0; k < s.backward.size(); ++k) {
+    TB_RETURN_IF_ERROR(run_op(s.backward[k]));
+    if (s.exchange) TB_RETURN_IF_ERROR(s.exchange->after_backward_op(static_cast<int>(k)));
+  }
+  if (s.exchange) TB_RETURN_IF_ERROR(s.exchange->finish());
   if (update && s.options.evaluation)
     return Status::InvalidArgument("an evaluation step has no optimizer to update with");
   if (s.unscale) TB_RETURN_IF_ERROR(run_op(*s.unscale));
@@ -1234,6 +1244,46 @@ Status TrainingStep::gradients(std::vector<NamedTensor>* out) {
   for (std::size_t p = 0; p < s.network.parameters().size(); ++p)
     out->push_back(s.parameter_tensor(flat, static_cast<int>(p)));
   return Status::Ok();
+}
+
+std::vector<GradientBucket> TrainingStep::gradient_buckets(std::size_t bucket_bytes) const {
+  const Impl& s = *impl_;
+  const std::size_t size = dtype_size(s.policy.master);
+  std::vector<ParameterGradient> params(s.params.size());
+  std::map<std::size_t, std::size_t> by_offset;  // byte offset in the buffer -> parameter
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    const std::int64_t end = p + 1 < params.size() ? s.params[p + 1].offset : s.param_total;
+    params[p] = {s.params[p].offset, end - s.params[p].offset, -1};
+    by_offset[static_cast<std::size_t>(s.params[p].offset) * size] = p;
+  }
+  // A gradient is final after the last backward op that writes it (a tied weight's is added to).
+  for (std::size_t k = 0; k < s.backward.size(); ++k) {
+    const Impl::Op& op = s.backward[k];
+    for (std::size_t i = 0; i < op.slots.size(); ++i) {
+      const Impl::Slot& slot = s.slots[s.root(op.slots[i])];
+      if (slot.base == s.grads_slot && op.plan->operands()[i].is_output)
+        params[by_offset.at(slot.base_offset)].ready_after = static_cast<int>(k);
+    }
+  }
+  return plan_gradient_buckets(params, size, bucket_bytes);
+}
+
+Status TrainingStep::exchange_gradients(Communicator* communicator, const BucketOptions& options) {
+  Impl& s = *impl_;
+  s.exchange.reset();
+  if (!communicator) return Status::Ok();
+  if (communicator->size() != s.options.data_parallel_ranks)
+    return Status::InvalidArgument(
+        fmt::format("the step averages over {} ranks; the communicator has {}",
+                    s.options.data_parallel_ranks, communicator->size()));
+  s.exchange = std::make_unique<GradientExchange>(*communicator, s.slots[s.grads_slot].buffer,
+                                                  s.policy.master,
+                                                  gradient_buckets(options.bucket_bytes), options);
+  return Status::Ok();
+}
+
+GradientExchange* TrainingStep::gradient_exchange() const {
+  return impl_->exchange.get();
 }
 
 namespace {

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/communicator.h"
+#include "models/gradient_buckets.h"
 #include "models/network.h"
 
 namespace tb {
@@ -85,6 +87,10 @@ struct StepOptions {
   bool evaluation = false;
   LossScaling loss_scaling = LossScaling::by_precision;
   double initial_loss_scale = 65536.0;  // PyTorch's GradScaler default
+  // Data parallel: the ranks whose gradients exchange_gradients() sums. The loss gradient is
+  // divided by their number (folded into the loss layer's gradient scale, no extra pass), so
+  // the sum is the mean over the global batch, as DDP averages.
+  int data_parallel_ranks = 1;
 };
 
 // Every op of a step checked against the same op in f64 (the shared CPU code) fed the step's
@@ -155,6 +161,14 @@ class TrainingStep {
   Status state(std::vector<NamedTensor>* out);
   Status load_state(const std::vector<NamedTensor>& tensors);  // every name must be known
   Status gradients(std::vector<NamedTensor>* out);
+
+  // Data parallel (models/gradient_buckets.h): the step's gradient buckets of about
+  // `bucket_bytes`, and from now on every run's gradients all-reduced across `communicator`'s
+  // ranks in those buckets (its size must be StepOptions::data_parallel_ranks). Null: no
+  // exchange (a local step, for timing the step without communication).
+  std::vector<GradientBucket> gradient_buckets(std::size_t bucket_bytes) const;
+  Status exchange_gradients(Communicator* communicator, const BucketOptions& options = {});
+  GradientExchange* gradient_exchange() const;  // null when gradients are not exchanged
 
   std::uint64_t memory_bytes() const;           // arena plus workspace: everything the step touches
   std::uint64_t optimizer_state_bytes() const;  // momentum or moments (and LAMB's offsets)
