@@ -16,6 +16,7 @@ struct BertTrainConfig {
   BertConfig bert;
   StepOptions step;
   OptimizerSettings settings;
+  BucketOptions buckets;
 };
 
 // Whole-step gradient check on the tiny configuration (2 layers, hidden 128; batch 2 of 32
@@ -27,7 +28,8 @@ constexpr double kTinyGradientTolerance = 1e-4;
 class BertTrainWorkload final : public TrainingWorkload {
  public:
   explicit BertTrainWorkload(const BertTrainConfig& config)
-      : TrainingWorkload(build_bert(config.bert), config.step, config.settings), config_(config) {}
+      : TrainingWorkload(build_bert(config.bert), config.step, config.settings, config.buckets),
+        config_(config) {}
 
   WorkCounts counts() const override {
     WorkCounts counts = TrainingWorkload::counts();
@@ -44,13 +46,15 @@ class BertTrainWorkload final : public TrainingWorkload {
                             {"optimizer", optimizer_name(config_.step.optimizer)},
                             {"dropout", fmt::format("{:g}", config_.bert.dropout)},
                             {"lr", fmt::format("{:g}", config_.settings.learning_rate)},
-                            {"attention", config_.bert.fused_attention ? "fused" : "unfused"}});
+                            {"attention", config_.bert.fused_attention ? "fused" : "unfused"},
+                            {"bucket_mb", std::to_string(config_.buckets.bucket_bytes >> 20)},
+                            {"overlap", config_.buckets.overlap ? "1" : "0"}});
     return d;
   }
 
  private:
-  ReducedCase reduced_case(std::uint64_t seed) const override {
-    BertConfig tiny = bert_config("tiny", 2, 32);
+  ReducedCase reduced_case(std::uint64_t seed, int ranks) const override {
+    BertConfig tiny = bert_config("tiny", 2 * ranks, 32);
     tiny.dropout = config_.bert.dropout;
     tiny.fused_attention = config_.bert.fused_attention;
     Network network = build_bert(tiny);
@@ -116,7 +120,9 @@ const WorkloadKind& bert_train_kind() {
         .derived = "`0.0001` (adamw), `0.002` (lamb)",
         .help = "learning rate"},
        omitted_at_default(choice_key("attention", "unfused", {"unfused", "fused"},
-                                     "fused: one attention op per layer, a separate variant"))}};
+                                     "fused: one attention op per layer, a separate variant")),
+       bucket_mb_key(),
+       overlap_key()}};
   return kind;
 }
 
@@ -138,6 +144,7 @@ std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor) {
   config.settings.learning_rate = static_cast<float>(reader.number_or("lr", default_lr));
   config.settings.weight_decay = 0.01f;
   config.settings.beta1 = 0.9f, config.settings.beta2 = 0.999f, config.settings.epsilon = 1e-6f;
+  config.buckets = read_bucket_options(reader);
   reader.reject_unknown_keys();
   return std::make_unique<BertTrainWorkload>(config);
 }

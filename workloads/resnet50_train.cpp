@@ -17,6 +17,7 @@ struct ResNetTrainConfig {
   ResNetConfig model;
   StepOptions step;
   OptimizerSettings sgd;
+  BucketOptions buckets;
   std::int64_t sweep_largest = 0;  // set by a batch=sweep expansion: the largest batch that fits
 };
 
@@ -36,7 +37,8 @@ constexpr double kReducedGradientTolerance = 5e-2;
 class ResNetTrainWorkload final : public TrainingWorkload {
  public:
   explicit ResNetTrainWorkload(const ResNetTrainConfig& config)
-      : TrainingWorkload(build_resnet(config.model), config.step, config.sgd), config_(config) {}
+      : TrainingWorkload(build_resnet(config.model), config.step, config.sgd, config.buckets),
+        config_(config) {}
 
   Descriptor descriptor() const override {
     return canonical_descriptor(
@@ -49,13 +51,15 @@ class ResNetTrainWorkload final : public TrainingWorkload {
          {"layout", config_.step.layout == Layout::native ? "native" : "plain"},
          {"conv", config_.step.winograd_allowed ? "auto" : "direct"},
          {"lr", fmt::format("{}", config_.sgd.learning_rate)},
+         {"bucket_mb", std::to_string(config_.buckets.bucket_bytes >> 20)},
+         {"overlap", config_.buckets.overlap ? "1" : "0"},
          {"sweep_largest", std::to_string(config_.sweep_largest)}});
   }
 
  private:
-  ReducedCase reduced_case(std::uint64_t seed) const override {
+  ReducedCase reduced_case(std::uint64_t seed, int ranks) const override {
     ResNetConfig reduced = config_.model;
-    reduced.batch = 4, reduced.image = 64, reduced.width = 16;
+    reduced.batch = 4 * ranks, reduced.image = 64, reduced.width = 16;
     reduced.classes = 10, reduced.blocks = {2, 2, 2, 2};
     Network network = build_resnet(reduced);
     std::vector<NamedTensor> batch = seeded_batch(network, seed);
@@ -112,6 +116,8 @@ const WorkloadKind& resnet50_train_kind() {
         .type = KeyType::number,
         .derived = "0.1 x batch / 256",
         .help = "SGD learning rate (the reference recipe's linear scaling rule)"},
+       bucket_mb_key(),
+       overlap_key(),
        omitted_at_default(
            integer_key("sweep_largest", "0",
                        "set by batch=sweep on its last case: the largest batch that fits", 0))}};
@@ -140,6 +146,7 @@ ResNetTrainConfig parse_config(const Descriptor& descriptor, bool batch_may_swee
   // The linear scaling rule of the reference recipe: 0.1 per 256 images.
   config.sgd.learning_rate = static_cast<float>(
       reader.number_or("lr", 0.1 * static_cast<double>(config.model.batch) / 256));
+  config.buckets = read_bucket_options(reader);
   reader.reject_unknown_keys();
   return config;
 }

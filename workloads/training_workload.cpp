@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "models/data_parallel.h"
 #include "models/reference_check.h"
 
 namespace tb {
@@ -95,7 +96,7 @@ Headline TrainingWorkload::headline() const {
 
 WorkCounts TrainingWorkload::counts() const {
   WorkCounts counts;
-  counts.items = static_cast<double>(network_.batch);
+  counts.items = static_cast<double>(network_.batch * ranks());
   counts.flops = training_flops_per_sample(network_) * counts.items;
   return counts;
 }
@@ -104,73 +105,81 @@ std::uint64_t TrainingWorkload::device_bytes() const {
   return estimate_training_bytes(network_, step_options_);
 }
 
+StepOptions TrainingWorkload::rank_options() const {
+  StepOptions options = step_options_;
+  options.data_parallel_ranks = ranks();
+  if (world_) options.dropout_seed = rank_dropout_seed(options.dropout_seed, world_->rank());
+  return options;
+}
+
 Status TrainingWorkload::setup(Backend& backend, std::uint64_t seed) {
   backend_ = &backend;
   seed_ = seed;
-  return prepared_step(backend, network_, step_options_, batch(seed), seed, &step_);
+  if (ranks() == 1)
+    return prepared_step(backend, network_, step_options_, batch(seed), seed, &step_);
+  // Every rank starts from the same weights (the seed) and steps on its own batch.
+  TB_RETURN_IF_ERROR(backend.make_communicator(*world_, &communicator_));
+  const std::uint64_t batch_seed = mix64(seed + static_cast<std::uint64_t>(world_->rank()));
+  TB_RETURN_IF_ERROR(
+      prepared_step(backend, network_, rank_options(), batch(batch_seed), seed, &step_));
+  return step_->exchange_gradients(communicator_.get(), buckets_);
 }
 
-Validation TrainingWorkload::validate() {
-  Validation result;
-  // A whole low-precision step drifts from f64 by more than its ops do (rounding amplified
-  // through the network): f32 and f64 steps only; the others' ops are checked one by one.
-  const bool whole_step_check =
-      step_options_.dtype == DType::f32 || step_options_.dtype == DType::f64;
-  const ReducedCase reduced = reduced_case(seed_);
-  result.method = fmt::format(
-      "{}: every op of a step, casts and update included, against f64 on its own inputs "
-      "(relative L2; f32 1e-4, bf16 2e-2, f16 and TF32 products 5e-3; casts exact; updates by "
-      "their change){}; measured network: the same op by op on one step, products larger than "
-      "2^20 multiply-adds on {} sampled outputs each; loss finite, {} and falling over 3 applied "
-      "steps on the fixed batch (steps skipped by loss scaling not counted), gradients finite "
-      "and non-zero",
-      reduced.description,
-      whole_step_check ? fmt::format(", every parameter gradient against a whole f64 step ({:g})",
-                                     reduced.gradient_tolerance)
-                       : "",
-      OpCheckOptions{}.samples, chance_description());
-  auto fail = [&](const std::string& message) {
-    result.message = message;
-    return result;
-  };
-  {
-    std::unique_ptr<TrainingStep> step;
-    Status status =
-        prepared_step(*backend_, reduced.network, step_options_, reduced.batch, seed_, &step);
-    OpCheck check;
-    if (status.ok()) status = step->check_ops(&check, {.update = settings_});
-    if (!status.ok()) return fail("op check: " + status.message());
-    if (!fold_op_check(check, &result)) return result;
+bool TrainingWorkload::check_reduced_ops(const ReducedCase& reduced, Validation* result) {
+  std::unique_ptr<TrainingStep> step;
+  Status status =
+      prepared_step(*backend_, reduced.network, step_options_, reduced.batch, seed_, &step);
+  OpCheck check;
+  if (status.ok()) status = step->check_ops(&check, {.update = settings_});
+  if (!status.ok()) {
+    result->message = "op check: " + status.message();
+    return false;
   }
-  {
-    const auto start = std::chrono::steady_clock::now();
-    OpCheck check;
-    const Status status = step_->check_ops(&check, OpCheckOptions::measured_network(settings_));
-    if (!status.ok()) return fail("op check of the measured network: " + status.message());
-    measured_check_ = {
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-        check.ops_checked,
-        check.ops_sampled,
-        check.outputs_compared,
-        check.worst_output,
-        check.worst_error,
-        check.worst_tolerance};
-    if (!fold_op_check(check, &result)) return result;
-  }
-  Status status = Status::Ok();
-  if (whole_step_check) {
-    ReferenceComparison comparison;
-    status = compare_with_reference(*backend_, reduced.network, step_options_, reduced.batch, seed_,
-                                    &comparison);
-    if (!status.ok()) return fail("reference check: " + status.message());
-    if (!(comparison.worst_gradient_error <= reduced.gradient_tolerance))
-      return fail(fmt::format("gradient of {} off the f64 reference by {:.3g} (relative L2)",
-                              comparison.worst_parameter, comparison.worst_gradient_error));
-  }
+  return fold_op_check(check, result);
+}
 
+bool TrainingWorkload::check_measured_ops(Validation* result) {
+  const auto start = std::chrono::steady_clock::now();
+  OpCheck check;
+  const Status status = step_->check_ops(&check, OpCheckOptions::measured_network(settings_));
+  if (!status.ok()) {
+    result->message = "op check of the measured network: " + status.message();
+    return false;
+  }
+  measured_check_ = {
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      check.ops_checked,
+      check.ops_sampled,
+      check.outputs_compared,
+      check.worst_output,
+      check.worst_error,
+      check.worst_tolerance};
+  return fold_op_check(check, result);
+}
+
+bool TrainingWorkload::check_reduced_gradients(const ReducedCase& reduced, Validation* result) {
+  ReferenceComparison comparison;
+  const Status status = compare_with_reference(*backend_, reduced.network, step_options_,
+                                               reduced.batch, seed_, &comparison);
+  if (!status.ok()) {
+    result->message = "reference check: " + status.message();
+    return false;
+  }
+  if (comparison.worst_gradient_error <= reduced.gradient_tolerance) return true;
+  result->message = fmt::format("gradient of {} off the f64 reference by {:.3g} (relative L2)",
+                                comparison.worst_parameter, comparison.worst_gradient_error);
+  return false;
+}
+
+bool TrainingWorkload::check_losses(Validation* result) {
+  auto fail = [&](const std::string& message) {
+    result->message = message;
+    return false;
+  };
   // The loss before each applied update; a step skipped by loss scaling changes nothing.
   std::vector<double> losses;
   constexpr int kMaxAttempts = 24;  // f16 starts at 2^16 and halves per skipped step
+  Status status = Status::Ok();
   for (int attempt = 0; attempt < kMaxAttempts && losses.size() < 3; ++attempt) {
     const std::int64_t before = step_->steps_taken();
     if (status = step_->run(true, settings_); !status.ok()) return fail(status.message());
@@ -194,8 +203,64 @@ Validation TrainingWorkload::validate() {
     if (!finite.passed) return fail(fmt::format("gradient of {}: {}", grad.name, finite.message));
   }
   losses_ = losses;
-  if (status = step_->run(true, settings_, &breakdown_); !status.ok())
-    return fail(status.message());
+  return true;
+}
+
+Validation TrainingWorkload::validate() {
+  Validation result;
+  // A whole low-precision step drifts from f64 by more than its ops do (rounding amplified
+  // through the network): f32 and f64 steps only; the others' ops are checked one by one.
+  const bool whole_step_check =
+      step_options_.dtype == DType::f32 || step_options_.dtype == DType::f64;
+  const ReducedCase reduced = reduced_case(seed_);
+  result.method = fmt::format(
+      "{}: every op of a step, casts and update included, against f64 on its own inputs "
+      "(relative L2; f32 1e-4, bf16 2e-2, f16 and TF32 products 5e-3; casts exact; updates by "
+      "their change){}; measured network: the same op by op on one step, products larger than "
+      "2^20 multiply-adds on {} sampled outputs each; loss finite, {} and falling over 3 applied "
+      "steps on the fixed batch (steps skipped by loss scaling not counted), gradients finite "
+      "and non-zero{}",
+      reduced.description,
+      whole_step_check ? fmt::format(", every parameter gradient against a whole f64 step ({:g})",
+                                     reduced.gradient_tolerance)
+                       : "",
+      OpCheckOptions{}.samples, chance_description(),
+      ranks() > 1 ? fmt::format("; {} ranks: {}", ranks(), data_parallel_method()) : "");
+  // The later stages exchange between the ranks: every rank learns whether any failed first.
+  auto all_passed = [&](bool passed) {
+    if (ranks() > 1 && world_->max(passed ? 0.0 : 1.0) > 0 && passed) {
+      result.message = "the validation failed on another rank";
+      return false;
+    }
+    return passed;
+  };
+  if (!all_passed(check_reduced_ops(reduced, &result))) return result;
+  if (!all_passed(check_measured_ops(&result))) return result;
+  if (whole_step_check && !all_passed(check_reduced_gradients(reduced, &result))) return result;
+  if (ranks() > 1 && !all_passed(check_data_parallel(&result))) return result;
+  if (!all_passed(check_losses(&result))) return result;
+  if (ranks() > 1) {
+    std::string different;
+    const Status status = compare_weights_across_ranks(*world_, *step_, &different);
+    if (!status.ok() || !different.empty()) {
+      result.message = status.ok() ? fmt::format(
+                                         "after the validation steps the ranks' weights "
+                                         "differ (first: {})",
+                                         different)
+                                   : status.message();
+      return result;
+    }
+  }
+  if (const Status status = step_->run(true, settings_, &breakdown_); !status.ok()) {
+    result.message = status.message();
+    return result;
+  }
+  if (ranks() > 1) {
+    if (const Status status = time_data_parallel(); !status.ok()) {
+      result.message = "data-parallel timings: " + status.message();
+      return result;
+    }
+  }
   result.passed = true;
   return result;
 }
@@ -257,6 +322,7 @@ nlohmann::json TrainingWorkload::details() const {
                     {"optimizer_s", breakdown_.optimizer_s},
                     {"weight_cast_s", breakdown_.weight_cast_s},
                     {"layers", layers}};
+  if (!data_parallel_.is_null()) d["data_parallel"] = data_parallel_;
   add_details(d);
   return d;
 }

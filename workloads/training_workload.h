@@ -1,7 +1,9 @@
 // What every model-training workload (resnet50-train, bert-train) shares: a TrainingStep run
 // back to back on a fixed seeded batch, validated before it is timed, reported with its
 // memory, optimizer and per-layer breakdown. A model supplies its networks, batches and the
-// facts only it knows.
+// facts only it knows. Across several ranks the step is data parallel (models/data_parallel.h):
+// each rank steps on its own batch of the descriptor's size, the gradients averaged in buckets
+// while backward runs, the optimizer on every rank.
 #pragma once
 
 #include <memory>
@@ -10,6 +12,8 @@
 
 #include "models/network.h"
 #include "models/training_step.h"
+#include "workloads/descriptor.h"
+#include "workloads/keys.h"
 #include "workloads/workload.h"
 
 namespace tb {
@@ -18,8 +22,9 @@ class TrainingWorkload : public Workload {
  public:
   DType dtype() const override { return step_options_.dtype; }
   Headline headline() const override;  // samples/s, the best per kind and dtype
-  WorkCounts counts() const override;
+  WorkCounts counts() const override;  // across ranks: the global batch
   std::uint64_t device_bytes() const override;
+  void join(World& world) override { world_ = &world; }
   Status setup(Backend& backend, std::uint64_t seed) override;
   Status run() override { return step_->run(/*update=*/true, settings_); }
   // Untimed: (1) on the reduced network, every op of one step against the same op in f64
@@ -27,7 +32,11 @@ class TrainingWorkload : public Workload {
   // the reduced network's every parameter gradient against a whole f64 step (catches wiring
   // errors); (3) on the measured network, three steps on the fixed batch give a finite loss
   // near chance that falls, and finite, non-zero gradients; (4) one instrumented step for the
-  // per-layer breakdown.
+  // per-layer breakdown. Across ranks also: (5) the reduced network stepped data parallel on
+  // each rank's slice of one global batch against one process stepping on each slice alone
+  // (gradients averaged), and every rank's weights bitwise equal after it and after (3);
+  // (6) the timings of the data-parallel details (overlap on and off, the step without
+  // communication, the communication alone). A stage that fails on any rank fails on all.
   Validation validate() override;
   std::string implementation() const override;
   std::string math_mode() const override;
@@ -36,8 +45,12 @@ class TrainingWorkload : public Workload {
   nlohmann::json details() const override;
 
  protected:
-  TrainingWorkload(Network network, StepOptions step_options, OptimizerSettings settings)
-      : network_(std::move(network)), step_options_(step_options), settings_(settings) {}
+  TrainingWorkload(Network network, StepOptions step_options, OptimizerSettings settings,
+                   BucketOptions buckets = {})
+      : network_(std::move(network)),
+        step_options_(step_options),
+        settings_(settings),
+        buckets_(buckets) {}
 
   struct ReducedCase {
     Network network;
@@ -45,7 +58,8 @@ class TrainingWorkload : public Workload {
     std::string description;    // "reduced ResNet (64x64, batch 4, ...)"
     double gradient_tolerance;  // relative L2, worst parameter, whole step against f64
   };
-  virtual ReducedCase reduced_case(std::uint64_t seed) const = 0;
+  // At `ranks` times the reduced network's batch: the global batch of a data-parallel check.
+  virtual ReducedCase reduced_case(std::uint64_t seed, int ranks = 1) const = 0;
   virtual std::vector<NamedTensor> batch(std::uint64_t seed) const = 0;
   // The loss of random weights (ln of the class count, summed over the loss layers), and how
   // far the first loss may be from it.
@@ -65,8 +79,20 @@ class TrainingWorkload : public Workload {
   const StepOptions& step_options() const { return step_options_; }
   const OptimizerSettings& settings() const { return settings_; }
   const TrainingStep* step() const { return step_.get(); }
+  int ranks() const { return world_ ? world_->size() : 1; }
 
  private:
+  // The stages of validate(); each returns whether it passed, the reason in `result`.
+  bool check_reduced_ops(const ReducedCase& reduced, Validation* result);
+  bool check_measured_ops(Validation* result);
+  bool check_reduced_gradients(const ReducedCase& reduced, Validation* result);
+  bool check_losses(Validation* result);
+  bool check_data_parallel(Validation* result);
+  Status time_data_parallel();
+  std::string data_parallel_method() const;  // how check_data_parallel() validates
+  // This rank's step options: the loss gradient averaged over the ranks, its own dropout masks.
+  StepOptions rank_options() const;
+
   Network network_;
   StepOptions step_options_;
   OptimizerSettings settings_;
@@ -74,6 +100,10 @@ class TrainingWorkload : public Workload {
   std::uint64_t seed_ = 0;
   std::unique_ptr<TrainingStep> step_;
   StepBreakdown breakdown_;
+  BucketOptions buckets_;
+  World* world_ = nullptr;
+  std::unique_ptr<Communicator> communicator_;  // across ranks only
+  nlohmann::json data_parallel_;                // the details' data_parallel entry
   std::vector<double> losses_;
   // The op-by-op check of the measured network in validate(): what it cost and covered.
   struct MeasuredCheck {
@@ -83,6 +113,12 @@ class TrainingWorkload : public Workload {
     double worst_error = 0, worst_tolerance = 0;
   } measured_check_;
 };
+
+// The data-parallel keys of every training workload, left out at their defaults: bucket_mb
+// (DDP's bucket_cap_mb) and overlap (1: buckets reduced while backward runs; 0: after it).
+KeySpec bucket_mb_key();
+KeySpec overlap_key();
+BucketOptions read_bucket_options(DescriptorReader& reader);
 
 // "sgd_momentum", "adamw", "lamb"
 std::string optimizer_name(OptimizerKind kind);

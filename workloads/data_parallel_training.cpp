@@ -1,0 +1,183 @@
+// The data-parallel parts of TrainingWorkload (training_workload.h): the check of a reduced
+// network's step across the ranks, and the timings the report's data_parallel details hold.
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "models/data_parallel.h"
+#include "models/reference_check.h"
+#include "workloads/training_workload.h"
+
+namespace tb {
+namespace {
+
+// The reduced network's gradients, averaged across the ranks, against one process's on the
+// same slices: f32 sums in another order differ by about 1e-7; a low-precision step's loss
+// gradient divided by a rank count that is not a power of two rounds once more in bf16
+// (2^-9). A missing bucket or average is off by order one.
+double data_parallel_tolerance(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64 ? 1e-5 : 1e-2;
+}
+// Small buckets for the reduced network (a few MB of gradients), so that several are reduced
+// while its backward runs, as the measured network's are.
+constexpr std::size_t kReducedBucketBytes = std::size_t{256} << 10;
+// Steps timed for each data-parallel figure, after one untimed.
+constexpr int kTimedSteps = 3;
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+KeySpec bucket_mb_key() {
+  return omitted_at_default(
+      integer_key("bucket_mb", "25",
+                  "data parallel: MB of gradients per all-reduce bucket (DDP's bucket_cap_mb)"));
+}
+
+KeySpec overlap_key() {
+  return omitted_at_default(choice_key(
+      "overlap", "1", {"1", "0"},
+      "data parallel: 1 reduces each bucket while backward runs, 0 every bucket after it"));
+}
+
+BucketOptions read_bucket_options(DescriptorReader& reader) {
+  return {static_cast<std::size_t>(reader.integer("bucket_mb")) << 20,
+          reader.choice("overlap") == "1"};
+}
+
+std::string TrainingWorkload::data_parallel_method() const {
+  return fmt::format(
+      "the reduced network stepped data parallel on each rank's slice of one seeded global "
+      "batch ({} KB buckets), its averaged gradients against one process stepping on each "
+      "slice alone (per-rank normalization statistics, as DDP without SyncBatchNorm) within "
+      "{:g} (relative L2, worst parameter), and every rank's weights bitwise equal after it "
+      "and after the validation steps",
+      kReducedBucketBytes >> 10, data_parallel_tolerance(step_options_.dtype));
+}
+
+bool TrainingWorkload::check_data_parallel(Validation* result) {
+  auto fail = [&](const std::string& message) {
+    result->message = "data parallel: " + message;
+    return false;
+  };
+  const int ranks = this->ranks(), rank = world_->rank();
+  const ReducedCase global = reduced_case(seed_, ranks);
+  const ReducedCase local = reduced_case(seed_, 1);
+  std::vector<std::vector<NamedTensor>> slices(static_cast<std::size_t>(ranks));
+  std::vector<std::uint64_t> dropout_seeds;
+  for (int r = 0; r < ranks; ++r) {
+    if (Status status = batch_slice(global.network, global.batch, r, ranks, &slices[r]);
+        !status.ok())
+      return fail(status.message());
+    dropout_seeds.push_back(rank_dropout_seed(step_options_.dropout_seed, r));
+  }
+  std::unique_ptr<TrainingStep> step;
+  std::vector<NamedTensor> got, want;
+  Status status =
+      prepared_step(*backend_, local.network, rank_options(), slices[rank], seed_, &step);
+  if (status.ok())
+    status = step->exchange_gradients(communicator_.get(), {kReducedBucketBytes, buckets_.overlap});
+  if (status.ok()) status = step->run(/*update=*/true, settings_);
+  if (status.ok()) status = step->gradients(&got);
+  if (status.ok())
+    status = mean_gradients_of_slices(*backend_, local.network, step_options_, slices,
+                                      dropout_seeds, seed_, &want);
+  std::string different;
+  if (status.ok()) status = compare_weights_across_ranks(*world_, *step, &different);
+  if (!status.ok()) return fail(status.message());
+  if (!different.empty())
+    return fail(fmt::format("after a step the ranks' weights differ (first: {})", different));
+  const GradientError error = worst_gradient_error(got, want);
+  const double tolerance = data_parallel_tolerance(step_options_.dtype);
+  result->checked += static_cast<std::int64_t>(got.size());
+  if (error.error <= tolerance) return true;
+  return fail(
+      fmt::format("averaged gradient of {} off one process's on the same slices by "
+                  "{:.3g} (relative L2, allowed {:g})",
+                  error.parameter, error.error, tolerance));
+}
+
+// Each figure is the median over kTimedSteps of the slowest rank's time. The world-size-1
+// figure is rank 0 stepping alone while the others wait; the rest run on every rank at once.
+Status TrainingWorkload::time_data_parallel() {
+  World& world = *world_;
+  Status status = Status::Ok();
+  auto timed = [&](const std::function<Status()>& unit, bool on_this_rank) {
+    std::vector<double> times;
+    for (int k = 0; k <= kTimedSteps && status.ok(); ++k) {
+      status = world.barrier();
+      const auto start = std::chrono::steady_clock::now();
+      if (status.ok() && on_this_rank) {
+        status = unit();
+        backend_->synchronize();
+      }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double slowest = world.max(on_this_rank ? seconds : 0.0);
+      if (k > 0) times.push_back(slowest);
+    }
+    return status.ok() ? median(times) : 0.0;
+  };
+  auto step = [&] { return step_->run(/*update=*/true, settings_); };
+  const BucketOptions overlapped{buckets_.bucket_bytes, true},
+      sequential{buckets_.bucket_bytes, false};
+  TB_RETURN_IF_ERROR(step_->exchange_gradients(nullptr));
+  const double alone = timed(step, world.rank() == 0);
+  const double local = timed(step, true);
+  TB_RETURN_IF_ERROR(step_->exchange_gradients(communicator_.get(), overlapped));
+  GradientExchange& exchange = *step_->gradient_exchange();
+  const double communication = timed([&] { return exchange.reduce_all(); }, true);
+  const double with_overlap = timed(step, true);
+  TB_RETURN_IF_ERROR(step_->exchange_gradients(communicator_.get(), sequential));
+  const double without_overlap = timed(step, true);
+  TB_RETURN_IF_ERROR(step_->exchange_gradients(communicator_.get(), buckets_));
+  TB_RETURN_IF_ERROR(status);
+
+  const double batch = static_cast<double>(network_.batch);
+  auto mode = [&](double step_s) {
+    return nlohmann::json{{"step_s", step_s},
+                          {"samples_per_s_per_rank", batch / step_s},
+                          {"global_samples_per_s", ranks() * batch / step_s},
+                          {"scaling_efficiency", alone / step_s},
+                          {"unhidden_communication_s", step_s - local}};
+  };
+  const std::vector<GradientBucket>& buckets = step_->gradient_exchange()->buckets();
+  std::int64_t elements = 0;
+  for (const GradientBucket& bucket : buckets) elements += bucket.count;
+  data_parallel_ = {
+      {"world_size", ranks()},
+      {"per_rank_batch", network_.batch},
+      {"global_batch", network_.batch * ranks()},
+      {"normalization",
+       "per rank: batch norm uses each rank's own statistics (DDP without "
+       "SyncBatchNorm); running statistics stay per rank"},
+      {"communicator", communicator_->implementation()},
+      {"bucket_bytes", buckets_.bucket_bytes},
+      {"buckets", buckets.size()},
+      {"gradient_bytes", elements * static_cast<std::int64_t>(sizeof(float))},
+      {"overlap", buckets_.overlap},
+      {"method",
+       fmt::format("median of {} steps (after one untimed) of the slowest rank's time; "
+                   "one_rank_step_s: rank 0 stepping without exchange while the others wait "
+                   "(the world-size-1 figure, same binary and per-rank batch); local_step_s: "
+                   "every rank stepping without exchange at once; communication_s: every "
+                   "bucket's all-reduce with no computation; scaling_efficiency = "
+                   "global samples/s / (world size x samples/s at world size 1) = "
+                   "one_rank_step_s / step_s; unhidden_communication_s = step_s - local_step_s",
+                   kTimedSteps)},
+      {"one_rank_step_s", alone},
+      {"one_rank_samples_per_s", batch / alone},
+      {"local_step_s", local},
+      {"communication_s", communication},
+      {"overlap_on", mode(with_overlap)},
+      {"overlap_off", mode(without_overlap)}};
+  return Status::Ok();
+}
+
+}  // namespace tb
