@@ -16,6 +16,7 @@ enum class PinPolicy { cores, none };
 struct BackendConfig {
   int threads = 0;  // 0: one thread per physical core available to the process
   PinPolicy pin = PinPolicy::cores;
+  int device = 0;  // the GPU a GPU backend drives: a rank's local rank under a launcher
 };
 
 struct Availability {

@@ -20,11 +20,21 @@ extern char** environ;
 namespace tb {
 
 std::map<std::string, std::string> result_affecting_environment() {
-  static constexpr std::string_view kPrefixes[] = {"OMP_",    "GOMP_", "KMP_",  "OPENBLAS_",
-                                                   "ONEDNN_", "DNNL_", "CUDA_", "MKL_"};
-  static constexpr std::string_view kNames[] = {"NVIDIA_TF32_OVERRIDE", "LD_PRELOAD",
-                                                "MALLOC_CONF",          "GOTO_NUM_THREADS",
-                                                "TRAINBENCH_MAX_ISA",   "ATEN_CPU_CAPABILITY"};
+  static constexpr std::string_view kPrefixes[] = {"OMP_",      "GOMP_", "KMP_",  "OPENBLAS_",
+                                                   "ONEDNN_",   "DNNL_", "CUDA_", "MKL_",
+                                                   "OMPI_MCA_", "UCX_",  "NCCL_"};
+  // What mpirun sets for its own bookkeeping (addresses, session directories, ids) is not a
+  // setting: it differs at every launch.
+  static constexpr std::string_view kLauncherInternal[] = {"OMPI_MCA_orte_", "OMPI_MCA_ess",
+                                                           "OMPI_MCA_pmix", "OMPI_MCA_initial_wdir",
+                                                           "OMPI_MCA_shmem_RUNTIME_QUERY_hint"};
+  static constexpr std::string_view kNames[] = {
+      "NVIDIA_TF32_OVERRIDE", "LD_PRELOAD", "MALLOC_CONF", "GOTO_NUM_THREADS", "TRAINBENCH_MAX_ISA",
+      "ATEN_CPU_CAPABILITY",
+      // Slurm's job geometry: how many nodes, tasks and CPUs per task, and how they are bound.
+      "SLURM_JOB_NUM_NODES", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+      "SLURM_CPUS_PER_TASK", "SLURM_CPU_BIND", "SLURM_DISTRIBUTION", "SLURM_STEP_NUM_NODES",
+      "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE", "SLURM_GPUS_PER_NODE"};
   std::map<std::string, std::string> found;
   for (char** entry = environ; entry && *entry; ++entry) {
     const std::string_view text(*entry);
@@ -33,6 +43,7 @@ std::map<std::string, std::string> result_affecting_environment() {
     const std::string_view name = text.substr(0, eq);
     bool keep = std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
     for (std::string_view prefix : kPrefixes) keep = keep || name.starts_with(prefix);
+    for (std::string_view prefix : kLauncherInternal) keep = keep && !name.starts_with(prefix);
     if (keep) found.emplace(name, text.substr(eq + 1));
   }
   return found;

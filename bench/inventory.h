@@ -13,7 +13,7 @@ namespace tb {
 
 // CPU, memory, OS, compiler, library versions and the environment variables that change
 // results (OMP_*, OPENBLAS_*, ONEDNN_*, DNNL_*, NVIDIA_TF32_OVERRIDE, CUDA_*, LD_PRELOAD,
-// MALLOC_CONF).
+// MALLOC_CONF; across ranks OMPI_MCA_*, UCX_*, NCCL_* and Slurm's job geometry).
 nlohmann::json host_inventory_json();
 std::map<std::string, std::string> result_affecting_environment();
 

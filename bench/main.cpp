@@ -12,6 +12,7 @@
 #include "bench/inventory.h"
 #include "bench/report_commands.h"
 #include "bench/runner.h"
+#include "dist/world.h"
 #include "reports/report.h"
 #include "workloads/registry.h"
 
@@ -219,7 +220,7 @@ Subcommand register_info(CLI::App& app) {
           }};
 }
 
-Subcommand register_run(CLI::App& app, int argc, char** argv) {
+Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
   CLI::App* run = app.add_subcommand("run", "run a suite or workloads and write a report");
   struct State {
     std::string suite;
@@ -282,7 +283,7 @@ Subcommand register_run(CLI::App& app, int argc, char** argv) {
       ->check(CLI::IsMember({"json", "gbench"}));
 
   const std::string command_line = quoted_command_line(argc, argv);
-  return {run, [s, command_line] {
+  return {run, [s, command_line, &world] {
             auto& [suite, workloads, backends, config, pin, format, out, options, training_runs,
                    child_environments] = *s;
             config.pin = parse_pin_policy(pin);
@@ -313,7 +314,7 @@ Subcommand register_run(CLI::App& app, int argc, char** argv) {
             std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
             options.out_path = out.empty() ? fmt::format("trainbench-report-{}.json", stamp) : out;
             options.command_line = command_line;
-            return run_benchmarks(options, std::cout, std::cerr);
+            return run_benchmarks(options, world, std::cout, std::cerr);
           }};
 }
 Subcommand register_compare(CLI::App& app) {
@@ -482,13 +483,13 @@ Subcommand register_report(CLI::App& app) {
   return {report, [options] { return html_report_command(*options); }};
 }
 
-int main_impl(int argc, char** argv) {
+int main_impl(int argc, char** argv, World& world) {
   CLI::App app{
       "trainbench: deep-learning training benchmarks on CPUs and GPUs, validated, as JSON reports"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
   const std::vector<Subcommand> subcommands = {
-      register_list(app),    register_info(app),    register_run(app, argc, argv),
+      register_list(app),    register_info(app),    register_run(app, argc, argv, world),
       register_compare(app), register_check(app),   register_ab(app),
       register_summary(app), register_history(app), register_report(app)};
   try {
@@ -508,14 +509,27 @@ int main_impl(int argc, char** argv) {
 }  // namespace
 }  // namespace tb
 
+namespace {
+
+// One line and the exit code; across ranks the whole job ends with it (a rank that stopped
+// alone would leave the others waiting for it).
+int fail(tb::World* world, const char* what, int exit_code) {
+  if (world && world->size() > 1) world->abort(fmt::format("error: {}", what), exit_code);
+  fmt::print(stderr, "trainbench: error: {}\n", what);
+  return exit_code;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::unique_ptr<tb::World> world;
   try {
-    return tb::main_impl(argc, argv);
+    // First: under a launcher MPI_Init may take arguments of its own.
+    world = tb::make_world(&argc, &argv, tb::rank_timeout_from_environment());
+    return tb::main_impl(argc, argv, *world);
   } catch (const tb::UsageError& e) {
-    fmt::print(stderr, "trainbench: error: {}\n", e.what());
-    return 2;
+    return fail(world.get(), e.what(), 2);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "trainbench: error: {}\n", e.what());
-    return 1;
+    return fail(world.get(), e.what(), 1);
   }
 }

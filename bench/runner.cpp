@@ -12,6 +12,7 @@
 #include "backends/cpu/host_info.h"
 #include "backends/seeded.h"
 #include "bench/inventory.h"
+#include "bench/ranks.h"
 #include "workloads/registry.h"
 
 namespace tb {
@@ -114,7 +115,7 @@ std::string reference_kernel_summary(const std::vector<ReferenceKernelUse>& uses
 }
 
 // Set up, validate, measure one case. Never throws.
-CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
+CaseResult run_case(Case& item, const RunOptions& options, World& world, std::uint64_t seed) {
   CaseResult result;
   result.workload = item.descriptor;
   result.backend = item.slot->entry->name;
@@ -142,6 +143,7 @@ CaseResult run_case(Case& item, const RunOptions& options, std::uint64_t seed) {
                                   needed / double(1 << 30), available / double(1 << 30));
       return result;
     }
+    workload.join(world);
     Status status = workload.setup(backend, seed);
     result.implementation = workload.implementation();
     result.math_mode = workload.math_mode();
@@ -296,8 +298,12 @@ int merge_child_run(const ChildEnvironment& environment, const RunOptions& optio
 
 }  // namespace
 
-int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream& progress) {
+int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_out,
+                   std::ostream& progress_out) {
   using Clock = std::chrono::steady_clock;
+  std::ostream silent(nullptr);  // ranks other than 0 print only errors
+  std::ostream& table = world.rank() == 0 ? table_out : silent;
+  std::ostream& progress = world.rank() == 0 ? progress_out : silent;
   // Everything the user asked for is checked before anything runs or is written.
   std::vector<BackendSlot> slots;
   for (const std::string& name : options.backends) {
@@ -311,6 +317,8 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
     slots.push_back({entry, entry->probe(), nullptr, {}, {}, {}});
   }
   if (options.cases.empty()) throw UsageError("no workloads to run");
+  if (world.size() > 1 && !options.child_environments.empty())
+    throw UsageError("--child-env runs one more process: not under a launcher");
 
   nlohmann::json header = {
       {"schema_version", kReportSchemaVersion},
@@ -334,7 +342,9 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
       {"backends", nlohmann::json::array()}};
   for (BackendSlot& slot : slots) {
     if (!slot.availability.usable) continue;
-    const Status created = slot.entry->create(options.backend_config, &slot.backend);
+    BackendConfig config = options.backend_config;
+    config.device = world.local_rank();  // one GPU per rank of a host
+    const Status created = slot.entry->create(config, &slot.backend);
     if (!created.ok()) {
       slot.availability = {false, created.message()};
       slot.backend.reset();
@@ -342,6 +352,13 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
     }
     slot.device = slot.backend->device_info();
   }
+  // A rank without the backend the others run (a GPU fewer than ranks on its host) cannot
+  // join their cases.
+  for (const BackendSlot& slot : slots)
+    if (world.size() > 1 && !slot.backend)
+      world.abort(fmt::format("backend {} is not usable here: {}", slot.entry->name,
+                              slot.availability.reason),
+                  1);
   std::vector<Case> cases;
   for (BackendSlot& slot : slots)
     for (const Descriptor& requested : options.cases)
@@ -352,11 +369,25 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
         cases.push_back({&slot, std::move(workload), std::move(canonical)});
       }
 
-  std::optional<ReportWriter> writer;
-  try {
-    writer.emplace(options.out_path, options.format, header);  // proves the path is writable
-  } catch (const ReportError& e) {
-    throw UsageError(e.what());
+  std::string plan;
+  for (const Case& item : cases) plan += item.slot->entry->name + " " + item.descriptor + "\n";
+  require_ranks_agree(world, plan);
+  nlohmann::json devices = nlohmann::json::array();
+  for (const BackendSlot& slot : slots)
+    if (slot.backend)
+      devices.push_back({{"backend", slot.entry->name},
+                         {"model", slot.device.model},
+                         {"threads_used", slot.device.threads_used},
+                         {"affinity", slot.device.affinity}});
+  header["world"] = gather_world_json(world, devices);
+
+  std::optional<ReportWriter> writer;  // rank 0's
+  if (world.rank() == 0) {
+    try {
+      writer.emplace(options.out_path, options.format, header);  // proves the path is writable
+    } catch (const ReportError& e) {
+      throw UsageError(e.what());
+    }
   }
 
   nlohmann::json backends = nlohmann::json::array();
@@ -368,7 +399,7 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
                         {"device", slot.backend ? to_json(slot.device) : nlohmann::json(nullptr)},
                         {"peaks", peaks_json(slot.peaks)}});
   }
-  writer->set("backends", backends);
+  if (writer) writer->set("backends", backends);
 
   for (const BackendSlot& slot : slots)
     if (!slot.backend)
@@ -387,17 +418,21 @@ int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream&
     fmt::print(progress, "[{}/{}] {} elapsed, ~{} left: {} {}\n", i + 1, cases.size(),
                format_duration(elapsed), estimate, cases[i].slot->entry->name, cases[i].descriptor);
     progress.flush();
-    CaseResult result = run_case(cases[i], options, case_seed(options.seed, cases[i].descriptor));
+    CaseResult result =
+        run_case(cases[i], options, world, case_seed(options.seed, cases[i].descriptor));
     cases[i].workload.reset();  // release its memory before the next case allocates
     if (cases[i].slot->backend)
       account_for_breakage(cases[i].slot->backend->broken(), &cases[i].slot->broken, &result);
+    gather_case_result(world, &result);
     failed += result.status == CaseStatus::failed;
-    writer->add(result);
+    if (writer) writer->add(result);
     print_row(table, result);
   }
-  for (const ChildEnvironment& environment : options.child_environments)
-    failed += merge_child_run(environment, options, *writer, table, progress);
-  writer->finish(utc_now());
+  if (writer) {
+    for (const ChildEnvironment& environment : options.child_environments)
+      failed += merge_child_run(environment, options, *writer, table, progress);
+    writer->finish(utc_now());
+  }
   fmt::print(progress, "{} cases in {}, {} failed; report: {}\n", cases.size(),
              format_duration(std::chrono::duration<double>(Clock::now() - start).count()), failed,
              options.out_path);

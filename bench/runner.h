@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/communicator.h"
 #include "backends/registry.h"
 #include "bench/child_run.h"
 #include "bench/harness.h"
@@ -52,6 +53,10 @@ std::uint64_t case_seed(std::uint64_t seed, std::string_view descriptor);
 // backend broke during the run.
 // Throws UsageError (exit 2) for bad input found before the first case runs and
 // ReportError when the report cannot be written.
-int run_benchmarks(const RunOptions& options, std::ostream& table, std::ostream& progress);
+// Under a launcher every rank calls it with the same options: each runs every case on its own
+// devices (collective and data-parallel cases together, through `world`), rank 0 gathers the
+// results, prints and writes the report; the others print nothing but errors.
+int run_benchmarks(const RunOptions& options, World& world, std::ostream& table,
+                   std::ostream& progress);
 
 }  // namespace tb

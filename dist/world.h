@@ -16,6 +16,9 @@ std::string detected_launcher();
 // How long a rank waits in a host-side exchange for the others before it ends the job: a rank
 // that died or hangs must not leave the rest waiting for ever.
 inline constexpr std::chrono::seconds kDefaultRankTimeout{1800};
+// TRAINBENCH_RANK_TIMEOUT (whole seconds) where set, else the default; throws
+// std::invalid_argument for a value that is not a positive integer.
+std::chrono::seconds rank_timeout_from_environment();
 
 // The World of this process. Under a launcher (and when MPI is built in) MPI is initialised,
 // finalised when the World is destroyed; a launcher without MPI built in is an error (throws

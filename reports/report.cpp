@@ -81,6 +81,7 @@ nlohmann::json to_json(const CaseResult& r) {
     j["metrics"] = m;
   }
   if (r.details.is_object()) j["details"] = r.details;
+  if (r.ranks.is_array()) j["ranks"] = r.ranks;
   if (r.headline)
     j["headline"] = {{"metric", r.headline->metric},
                      {"unit", r.headline->unit},

@@ -46,6 +46,8 @@ struct CaseResult {
   std::optional<CaseMetrics> metrics;
   nlohmann::json details = nullptr;  // model workloads: parameters, memory, breakdown
   std::optional<Headline> headline;  // the workload's; absent where no workload was made
+  // Run across ranks: each rank's status, reason and median (bench/ranks.h); null for one rank.
+  nlohmann::json ranks = nullptr;
 };
 
 // A result's headline figure and its value: the headline the report records, or, for a report

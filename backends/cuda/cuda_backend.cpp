@@ -29,6 +29,14 @@
 namespace tb {
 namespace {
 
+// The GPU this process drives (BackendConfig::device, set when the backend is made). NVML is
+// asked about the same index, which names the same GPU unless CUDA_VISIBLE_DEVICES reorders them.
+int current_device() {
+  int device = 0;
+  cudaGetDevice(&device);
+  return device;
+}
+
 using namespace cuda;
 
 std::string cuda_error(const char* call, cudaError_t error) {
@@ -216,7 +224,7 @@ class CudaBackend final : public Backend {
     // CUDA 13 removed the clock fields of cudaDeviceProp: attributes instead.
     auto attribute = [](cudaDeviceAttr which) {
       int value = 0;
-      cudaDeviceGetAttribute(&value, which, 0);
+      cudaDeviceGetAttribute(&value, which, current_device());
       return value;
     };
     info.clock_ghz = attribute(cudaDevAttrClockRate) * 1e-6;
@@ -246,7 +254,7 @@ class CudaBackend final : public Backend {
           {"f8_e4m3", datasheet->fp8 * 1e3},
           {"note", "vendor's dense (non-sparse) Tensor Core and CUDA-core rates"}};
     if (nvml_)
-      info.details["nvml"] = nvml_->describe(0);
+      info.details["nvml"] = nvml_->describe(current_device());
     else
       info.details["nvml_unavailable"] = nvml_reason_;
     return info;
@@ -322,7 +330,7 @@ class CudaBackend final : public Backend {
   Status flush_caches() override {
     if (!flush_buffer_.data) {
       int l2 = 0;
-      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, current_device());
       TB_RETURN_IF_ERROR(
           allocate(2 * static_cast<std::size_t>(std::max(l2, 1 << 20)), &flush_buffer_));
     }
@@ -341,7 +349,7 @@ class CudaBackend final : public Backend {
   }
   std::string broken() const override { return health_->broken; }
   std::unique_ptr<TelemetryMonitor> start_telemetry() override {
-    return nvml_ ? Nvml::monitor(nvml_, 0) : nullptr;
+    return nvml_ ? Nvml::monitor(nvml_, current_device()) : nullptr;
   }
 
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
@@ -441,11 +449,19 @@ BackendEntry cuda_backend_entry() {
   return {"cuda",
           "NVIDIA GPU through the CUDA runtime (cuBLASLt GEMM, cuDNN convolution, stream, "
           "transfers, fp32 peak, training ops)",
-          probe, [](const BackendConfig&, std::unique_ptr<Backend>* out) {
+          probe, [](const BackendConfig& config, std::unique_ptr<Backend>* out) {
             const Availability availability = probe();
             if (!availability.usable) return Status::Unavailable(availability.reason);
+            int count = 0;
+            cudaGetDeviceCount(&count);
+            if (config.device >= count)
+              return Status::Unavailable(
+                  fmt::format("GPU {} asked for, {} on this host: run at most one rank per GPU",
+                              config.device, count));
+            if (const cudaError_t error = cudaSetDevice(config.device); error != cudaSuccess)
+              return Status::Unavailable(cuda_error("cudaSetDevice", error));
             cudaDeviceProp properties{};
-            if (const cudaError_t error = cudaGetDeviceProperties(&properties, 0);
+            if (const cudaError_t error = cudaGetDeviceProperties(&properties, config.device);
                 error != cudaSuccess)
               return Status::Unavailable(cuda_error("cudaGetDeviceProperties", error));
             cublasLtHandle_t lt = nullptr;

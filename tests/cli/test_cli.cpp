@@ -15,83 +15,10 @@
 #include <fmt/format.h>
 
 #include "reports/report.h"
+#include "tests/cli/cli_fixture.h"
 
 namespace tb {
 namespace {
-
-namespace fs = std::filesystem;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Small, fast harness settings for every run in these tests.
-const std::vector<std::string> kQuick = {"--time-budget", "0.02", "--min-reps",    "2",
-                                         "--warmup",      "1",    "--warmup-time", "0"};
-
-class Cli : public testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("trainbench-cli-test-{}-{}", getpid(),
-                       testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  pid_t spawn(std::vector<std::string> args,
-              const std::vector<std::pair<std::string, std::string>>& env = {}) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-      const int out = ::open((dir_ / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = ::open((dir_ / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(out, 1);
-      dup2(err, 2);
-      chdir(dir_.c_str());
-      args.insert(args.begin(), TRAINBENCH_BINARY);
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(TRAINBENCH_BINARY, argv.data());
-      _exit(127);
-    }
-    return pid;
-  }
-
-  Outcome run(std::vector<std::string> args, bool quick = true,
-              const std::vector<std::pair<std::string, std::string>>& env = {}) {
-    if (quick && !args.empty() && args[0] == "run")
-      args.insert(args.end(), kQuick.begin(), kQuick.end());
-    const pid_t pid = spawn(args, env);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-            slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
-  }
-
-  std::string report_path() const { return (dir_ / "report.json").string(); }
-
-  // A usage error: exit 2, one line on stderr saying what is wrong, no report written.
-  void expect_usage_error(std::vector<std::string> args, const std::string& says) {
-    args.insert(args.end(), {"-o", report_path()});
-    const Outcome outcome = run(args);
-    EXPECT_EQ(outcome.exit_code, 2) << outcome.err;
-    EXPECT_NE(outcome.err.find(says), std::string::npos) << outcome.err;
-    EXPECT_EQ(std::count(outcome.err.begin(), outcome.err.end(), '\n'), 1) << outcome.err;
-    EXPECT_FALSE(fs::exists(report_path()));
-  }
-
-  fs::path dir_;
-};
 
 TEST_F(Cli, HelpOnEverySubcommand) {
   for (const char* command : {"list", "info", "run"}) {

@@ -1,0 +1,153 @@
+// `trainbench run` across ranks under mpiexec: one report with the world block, ranks that
+// disagree on what to run, a rank that dies and a rank that hangs (the others must not wait for
+// ever, and rank 0's report keeps every case finished before).
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "reports/report.h"
+#include "tests/cli/cli_fixture.h"
+
+namespace tb {
+namespace {
+
+class Ranks : public Cli {
+ protected:
+  void SetUp() override {
+#ifndef TRAINBENCH_MPIEXEC
+    GTEST_SKIP() << "built without MPI (TRAINBENCH_MPI=OFF or Open MPI not installed)";
+#endif
+    Cli::SetUp();
+  }
+
+  // `ranks` processes of trainbench `args` under mpiexec on this machine.
+  pid_t spawn_ranks(int ranks, const std::vector<std::string>& args,
+                    const std::vector<std::pair<std::string, std::string>>& env = {}) {
+#ifdef TRAINBENCH_MPIEXEC
+    std::vector<std::string> command = {TRAINBENCH_MPIEXEC,    "-np",
+                                        std::to_string(ranks), "--oversubscribe",
+                                        "--allow-run-as-root", TRAINBENCH_BINARY};
+    command.insert(command.end(), args.begin(), args.end());
+    return spawn_program(command, env);
+#else
+    (void)ranks, (void)args, (void)env;
+    return -1;
+#endif
+  }
+
+  // The pid of rank `rank` of a run writing `report`, read from the ranks' environments.
+  static pid_t find_rank(int rank, const std::string& report) {
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::string command = slurp(entry.path() / "cmdline");
+      if (command.find(report) == std::string::npos || command.find("mpiexec") != std::string::npos)
+        continue;
+      std::string environment = slurp(entry.path() / "environ");
+      std::replace(environment.begin(), environment.end(), '\0', '\n');
+      if (environment.find(fmt::format("\nOMPI_COMM_WORLD_RANK={}\n", rank)) != std::string::npos)
+        return std::stoi(name);
+    }
+    return -1;
+  }
+
+  // Waits until the report on disk holds `results` results (or the run ended).
+  void wait_for_results(std::size_t results, pid_t launcher) {
+    for (int i = 0; i < 600; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (waitpid(launcher, nullptr, WNOHANG) != 0) return;
+      try {
+        if (fs::exists(report_path()) && read_report(report_path())["results"].size() >= results)
+          return;
+      } catch (const std::exception&) {
+      }
+    }
+  }
+
+  // Five cases of about a second each.
+  std::vector<std::string> slow_cases() const {
+    std::vector<std::string> args = {
+        "run",        "-b", "cpu-onednn",    "-o", report_path(),       "--min-reps", "20",
+        "--max-reps", "20", "--time-budget", "0",  "--min-sample-time", "0.05"};
+    for (int i = 0; i < 5; ++i)
+      args.insert(args.end(), {"-w", fmt::format("stream n={}", 1000000 + i)});
+    return args;
+  }
+};
+
+TEST_F(Ranks, TwoRanksWriteOneReportWithTheWorldBlock) {
+  std::vector<std::string> args = {"run", "-b",         "cpu-onednn", "-w", "gemm m=64 n=48 k=32",
+                                   "-o",  report_path()};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  const Outcome outcome = wait_for(spawn_ranks(2, args));
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  const nlohmann::json& world = report["world"];
+  EXPECT_EQ(world["size"], 2);
+  EXPECT_EQ(world["ranks_per_node"], 2);
+  EXPECT_TRUE(world["launched"].get<bool>());
+  EXPECT_NE(world["mpi"].get<std::string>().find("MPI"), std::string::npos);
+  ASSERT_EQ(world["ranks"].size(), 2u);
+  EXPECT_EQ(world["ranks"][1]["rank"], 1);
+  ASSERT_EQ(report["results"].size(), 1u);
+  const nlohmann::json& result = report["results"][0];
+  EXPECT_EQ(result["status"], "passed") << result.dump();
+  ASSERT_EQ(result["ranks"].size(), 2u);
+  for (const nlohmann::json& rank : result["ranks"]) EXPECT_EQ(rank["status"], "passed");
+  // Rank 0 alone prints the table: one header line.
+  EXPECT_EQ(std::count(outcome.out.begin(), outcome.out.end(), '\n'), 2) << outcome.out;
+}
+
+TEST_F(Ranks, RanksThatDisagreeOnTheCasesEndTheJobWithTheReason) {
+  // Each rank asks for another size: their results could not be combined.
+  const std::string line = fmt::format(
+      "exec {} run -b cpu-onednn -w \"gemm m=$((64 + OMPI_COMM_WORLD_RANK)) n=8 k=8\" -o {}",
+      TRAINBENCH_BINARY, report_path());
+#ifdef TRAINBENCH_MPIEXEC
+  const Outcome outcome = wait_for(spawn_program({TRAINBENCH_MPIEXEC, "-np", "2", "--oversubscribe",
+                                                  "--allow-run-as-root", "/bin/sh", "-c", line},
+                                                 {}));
+  EXPECT_NE(outcome.exit_code, 0);
+  EXPECT_NE(outcome.err.find("rank 1 does not run what rank 0 runs"), std::string::npos)
+      << outcome.err;
+  EXPECT_NE(outcome.err.find("gemm m=65"), std::string::npos) << outcome.err;
+  EXPECT_FALSE(fs::exists(report_path()));
+#endif
+}
+
+TEST_F(Ranks, ADyingRankEndsTheJobAndTheReportKeepsFinishedCases) {
+  const pid_t launcher = spawn_ranks(2, slow_cases());
+  wait_for_results(1, launcher);
+  const pid_t victim = find_rank(1, report_path());
+  ASSERT_GT(victim, 0) << "rank 1 not found (did the run end early?)";
+  kill(victim, SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome outcome = wait_for(launcher);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  EXPECT_NE(outcome.exit_code, 0);
+  const nlohmann::json report = read_report(report_path());
+  EXPECT_GE(report["results"].size(), 1u);
+  EXPECT_LT(report["results"].size(), 5u);
+  EXPECT_EQ(report["results"][0]["status"], "passed");
+  EXPECT_TRUE(report["finished_at"].is_null());
+}
+
+TEST_F(Ranks, AHangingRankEndsTheJobAfterTheRankTimeoutWithTheReason) {
+  const pid_t launcher = spawn_ranks(2, slow_cases(), {{"TRAINBENCH_RANK_TIMEOUT", "5"}});
+  wait_for_results(1, launcher);
+  const pid_t sleeper = find_rank(1, report_path());
+  ASSERT_GT(sleeper, 0) << "rank 1 not found (did the run end early?)";
+  kill(sleeper, SIGSTOP);  // alive, but never reaches the next exchange
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome outcome = wait_for(launcher);
+  kill(sleeper, SIGKILL);  // in case the launcher left it
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  EXPECT_NE(outcome.exit_code, 0);
+  EXPECT_NE(outcome.err.find("waited 5 s"), std::string::npos) << outcome.err;
+  EXPECT_NE(outcome.err.find("died or hangs"), std::string::npos) << outcome.err;
+  EXPECT_GE(read_report(report_path())["results"].size(), 1u);
+}
+
+}  // namespace
+}  // namespace tb
