@@ -44,7 +44,9 @@ class Ranks : public Cli {
       const std::string command = slurp(entry.path() / "cmdline");
       if (command.find(report) == std::string::npos || command.find("mpiexec") != std::string::npos)
         continue;
-      std::string environment = slurp(entry.path() / "environ");
+      std::string environment(1, '\n');  // so the first variable starts after a newline too
+      environment += slurp(entry.path() / "environ");
+      environment += '\n';
       std::replace(environment.begin(), environment.end(), '\0', '\n');
       if (environment.find(fmt::format("\nOMPI_COMM_WORLD_RANK={}\n", rank)) != std::string::npos)
         return std::stoi(name);
@@ -56,7 +58,10 @@ class Ranks : public Cli {
   void wait_for_results(std::size_t results, pid_t launcher) {
     for (int i = 0; i < 600; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      if (waitpid(launcher, nullptr, WNOHANG) != 0) return;
+      siginfo_t info{};  // WNOWAIT: the launcher's exit status stays for wait_for
+      if (waitid(P_PID, static_cast<id_t>(launcher), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == launcher)
+        return;
       try {
         if (fs::exists(report_path()) && read_report(report_path())["results"].size() >= results)
           return;
