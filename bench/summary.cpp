@@ -195,15 +195,16 @@ void add_data_parallel(const CommunicationProjection& p, Answer* a) {
                     "gradients), by ranks:",
                     m.backend, m.name, m.dtype, fabric->name, format_seconds(m.step_s),
                     format_bytes(4 * m.parameters)));
-    a->data["data_parallel"].push_back({{"model", m.name},
-                                        {"workload", m.workload},
-                                        {"backend", m.backend},
-                                        {"dtype", m.dtype},
-                                        {"fabric", fabric->name},
-                                        {"step_s", m.step_s},
-                                        {"hidden_fraction", m.hidden_fraction.value_or(-1)},
-                                        {"rows", rows}});
-    if (!m.hidden_fraction) a->data["data_parallel"].back()["hidden_fraction"] = nullptr;
+    a->data["data_parallel"].push_back(
+        {{"model", m.name},
+         {"workload", m.workload},
+         {"backend", m.backend},
+         {"dtype", m.dtype},
+         {"fabric", fabric->name},
+         {"step_s", m.step_s},
+         {"hidden_fraction",
+          m.hidden_fraction ? nlohmann::json(*m.hidden_fraction) : nlohmann::json(nullptr)},
+         {"rows", rows}});
   }
 }
 

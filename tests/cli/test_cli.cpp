@@ -513,6 +513,12 @@ TEST_F(Cli, SummaryProjectsGradientAllReduceFromTheMeasuredSweep) {
   EXPECT_EQ(p["data_parallel"][0]["hidden_fraction"], 0.75);  // from the 2-rank result
   EXPECT_EQ(p["data_parallel"][0]["rows"].size(), 10u);       // 2 .. 1024 ranks
   EXPECT_EQ(p["data_parallel"][0]["rows"].back()["ranks"], 1024);
+  // 2 ranks: 2 s step + 2 x 3 us + 102 MB of fp32 gradients / 8 GB/s, nothing hidden.
+  const nlohmann::json& two = p["data_parallel"][0]["rows"][0];
+  EXPECT_NEAR(two["no_overlap"]["step_s"].get<double>(), 2 + 6e-6 + 4 * 25557032 / 8e9, 1e-9);
+  EXPECT_DOUBLE_EQ(two["full_overlap"]["step_s"].get<double>(), 2);
+  EXPECT_NEAR(two["measured_overlap"]["step_s"].get<double>(),
+              2 + 0.25 * two["all_reduce_s"].get<double>(), 1e-12);
 
   const Outcome table = run({"summary", data("allreduce_sweep.json")});
   ASSERT_EQ(table.exit_code, 0) << table.err;
@@ -524,6 +530,18 @@ TEST_F(Cli, SummaryProjectsGradientAllReduceFromTheMeasuredSweep) {
   const Outcome markdown = run({"summary", data("allreduce_sweep.json"), "--format", "markdown"});
   EXPECT_NE(markdown.out.find("| 10 B fp32 | 40 GB | 8.75 s | 2.22 s |"), std::string::npos)
       << markdown.out;
+
+  // Without the data-parallel result only the bounds remain.
+  nlohmann::json report = nlohmann::json::parse(slurp(data("allreduce_sweep.json")));
+  report["results"].erase(report["results"].size() - 1);
+  const std::string path = (dir_ / "no_overlap_measured.json").string();
+  std::ofstream(path) << report.dump();
+  const Outcome bounds = run({"summary", path, "--format", "json"});
+  ASSERT_EQ(bounds.exit_code, 0) << bounds.err;
+  const nlohmann::json step =
+      nlohmann::json::parse(bounds.out)[6]["projection"]["data_parallel"][0];
+  EXPECT_TRUE(step["hidden_fraction"].is_null());
+  EXPECT_FALSE(step["rows"][0].contains("measured_overlap"));
 }
 
 TEST_F(Cli, SummaryShowsWhereAStepsTimeGoes) {
