@@ -77,7 +77,8 @@ constexpr const char* kCommunicationAssumptions =
     "the per-step latency fitted to the measured sweep, B the link's rate per direction: the "
     "measured bus bandwidth or a stated raw signalling rate, so stated links' times are lower "
     "bounds); overlap with backward as measured, else its bounds (none, full); no congestion; "
-    "the measured models' gradients all-reduced in fp32 (4 bytes per parameter)";
+    "the measured models' gradients as their data-parallel step exchanged them, else in fp32 (4 "
+    "bytes per parameter)";
 
 std::string format_bytes(double bytes) {
   if (bytes >= 1e9) return fmt::format("{:.3g} GB", bytes / 1e9);
@@ -102,7 +103,7 @@ std::vector<Gradients> projected_gradients(const CommunicationProjection& p) {
   std::vector<Gradients> gradients;
   for (const MeasuredModel& m : p.models)
     if (std::none_of(gradients.begin(), gradients.end(), [&](auto& g) { return g.name == m.name; }))
-      gradients.push_back({m.name, m.parameters, 4});
+      gradients.push_back({m.name, m.parameters, m.gradient_bytes / m.parameters});
   for (Gradients& g : reference_gradients()) gradients.push_back(std::move(g));
   return gradients;
 }
@@ -155,7 +156,7 @@ TextTable data_parallel_table(const MeasuredModel& m, const Link& fabric, nlohma
   }
   TextTable table(header);
   for (int ranks : projected_rank_counts()) {
-    const double all_reduce = ring_all_reduce_seconds(fabric, ranks, 4 * m.parameters);
+    const double all_reduce = ring_all_reduce_seconds(fabric, ranks, m.gradient_bytes);
     std::vector<std::string> row = {std::to_string(ranks), format_seconds(all_reduce)};
     nlohmann::json json_row = {{"ranks", ranks}, {"all_reduce_s", all_reduce}};
     for (const auto& [name, hidden] :
@@ -190,11 +191,15 @@ void add_data_parallel(const CommunicationProjection& p, Answer* a) {
       if (f.name == "measured " + m.backend) fabric = &f;
     nlohmann::json rows = nlohmann::json::array();
     a->tables.push_back(data_parallel_table(m, *fabric, &rows));
-    a->titles.push_back(
-        fmt::format("Data-parallel step of {} {} [{}] over {} ({} per rank at 1 rank, {} of fp32 "
-                    "gradients), by ranks:",
-                    m.backend, m.name, m.dtype, fabric->name, format_seconds(m.step_s),
-                    format_bytes(4 * m.parameters)));
+    const std::string measured =
+        m.measured_ranks ? fmt::format("; measured at {} ranks: {:.1f}% efficiency with overlap",
+                                       m.measured_ranks, 100 * m.measured_efficiency)
+                         : "";
+    a->titles.push_back(fmt::format(
+        "Data-parallel step of {} {} [{}] over {} ({} per rank at 1 rank, {} of gradients{}), by "
+        "ranks:",
+        m.backend, m.name, m.dtype, fabric->name, format_seconds(m.step_s),
+        format_bytes(m.gradient_bytes), measured));
     a->data["data_parallel"].push_back(
         {{"model", m.name},
          {"workload", m.workload},
@@ -202,6 +207,7 @@ void add_data_parallel(const CommunicationProjection& p, Answer* a) {
          {"dtype", m.dtype},
          {"fabric", fabric->name},
          {"step_s", m.step_s},
+         {"gradient_bytes", m.gradient_bytes},
          {"hidden_fraction",
           m.hidden_fraction ? nlohmann::json(*m.hidden_fraction) : nlohmann::json(nullptr)},
          {"rows", rows}});

@@ -156,40 +156,52 @@ std::vector<MeasuredSweep> all_reduce_sweeps(const std::vector<const nlohmann::j
   return out;
 }
 
-// The part of the all-reduce backward hid in a data-parallel result: 1 - unhidden / communication.
-std::optional<double> hidden_fraction(const nlohmann::json& result) {
-  const nlohmann::json& d = result["details"];
-  if (!d.contains("communication_s") || !d.contains("unhidden_communication_s")) return {};
-  const double communication = d["communication_s"], unhidden = d["unhidden_communication_s"];
-  if (!(communication > 0)) return {};
-  return std::clamp(1 - unhidden / communication, 0.0, 1.0);
+// A training step (read by samples/s, not a time to train: a step time is what scales), as a
+// model whose gradients a data-parallel step exchanges; null for any other result.
+std::optional<MeasuredModel> measured_model(const nlohmann::json& r) {
+  const auto headline = result_headline(r);
+  const nlohmann::json& details = r["details"];
+  if (!headline || headline->headline.metric != "samples_per_s" || !details.is_object() ||
+      !details.contains("parameters"))
+    return std::nullopt;
+  const Descriptor d = Descriptor::parse(r["workload"].get<std::string>());
+  const double parameters = details["parameters"];
+  MeasuredModel m{fmt::format("{}{} ({:.3g} M parameters)", d.kind(),
+                              d.has("model") ? " " + *d.get("model") : "", parameters / 1e6),
+                  r["backend"],
+                  r["dtype"],
+                  r["workload"],
+                  parameters,
+                  4 * parameters,
+                  r["stats"]["median_s"].get<double>()};
+  if (!details.contains("data_parallel")) return m;
+  // Across ranks: the world-size-1 step measured in the same run, the gradients it exchanged,
+  // and how much of their all-reduce backward hid with overlap on.
+  const nlohmann::json& dp = details["data_parallel"];
+  m.step_s = dp.value("one_rank_step_s", m.step_s);
+  m.gradient_bytes = dp.value("gradient_bytes", m.gradient_bytes);
+  m.measured_ranks = dp.value("world_size", 0);
+  if (dp.contains("overlap_on")) m.measured_efficiency = dp["overlap_on"]["scaling_efficiency"];
+  const double communication = dp.value("communication_s", 0.0);
+  if (communication > 0 && dp.contains("overlap_on"))
+    m.hidden_fraction = std::clamp(
+        1 - dp["overlap_on"]["unhidden_communication_s"].get<double>() / communication, 0.0, 1.0);
+  return m;
 }
 
+// One model per (backend, kind, dtype): a data-parallel result where there is one (it carries
+// the world-size-1 step too), else the world-size-1 result.
 std::vector<MeasuredModel> measured_models(const std::vector<const nlohmann::json*>& passed) {
-  std::vector<MeasuredModel> models;
-  std::map<std::pair<std::string, std::string>, double> hidden;  // (backend, kind) -> fraction
-  for (const nlohmann::json* r : passed) {
-    // Training steps (read by samples/s), not a time to train: a step time is what scales.
-    const auto headline = result_headline(*r);
-    if (!headline || headline->headline.metric != "samples_per_s" || !(*r)["details"].is_object() ||
-        !(*r)["details"].contains("parameters"))
-      continue;
-    const Descriptor d = Descriptor::parse((*r)["workload"].get<std::string>());
-    const std::string kind = d.kind();
-    if (world_size(*r) > 1) {
-      if (const auto f = hidden_fraction(*r)) hidden[{(*r)["backend"], kind}] = *f;
-      continue;
+  std::map<std::tuple<std::string, std::string, std::string>, MeasuredModel> models;
+  for (const nlohmann::json* r : passed)
+    if (std::optional<MeasuredModel> m = measured_model(*r)) {
+      auto [it, added] =
+          models.try_emplace({m->backend, descriptor_kind(m->workload), m->dtype}, *m);
+      if (!added && m->measured_ranks > it->second.measured_ranks) it->second = *m;
     }
-    const double parameters = (*r)["details"]["parameters"];
-    const std::string model = d.has("model") ? " " + *d.get("model") : "";
-    models.push_back({fmt::format("{}{} ({:.3g} M parameters)", kind, model, parameters / 1e6),
-                      (*r)["backend"], (*r)["dtype"], (*r)["workload"], parameters,
-                      (*r)["stats"]["median_s"].get<double>(), std::nullopt});
-  }
-  for (MeasuredModel& m : models)
-    if (const auto it = hidden.find({m.backend, descriptor_kind(m.workload)}); it != hidden.end())
-      m.hidden_fraction = it->second;
-  return models;
+  std::vector<MeasuredModel> out;
+  for (auto& [key, m] : models) out.push_back(std::move(m));
+  return out;
 }
 
 // Per backend, the sweep that stands for its fabric: fitted, f32 out of place first.

@@ -91,10 +91,14 @@ struct MeasuredSweep {
 struct MeasuredModel {
   std::string name, backend, dtype, workload;
   double parameters = 0;
-  double step_s = 0;  // median per-rank step at world size 1
-  // Of the all-reduce, the part backward hid: from a data-parallel result of the same kind on
-  // the same backend (details communication_s and unhidden_communication_s); null: not measured.
-  std::optional<double> hidden_fraction;
+  double gradient_bytes = 0;  // exchanged per step: as a data-parallel result says, else fp32
+  double step_s = 0;          // per-rank step at world size 1
+  // Of the all-reduce, the part backward hid, 1 - unhidden / communication, from a data-parallel
+  // result (details.data_parallel: communication_s, overlap_on.unhidden_communication_s); null:
+  // not measured.
+  std::optional<double> hidden_fraction = std::nullopt;
+  int measured_ranks = 0;  // that result's world size and scaling efficiency (overlap on)
+  double measured_efficiency = 0;
 };
 struct CommunicationProjection {
   std::vector<MeasuredSweep> sweeps;  // every all-reduce sweep in the report

@@ -149,7 +149,7 @@ nlohmann::json fixture() {
 
 // The fixture follows the collectives' report contract: a 2-rank f32 sweep (alpha 6 us,
 // algbw 8 GB/s), a 3-size bf16 one, a world-size-1 one, a failed case, a model step and its
-// 2-rank data-parallel result with communication and unhidden time.
+// 2-rank data-parallel result (details.data_parallel as data_parallel_training.cpp writes it).
 TEST(Projection, ReadsTheReportByTheCollectivesContract) {
   const nlohmann::json report = read_report(std::string(TRAINBENCH_TEST_DATA) +
                                             "/allreduce_sweep.json");  // the schema accepts it
@@ -177,7 +177,10 @@ TEST(Projection, ReadsTheReportByTheCollectivesContract) {
   EXPECT_EQ(p.models[0].parameters, 25557032);
   EXPECT_DOUBLE_EQ(p.models[0].step_s, 2.0);
   ASSERT_TRUE(p.models[0].hidden_fraction);
-  EXPECT_DOUBLE_EQ(*p.models[0].hidden_fraction, 0.75);  // 1 - 0.05 / 0.2
+  EXPECT_NEAR(*p.models[0].hidden_fraction, 0.75, 1e-12);  // 1 - (2.1 - 2.05) / 0.2
+  EXPECT_EQ(p.models[0].measured_ranks, 2);  // the data-parallel result stands for the model
+  EXPECT_DOUBLE_EQ(p.models[0].measured_efficiency, 2.0 / 2.1);
+  EXPECT_EQ(p.models[0].gradient_bytes, 102228128);
 }
 
 TEST(Projection, AReportWithoutSweepHasNothingToFit) {
