@@ -12,6 +12,7 @@
 #include "backends/cpu/peak.h"
 #include "backends/cpu/stream.h"
 #include "backends/cpu/training_ops.h"
+#include "backends/overloaded.h"
 
 namespace tb::cpu {
 namespace {
@@ -231,13 +232,17 @@ std::unique_ptr<Timer> CpuBackend::make_timer() {
 }
 
 Status CpuBackend::plan(const OpDesc& op, std::unique_ptr<Plan>* out) {
-  if (const auto* stream = std::get_if<StreamOp>(&op)) return plan_stream(*stream, out);
-  if (const auto* peak = std::get_if<PeakOp>(&op))
-    return plan_peak(*peak, host_, placement_.threads, isa_level_, out);
-  if (std::holds_alternative<TransferOp>(op))
-    return Status::Unimplemented(
-        fmt::format("{}: no transfers, host memory is the device's memory", name_));
-  return plan_shared_training_op(op, out);
+  return std::visit(
+      Overloaded{[&](const StreamOp& stream) { return plan_stream(stream, out); },
+                 [&](const PeakOp& peak) {
+                   return plan_peak(peak, host_, placement_.threads, isa_level_, out);
+                 },
+                 [&](const TransferOp&) {
+                   return Status::Unimplemented(
+                       fmt::format("{}: no transfers, host memory is the device's memory", name_));
+                 },
+                 [&](const auto&) { return plan_shared_training_op(op, out); }},
+      op);
 }
 
 Status CpuBackend::import_operand(const Plan& plan, int index, const void* plain_host,

@@ -901,6 +901,203 @@ Status make_plan(DType dtype, std::vector<OperandSpec> operands, std::string_vie
   return Status::Ok();
 }
 
+// One plan() per op the shared CPU code has; the f64 GEMM, convolution and fully connected
+// layer are the reference only, so their other dtypes answer as a missing op does.
+class SharedPlanner {
+ public:
+  SharedPlanner(const CpuKernels* kernels, const OpDesc& desc, std::unique_ptr<Plan>* out)
+      : k_(kernels), desc_(desc), out_(out) {}
+
+  Status plan(const BatchNormOp& o) const {
+    return make_plan(
+        o.dtype, batch_norm_operands(o), "batch norm", k_,
+        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+          if (o.inference)
+            batch_norm_inference<T>(*k, o, b);
+          else if (o.pass == Pass::forward)
+            batch_norm_forward<T>(*k, o, b);
+          else
+            batch_norm_backward<T>(*k, o, b);
+        },
+        out_);
+  }
+  Status plan(const EltwiseOp& o) const {
+    static constexpr const char* kNames[] = {"ReLU", "GELU (erf)", "tanh"};
+    return make_plan(
+        o.dtype, eltwise_operands(o), kNames[static_cast<int>(o.kind)],
+        o.kind == EltwiseKind::relu ? k_ : nullptr,
+        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+          const bool forward = o.pass == Pass::forward;
+          switch (o.kind) {
+            case EltwiseKind::relu:
+              forward ? relu_forward<T>(*k, o.count, b) : relu_backward<T>(*k, o.count, b);
+              break;
+            case EltwiseKind::gelu:
+              forward ? gelu_forward<T>(o.count, b) : gelu_backward<T>(o.count, b);
+              break;
+            case EltwiseKind::tanh:
+              forward ? tanh_forward<T>(o.count, b) : tanh_backward<T>(o.count, b);
+              break;
+          }
+        },
+        out_);
+  }
+  Status plan(const LayerNormOp& o) const {
+    return make_plan(
+        o.dtype, layer_norm_operands(o), "layer norm", nullptr,
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? layer_norm_forward<T>(o, b) : layer_norm_backward<T>(o, b);
+        },
+        out_);
+  }
+  Status plan(const SoftmaxOp& o) const {
+    if (o.rows_per_mask < 1 || o.rows % o.rows_per_mask != 0)
+      return Status::InvalidArgument("softmax: rows must be a multiple of rows_per_mask");
+    return make_plan<Bf16Data::accepted>(
+        o.dtype, softmax_operands(o), o.masked ? "scaled masked softmax" : "scaled softmax",
+        o.pass == Pass::forward ? k_ : nullptr,
+        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? softmax_forward<T>(*k, o, b) : softmax_backward<T>(o, b);
+        },
+        out_);
+  }
+  Status plan(const EmbeddingOp& o) const {
+    return make_plan<Bf16Data::accepted>(
+        o.dtype, embedding_operands(o), o.pass == Pass::forward ? "row gather" : "row scatter-add",
+        nullptr,
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          if (o.pass == Pass::forward)
+            embedding_forward<T>(o, b);
+          else if (std::is_same_v<T, Bf16> && o.weight_table)
+            embedding_backward<T, float>(o, b);
+          else
+            embedding_backward<T, T>(o, b);
+        },
+        out_);
+  }
+  Status plan(const BinaryOp& o) const {
+    return make_plan(
+        o.dtype, binary_operands(o), o.fuse_relu ? "add + ReLU" : "add", k_,
+        [k = k_, o]<typename T>(T, std::span<const Buffer> b) { add<T>(*k, o, b); }, out_);
+  }
+  Status plan(const PoolOp& o) const {
+    const bool max = o.kind == PoolKind::max;
+    return make_plan(
+        o.dtype, pool_operands(o), max ? "max pooling" : "global average pooling", k_,
+        [k = k_, o, max]<typename T>(T, std::span<const Buffer> b) {
+          if (o.pass == Pass::forward)
+            max ? max_pool_forward<T>(*k, o, b) : average_pool_forward<T>(*k, o, b);
+          else
+            max ? max_pool_backward<T>(*k, o, b) : average_pool_backward<T>(*k, o, b);
+        },
+        out_);
+  }
+  Status plan(const SoftmaxCrossEntropyOp& o) const {
+    return make_plan(
+        o.dtype, softmax_cross_entropy_operands(o), "softmax cross-entropy",
+        o.pass == Pass::forward ? k_ : nullptr,
+        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+          o.pass == Pass::forward ? softmax_cross_entropy_forward<T>(*k, o, b)
+                                  : softmax_cross_entropy_backward<T>(o, b);
+        },
+        out_);
+  }
+  Status plan(const CastOp& o) const { return plan_cast(k_, o, out_); }
+  Status plan(const DropoutOp& o) const {
+    if (!(o.probability >= 0 && o.probability < 1))
+      return Status::InvalidArgument("dropout probability must be in [0, 1)");
+    // Forward and backward are the same map: keep and scale, or zero.
+    return make_plan<Bf16Data::accepted>(
+        o.dtype, dropout_operands(o), "dropout (counter-based mask, not stored)", k_,
+        [k = k_, o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(*k, o, b); }, out_);
+  }
+  Status plan(const UnscaleGradientsOp& o) const {
+    return make_plan(
+        o.dtype, unscale_gradients_operands(o), "gradient unscale and finite check", nullptr,
+        [o]<typename T>(T, std::span<const Buffer> b) { unscale_gradients<T>(o.count, b); }, out_);
+  }
+  Status plan(const OptimizerOp& o) const {
+    if (o.kind == OptimizerKind::lamb && o.count > std::numeric_limits<std::int32_t>::max())
+      return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
+    static constexpr const char* kNames[] = {"SGD with momentum", "AdamW", "LAMB"};
+    return make_plan(
+        o.dtype, optimizer_operands(o), kNames[static_cast<int>(o.kind)], k_,
+        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+          switch (o.kind) {
+            case OptimizerKind::sgd_momentum:
+              return sgd_momentum<T>(*k, o.count, b);
+            case OptimizerKind::adamw:
+              return adamw<T>(*k, o.count, b);
+            case OptimizerKind::lamb:
+              return lamb<T>(*k, o.tensors, b);
+          }
+        },
+        out_);
+  }
+  Status plan(const AttentionOp& o) const {
+    if (o.dtype != DType::f64)
+      return Status::Unimplemented(
+          "no fused attention on the CPU: oneDNN 2.6 has no scaled dot-product attention "
+          "primitive and OpenBLAS none (the shared CPU code holds the f64 reference only)");
+    if (o.batch < 1 || o.heads < 1 || o.sequence < 1 || o.head_dim < 1)
+      return Status::InvalidArgument("attention: batch, heads, sequence and head_dim must be >= 1");
+    return make_plan(
+        o.dtype, attention_operands(o), "fused attention", nullptr,
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          if constexpr (std::is_same_v<T, double>)
+            o.pass == Pass::forward ? attention_forward(o, b) : attention_backward(o, b);
+        },
+        out_);
+  }
+  Status plan(const GemmOp& o) const {
+    if (o.a_type != DType::f64) return missing();
+    if (o.b_type != DType::f64 || o.c_type != DType::f64)
+      return Status::Unimplemented("the shared f64 GEMM takes f64 operands only");
+    return make_plan(
+        DType::f64, gemm_operands(o), "strided-batched GEMM", nullptr,
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          if constexpr (std::is_same_v<T, double>) gemm(o, b);
+        },
+        out_);
+  }
+  Status plan(const ConvOp& o) const {
+    if (o.dtype != DType::f64) return missing();
+    if (o.epilogue != ConvEpilogue::none && o.direction != ConvDirection::forward)
+      return Status::InvalidArgument("a convolution epilogue is for the forward direction");
+    return make_plan(
+        o.dtype, conv_operands(o), "direct convolution", nullptr,
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          if constexpr (std::is_same_v<T, double>) {
+            if (o.direction == ConvDirection::forward) conv_forward(o, b);
+            if (o.direction == ConvDirection::backward_data) conv_backward_data(o, b);
+            if (o.direction == ConvDirection::backward_weights) conv_backward_weights(o, b);
+          }
+        },
+        out_);
+  }
+  Status plan(const FullyConnectedOp& o) const {
+    if (o.dtype != DType::f64) return missing();
+    return make_plan(
+        o.dtype, fully_connected_operands(o), "fully connected", nullptr,
+        [o]<typename T>(T, std::span<const Buffer> b) {
+          if constexpr (std::is_same_v<T, double>) fully_connected(o, b);
+        },
+        out_);
+  }
+  // Stream, peak and transfer (each backend's own), and the reference-only ops in other dtypes.
+  Status plan(const auto&) const { return missing(); }
+
+ private:
+  Status missing() const {
+    return Status::Unimplemented(
+        fmt::format("no shared CPU {} in this dtype (f64 reference only)", op_name(desc_)));
+  }
+
+  const CpuKernels* k_;  // the kernel level of the f32 and bf16 paths
+  const OpDesc& desc_;
+  std::unique_ptr<Plan>* out_;
+};
+
 }  // namespace
 
 template <typename T>
@@ -922,196 +1119,8 @@ Status plan_shared_training_op(const OpDesc& desc, std::unique_ptr<Plan>* out) {
   // The kernel level for the f32 and bf16 paths, chosen now (TRAINBENCH_MAX_ISA caps it).
   const CpuKernels* k = nullptr;
   if (Status status = kernels_from_environment(&k); !status.ok()) return status;
-  if (const auto* op = std::get_if<BatchNormOp>(&desc)) {
-    const BatchNormOp o = *op;
-    return make_plan(
-        o.dtype, batch_norm_operands(o), "batch norm", k,
-        [k, o]<typename T>(T, std::span<const Buffer> b) {
-          if (o.inference)
-            batch_norm_inference<T>(*k, o, b);
-          else if (o.pass == Pass::forward)
-            batch_norm_forward<T>(*k, o, b);
-          else
-            batch_norm_backward<T>(*k, o, b);
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<EltwiseOp>(&desc)) {
-    const EltwiseOp o = *op;
-    static constexpr const char* kNames[] = {"ReLU", "GELU (erf)", "tanh"};
-    return make_plan(
-        o.dtype, eltwise_operands(o), kNames[static_cast<int>(o.kind)],
-        o.kind == EltwiseKind::relu ? k : nullptr,
-        [k, o]<typename T>(T, std::span<const Buffer> b) {
-          const bool forward = o.pass == Pass::forward;
-          switch (o.kind) {
-            case EltwiseKind::relu:
-              forward ? relu_forward<T>(*k, o.count, b) : relu_backward<T>(*k, o.count, b);
-              break;
-            case EltwiseKind::gelu:
-              forward ? gelu_forward<T>(o.count, b) : gelu_backward<T>(o.count, b);
-              break;
-            case EltwiseKind::tanh:
-              forward ? tanh_forward<T>(o.count, b) : tanh_backward<T>(o.count, b);
-              break;
-          }
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<LayerNormOp>(&desc)) {
-    const LayerNormOp o = *op;
-    return make_plan(
-        o.dtype, layer_norm_operands(o), "layer norm", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
-          o.pass == Pass::forward ? layer_norm_forward<T>(o, b) : layer_norm_backward<T>(o, b);
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<SoftmaxOp>(&desc)) {
-    const SoftmaxOp o = *op;
-    if (o.rows_per_mask < 1 || o.rows % o.rows_per_mask != 0)
-      return Status::InvalidArgument("softmax: rows must be a multiple of rows_per_mask");
-    return make_plan<Bf16Data::accepted>(
-        o.dtype, softmax_operands(o), o.masked ? "scaled masked softmax" : "scaled softmax",
-        o.pass == Pass::forward ? k : nullptr,
-        [k, o]<typename T>(T, std::span<const Buffer> b) {
-          o.pass == Pass::forward ? softmax_forward<T>(*k, o, b) : softmax_backward<T>(o, b);
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<EmbeddingOp>(&desc)) {
-    const EmbeddingOp o = *op;
-    return make_plan<Bf16Data::accepted>(
-        o.dtype, embedding_operands(o), o.pass == Pass::forward ? "row gather" : "row scatter-add",
-        nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
-          if (o.pass == Pass::forward)
-            embedding_forward<T>(o, b);
-          else if (std::is_same_v<T, Bf16> && o.weight_table)
-            embedding_backward<T, float>(o, b);
-          else
-            embedding_backward<T, T>(o, b);
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<BinaryOp>(&desc)) {
-    const BinaryOp o = *op;
-    return make_plan(
-        o.dtype, binary_operands(o), o.fuse_relu ? "add + ReLU" : "add", k,
-        [k, o]<typename T>(T, std::span<const Buffer> b) { add<T>(*k, o, b); }, out);
-  }
-  if (const auto* op = std::get_if<PoolOp>(&desc)) {
-    const PoolOp o = *op;
-    const bool max = o.kind == PoolKind::max;
-    return make_plan(
-        o.dtype, pool_operands(o), max ? "max pooling" : "global average pooling", k,
-        [k, o, max]<typename T>(T, std::span<const Buffer> b) {
-          if (o.pass == Pass::forward)
-            max ? max_pool_forward<T>(*k, o, b) : average_pool_forward<T>(*k, o, b);
-          else
-            max ? max_pool_backward<T>(*k, o, b) : average_pool_backward<T>(*k, o, b);
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<SoftmaxCrossEntropyOp>(&desc)) {
-    const SoftmaxCrossEntropyOp o = *op;
-    return make_plan(
-        o.dtype, softmax_cross_entropy_operands(o), "softmax cross-entropy",
-        o.pass == Pass::forward ? k : nullptr,
-        [k, o]<typename T>(T, std::span<const Buffer> b) {
-          o.pass == Pass::forward ? softmax_cross_entropy_forward<T>(*k, o, b)
-                                  : softmax_cross_entropy_backward<T>(o, b);
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<CastOp>(&desc)) return plan_cast(k, *op, out);
-  if (const auto* op = std::get_if<DropoutOp>(&desc)) {
-    const DropoutOp o = *op;
-    if (!(o.probability >= 0 && o.probability < 1))
-      return Status::InvalidArgument("dropout probability must be in [0, 1)");
-    // Forward and backward are the same map: keep and scale, or zero.
-    return make_plan<Bf16Data::accepted>(
-        o.dtype, dropout_operands(o), "dropout (counter-based mask, not stored)", k,
-        [k, o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(*k, o, b); }, out);
-  }
-  if (const auto* op = std::get_if<UnscaleGradientsOp>(&desc)) {
-    const UnscaleGradientsOp o = *op;
-    return make_plan(
-        o.dtype, unscale_gradients_operands(o), "gradient unscale and finite check", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) { unscale_gradients<T>(o.count, b); }, out);
-  }
-  if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
-    const OptimizerOp o = *op;
-    if (o.kind == OptimizerKind::lamb && o.count > std::numeric_limits<std::int32_t>::max())
-      return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
-    static constexpr const char* kNames[] = {"SGD with momentum", "AdamW", "LAMB"};
-    return make_plan(
-        o.dtype, optimizer_operands(o), kNames[static_cast<int>(o.kind)], k,
-        [k, o]<typename T>(T, std::span<const Buffer> b) {
-          switch (o.kind) {
-            case OptimizerKind::sgd_momentum:
-              return sgd_momentum<T>(*k, o.count, b);
-            case OptimizerKind::adamw:
-              return adamw<T>(*k, o.count, b);
-            case OptimizerKind::lamb:
-              return lamb<T>(*k, o.tensors, b);
-          }
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<AttentionOp>(&desc)) {
-    if (op->dtype != DType::f64)
-      return Status::Unimplemented(
-          "no fused attention on the CPU: oneDNN 2.6 has no scaled dot-product attention "
-          "primitive and OpenBLAS none (the shared CPU code holds the f64 reference only)");
-    const AttentionOp o = *op;
-    if (o.batch < 1 || o.heads < 1 || o.sequence < 1 || o.head_dim < 1)
-      return Status::InvalidArgument("attention: batch, heads, sequence and head_dim must be >= 1");
-    return make_plan(
-        o.dtype, attention_operands(o), "fused attention", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
-          if constexpr (std::is_same_v<T, double>)
-            o.pass == Pass::forward ? attention_forward(o, b) : attention_backward(o, b);
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<GemmOp>(&desc); op && op->a_type == DType::f64) {
-    if (op->b_type != DType::f64 || op->c_type != DType::f64)
-      return Status::Unimplemented("the shared f64 GEMM takes f64 operands only");
-    const GemmOp o = *op;
-    return make_plan(
-        DType::f64, gemm_operands(o), "strided-batched GEMM", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
-          if constexpr (std::is_same_v<T, double>) gemm(o, b);
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<ConvOp>(&desc); op && op->dtype == DType::f64) {
-    const ConvOp o = *op;
-    if (o.epilogue != ConvEpilogue::none && o.direction != ConvDirection::forward)
-      return Status::InvalidArgument("a convolution epilogue is for the forward direction");
-    return make_plan(
-        o.dtype, conv_operands(o), "direct convolution", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
-          if constexpr (std::is_same_v<T, double>) {
-            if (o.direction == ConvDirection::forward) conv_forward(o, b);
-            if (o.direction == ConvDirection::backward_data) conv_backward_data(o, b);
-            if (o.direction == ConvDirection::backward_weights) conv_backward_weights(o, b);
-          }
-        },
-        out);
-  }
-  if (const auto* op = std::get_if<FullyConnectedOp>(&desc); op && op->dtype == DType::f64) {
-    const FullyConnectedOp o = *op;
-    return make_plan(
-        o.dtype, fully_connected_operands(o), "fully connected", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
-          if constexpr (std::is_same_v<T, double>) fully_connected(o, b);
-        },
-        out);
-  }
-  return Status::Unimplemented(
-      fmt::format("no shared CPU {} in this dtype (f64 reference only)", op_name(desc)));
+  const SharedPlanner planner(k, desc, out);
+  return std::visit([&](const auto& op) { return planner.plan(op); }, desc);
 }
 
 }  // namespace tb::cpu

@@ -25,6 +25,7 @@
 #endif
 #include "backends/cuda/training_ops.h"
 #include "backends/operands.h"
+#include "backends/overloaded.h"
 
 namespace tb {
 namespace {
@@ -347,58 +348,33 @@ class CudaBackend final : public Backend {
     return Status::Unimplemented("cuda: built without NCCL, so no collectives");
 #endif
   }
-  std::string broken() const override { return health_->broken; }
+  std::string broken() const override {
+    return health_->broken;
+  }
   std::unique_ptr<TelemetryMonitor> start_telemetry() override {
     return nvml_ ? Nvml::monitor(nvml_, current_device()) : nullptr;
   }
 
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
     if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
-    if (const auto* stream = std::get_if<StreamOp>(&op)) {
-      if (stream->n <= 0) return Status::InvalidArgument("stream needs n > 0");
-      *out = std::make_unique<StreamPlan>(*stream, properties_.multiProcessorCount);
-      return Status::Ok();
-    }
-    if (const auto* gemm = std::get_if<GemmOp>(&op))
-      return plan_cublaslt_gemm(lt_, *gemm, out, properties_.major * 10 + properties_.minor);
-    if (const auto* conv = std::get_if<ConvOp>(&op)) return cudnn_.plan(*conv, out);
-    if (const auto* attention = std::get_if<AttentionOp>(&op))
-      return cudnn_.plan(*attention, properties_.major * 10 + properties_.minor, out);
-    if (const auto* transfer = std::get_if<TransferOp>(&op)) {
-      *out = std::make_unique<TransferPlan>(*transfer);
-      return Status::Ok();
-    }
-    if (const auto* peak = std::get_if<PeakOp>(&op)) {
-      if (peak->iterations <= 0 || peak->iterations > kPeakMaxIterations)
-        return Status::InvalidArgument("peak iterations must be in [1, 2^22]");
-      if (peak->dtype == DType::f32) {
-        *out = std::make_unique<PeakPlan>(*peak, properties_.multiProcessorCount);
-        return Status::Ok();
-      }
-      const bool tensor =
-          peak->dtype == DType::bf16 || peak->dtype == DType::f16 || peak->dtype == DType::tf32;
-      if (!tensor || properties_.major < 8)
-        return Status::Unimplemented(fmt::format(
-            "cuda: no {} peak probe (Tensor Core probes: bf16, f16, tf32 on sm_80 and up)",
-            dtype_name(peak->dtype)));
-      if (peak->iterations > kTensorPeakMaxIterations)
-        return Status::InvalidArgument(
-            "Tensor Core peak: at most 2^19 iterations (beyond, a product falls below the "
-            "accumulator's last bit and the exact check would fail)");
-      *out = std::make_unique<TensorPeakPlan>(*peak, properties_.multiProcessorCount);
-      return Status::Ok();
-    }
-    // Batch norm through cuDNN where it takes the op (channels-last 16-bit training), else the
-    // own kernels, which then say why cuDNN's did not run (a GPU test holds the bf16 step to
-    // cuDNN's, so a refusal there does not go unseen; a benchmark still gets its figures).
-    if (const auto* norm = std::get_if<BatchNormOp>(&op)) {
-      const Status cudnn = cudnn_.plan(*norm, out);
-      if (cudnn.ok()) return cudnn;
-      TB_RETURN_IF_ERROR(plan_training_op(lt_, op, out));
-      static_cast<CudaPlan&>(**out).note(fmt::format("; not cuDNN's: {}", cudnn.message()));
-      return Status::Ok();
-    }
-    return plan_training_op(lt_, op, out);
+    const int compute_capability = properties_.major * 10 + properties_.minor;
+    return std::visit(
+        Overloaded{[&](const StreamOp& stream) { return plan_stream(stream, out); },
+                   [&](const GemmOp& gemm) {
+                     return plan_cublaslt_gemm(lt_, gemm, out, compute_capability);
+                   },
+                   [&](const ConvOp& conv) { return cudnn_.plan(conv, out); },
+                   [&](const AttentionOp& attention) {
+                     return cudnn_.plan(attention, compute_capability, out);
+                   },
+                   [&](const TransferOp& transfer) {
+                     *out = std::make_unique<TransferPlan>(transfer);
+                     return Status::Ok();
+                   },
+                   [&](const PeakOp& peak) { return plan_peak(peak, out); },
+                   [&](const BatchNormOp& norm) { return plan_batch_norm(norm, op, out); },
+                   [&](const auto&) { return plan_training_op(lt_, op, out); }},
+        op);
   }
   Status import_operand(const Plan& plan, int index, const void* plain, Buffer device) override {
     if (device.kind != MemoryKind::device)
@@ -425,6 +401,42 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  Status plan_stream(const StreamOp& stream, std::unique_ptr<Plan>* out) const {
+    if (stream.n <= 0) return Status::InvalidArgument("stream needs n > 0");
+    *out = std::make_unique<StreamPlan>(stream, properties_.multiProcessorCount);
+    return Status::Ok();
+  }
+  Status plan_peak(const PeakOp& peak, std::unique_ptr<Plan>* out) const {
+    if (peak.iterations <= 0 || peak.iterations > kPeakMaxIterations)
+      return Status::InvalidArgument("peak iterations must be in [1, 2^22]");
+    if (peak.dtype == DType::f32) {
+      *out = std::make_unique<PeakPlan>(peak, properties_.multiProcessorCount);
+      return Status::Ok();
+    }
+    const bool tensor =
+        peak.dtype == DType::bf16 || peak.dtype == DType::f16 || peak.dtype == DType::tf32;
+    if (!tensor || properties_.major < 8)
+      return Status::Unimplemented(fmt::format(
+          "cuda: no {} peak probe (Tensor Core probes: bf16, f16, tf32 on sm_80 and up)",
+          dtype_name(peak.dtype)));
+    if (peak.iterations > kTensorPeakMaxIterations)
+      return Status::InvalidArgument(
+          "Tensor Core peak: at most 2^19 iterations (beyond, a product falls below the "
+          "accumulator's last bit and the exact check would fail)");
+    *out = std::make_unique<TensorPeakPlan>(peak, properties_.multiProcessorCount);
+    return Status::Ok();
+  }
+  // Batch norm through cuDNN where it takes the op (channels-last 16-bit training), else the
+  // own kernels, which then say why cuDNN's did not run (a GPU test holds the bf16 step to
+  // cuDNN's, so a refusal there does not go unseen; a benchmark still gets its figures).
+  Status plan_batch_norm(const BatchNormOp& norm, const OpDesc& op, std::unique_ptr<Plan>* out) {
+    const Status cudnn = cudnn_.plan(norm, out);
+    if (cudnn.ok()) return cudnn;
+    TB_RETURN_IF_ERROR(plan_training_op(lt_, op, out));
+    static_cast<CudaPlan&>(**out).note(fmt::format("; not cuDNN's: {}", cudnn.message()));
+    return Status::Ok();
+  }
+
   cudaDeviceProp properties_;
   cublasLtHandle_t lt_;
   Cudnn cudnn_;

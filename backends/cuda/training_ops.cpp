@@ -129,6 +129,192 @@ Status unsupported_dtype(std::string_view what, DType dtype) {
       fmt::format("cuda: {} runs on f32, bf16 and f16 data, not {}", what, dtype_name(dtype)));
 }
 
+// The operands' data pointers, as the batch norm and pooling launches take them.
+std::array<void*, kMaxOperands> pointers(std::span<const Buffer> b) {
+  std::array<void*, kMaxOperands> data{};
+  std::transform(b.begin(), b.end(), data.begin(), [](const Buffer& x) { return x.data; });
+  return data;
+}
+
+// One plan() per op the own kernels (and cuBLASLt's fully connected layer) run; the ops with a
+// data dtype check it first.
+class TrainingPlanner {
+ public:
+  TrainingPlanner(cublasLtHandle_t handle, const OpDesc& desc, std::unique_ptr<Plan>* out)
+      : handle_(handle), desc_(desc), out_(out) {}
+
+  Status plan(const CastOp& o) const {
+    if (!kernel_dtype(o.from) || !kernel_dtype(o.to))
+      return Status::Unimplemented(
+          fmt::format("cuda: no cast from {} to {}", dtype_name(o.from), dtype_name(o.to)));
+    *out_ = std::make_unique<KernelPlan>(cast_operands(o), 0,
+                                         fmt::format("cast to {}", dtype_name(o.to)), o.from,
+                                         [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                                           return launch_cast(o, b[0].data, b[1].data, s);
+                                         });
+    return Status::Ok();
+  }
+  Status plan(const UnscaleGradientsOp& o) const {
+    if (o.dtype != DType::f32)
+      return Status::Unimplemented(
+          fmt::format("cuda: gradients are f32 (master), not {}", dtype_name(o.dtype)));
+    *out_ = std::make_unique<KernelPlan>(
+        unscale_gradients_operands(o), 0, "gradient unscale and finite check", o.dtype,
+        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+          return launch_unscale_gradients(o, b[0].data, *as<float>(b[1]), as<std::int32_t>(b[2]),
+                                          s);
+        });
+    return Status::Ok();
+  }
+  Status plan(const OptimizerOp& o) const {
+    if (o.kind == OptimizerKind::lamb && o.count > std::numeric_limits<std::int32_t>::max())
+      return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
+    if (o.dtype != DType::f32)
+      return Status::Unimplemented(
+          fmt::format("cuda: optimizer state is f32, not {}", dtype_name(o.dtype)));
+    static constexpr const char* kNames[] = {"SGD with momentum", "AdamW", "LAMB"};
+    *out_ = std::make_unique<KernelPlan>(
+        optimizer_operands(o), optimizer_scratch_bytes(o), kNames[static_cast<int>(o.kind)],
+        o.dtype, [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+          const bool lamb = o.kind == OptimizerKind::lamb;
+          const bool sgd = o.kind == OptimizerKind::sgd_momentum;
+          // weights, grads, momentum or m, v[, tensor_offsets], hyper (host)
+          return launch_optimizer(
+              o, as<float>(b[0]), as<float>(b[1]), as<float>(b[2]), sgd ? nullptr : as<float>(b[3]),
+              lamb ? as<std::int32_t>(b[4]) : nullptr, as<float>(b[b.size() - 1]), scratch, s);
+        });
+    return Status::Ok();
+  }
+  Status plan(const FullyConnectedOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    return plan_fully_connected(handle_, o, out_);
+  }
+  Status plan(const EltwiseOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    static constexpr const char* kNames[] = {"ReLU", "GELU (erf)", "tanh"};
+    return kernels(eltwise_operands(o), 0, kNames[static_cast<int>(o.kind)],
+                   [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                     const bool forward = o.pass == Pass::forward;
+                     return launch_eltwise(o, b[0].data, forward ? nullptr : b[1].data,
+                                           b[forward ? 1 : 2].data, s);
+                   });
+  }
+  Status plan(const BinaryOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    return kernels(binary_operands(o), 0, o.fuse_relu ? "add + ReLU" : "add",
+                   [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                     return launch_add(o, b[0].data, b[1].data, b[2].data, s);
+                   });
+  }
+  Status plan(const DropoutOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    if (!(o.probability >= 0 && o.probability < 1))
+      return Status::InvalidArgument("dropout probability must be in [0, 1)");
+    return kernels(dropout_operands(o), 0, "dropout (counter-based mask, not stored)",
+                   [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                     // The step lives in host memory: read when the kernel is launched.
+                     return launch_dropout(o, b[0].data, *as<std::int32_t>(b[1]), b[2].data, s);
+                   });
+  }
+  Status plan(const LayerNormOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    return kernels(layer_norm_operands(o), layer_norm_scratch_bytes(o), "layer norm",
+                   [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+                     if (o.pass == Pass::forward)
+                       return launch_layer_norm_forward(o, b[0].data, as<float>(b[1]),
+                                                        as<float>(b[2]), b[3].data, as<float>(b[4]),
+                                                        as<float>(b[5]), s);
+                     return launch_layer_norm_backward(
+                         o, b[0].data, b[1].data, as<float>(b[2]), as<float>(b[4]), as<float>(b[5]),
+                         b[6].data, as<float>(b[7]), as<float>(b[8]), scratch, s);
+                   });
+  }
+  Status plan(const SoftmaxOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    if (o.rows_per_mask < 1 || o.rows % o.rows_per_mask != 0)
+      return Status::InvalidArgument("softmax: rows must be a multiple of rows_per_mask");
+    return kernels(softmax_operands(o), 0, o.masked ? "scaled masked softmax" : "scaled softmax",
+                   [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                     if (o.pass == Pass::backward)
+                       return launch_softmax_backward(o, b[0].data, b[1].data, b[2].data, s);
+                     return launch_softmax_forward(o, b[0].data,
+                                                   o.masked ? as<float>(b[1]) : nullptr,
+                                                   b[o.masked ? 2 : 1].data, s);
+                   });
+  }
+  Status plan(const SoftmaxCrossEntropyOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    return kernels(
+        softmax_cross_entropy_operands(o), softmax_cross_entropy_scratch_bytes(o),
+        "softmax cross-entropy", [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+          if (o.pass == Pass::forward)
+            return launch_softmax_cross_entropy_forward(o, b[0].data, as<std::int32_t>(b[1]),
+                                                        b[2].data, b[3].data, scratch, s);
+          // The loss scale lives in host memory: read when the kernel is launched.
+          const float loss_scale = o.scaled ? *as<float>(b[2]) : 1.0f;
+          return launch_softmax_cross_entropy_backward(o, b[0].data, as<std::int32_t>(b[1]),
+                                                       loss_scale, b[o.scaled ? 3 : 2].data, s);
+        });
+  }
+  Status plan(const EmbeddingOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    return kernels(
+        embedding_operands(o), 0,
+        o.pass == Pass::forward ? "row gather" : "row scatter-add (atomic)",
+        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+          if (o.pass == Pass::forward)
+            return launch_embedding_forward(o, b[0].data, as<std::int32_t>(b[1]), b[2].data, s);
+          return launch_embedding_backward(o, b[0].data, as<std::int32_t>(b[1]), b[2].data, s);
+        });
+  }
+  Status plan(const BatchNormOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    const bool nhwc = channels_last(o.dtype, o.layout);
+    return kernels(
+        batch_norm_operands(o), batch_norm_scratch_bytes(o),
+        fmt::format("batch norm{} ({})", o.fuse_relu ? " + ReLU" : "", nhwc ? "NHWC" : "NCHW"),
+        [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+          return launch_batch_norm(o, pointers(b).data(), scratch, s);
+        },
+        nhwc);
+  }
+  Status plan(const PoolOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    const bool nhwc = channels_last(o.dtype, o.layout);
+    return kernels(
+        pool_operands(o), 0,
+        fmt::format("{} pooling ({})", o.kind == PoolKind::max ? "max" : "global average",
+                    nhwc ? "NHWC" : "NCHW"),
+        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+          return launch_pool(o, pointers(b).data(), s);
+        },
+        nhwc);
+  }
+  // GEMM, convolution, attention and the benchmark ops are the backend's own.
+  Status plan(const auto&) const {
+    const std::optional<DType> dtype = data_type(desc_);
+    if (dtype) TB_RETURN_IF_ERROR(check_data(*dtype));
+    return Status::Unimplemented(fmt::format("cuda: op '{}' is not implemented", op_name(desc_)));
+  }
+
+ private:
+  Status check_data(DType dtype) const {
+    if (!kernel_dtype(storage_dtype(dtype))) return unsupported_dtype(op_name(desc_), dtype);
+    return Status::Ok();
+  }
+  // A plan of own kernels on the op's data dtype.
+  Status kernels(std::vector<OperandSpec> operands, std::size_t scratch, std::string_view what,
+                 KernelPlan::Launch launch, bool channels_last = false) const {
+    *out_ = std::make_unique<KernelPlan>(std::move(operands), scratch, what, *data_type(desc_),
+                                         std::move(launch), channels_last);
+    return Status::Ok();
+  }
+
+  cublasLtHandle_t handle_;
+  const OpDesc& desc_;
+  std::unique_ptr<Plan>* out_;
+};
+
 }  // namespace
 
 GemmOp fully_connected_gemm(const FullyConnectedOp& op) {
@@ -151,170 +337,8 @@ GemmOp fully_connected_gemm(const FullyConnectedOp& op) {
 }
 
 Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique_ptr<Plan>* out) {
-  const std::optional<DType> dtype = data_type(desc);
-  if (const auto* op = std::get_if<CastOp>(&desc)) {
-    if (!kernel_dtype(op->from) || !kernel_dtype(op->to))
-      return Status::Unimplemented(
-          fmt::format("cuda: no cast from {} to {}", dtype_name(op->from), dtype_name(op->to)));
-    const CastOp o = *op;
-    *out = std::make_unique<KernelPlan>(cast_operands(o), 0,
-                                        fmt::format("cast to {}", dtype_name(o.to)), o.from,
-                                        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-                                          return launch_cast(o, b[0].data, b[1].data, s);
-                                        });
-    return Status::Ok();
-  }
-  if (const auto* op = std::get_if<UnscaleGradientsOp>(&desc)) {
-    if (op->dtype != DType::f32)
-      return Status::Unimplemented(
-          fmt::format("cuda: gradients are f32 (master), not {}", dtype_name(op->dtype)));
-    const UnscaleGradientsOp o = *op;
-    *out = std::make_unique<KernelPlan>(
-        unscale_gradients_operands(o), 0, "gradient unscale and finite check", o.dtype,
-        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-          return launch_unscale_gradients(o, b[0].data, *as<float>(b[1]), as<std::int32_t>(b[2]),
-                                          s);
-        });
-    return Status::Ok();
-  }
-  if (const auto* op = std::get_if<OptimizerOp>(&desc)) {
-    if (op->kind == OptimizerKind::lamb && op->count > std::numeric_limits<std::int32_t>::max())
-      return Status::Unimplemented("LAMB's tensor offsets are i32: at most 2^31 - 1 parameters");
-    if (op->dtype != DType::f32)
-      return Status::Unimplemented(
-          fmt::format("cuda: optimizer state is f32, not {}", dtype_name(op->dtype)));
-    const OptimizerOp o = *op;
-    static constexpr const char* kNames[] = {"SGD with momentum", "AdamW", "LAMB"};
-    *out = std::make_unique<KernelPlan>(
-        optimizer_operands(o), optimizer_scratch_bytes(o), kNames[static_cast<int>(o.kind)],
-        o.dtype, [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
-          const bool lamb = o.kind == OptimizerKind::lamb;
-          const bool sgd = o.kind == OptimizerKind::sgd_momentum;
-          // weights, grads, momentum or m, v[, tensor_offsets], hyper (host)
-          return launch_optimizer(
-              o, as<float>(b[0]), as<float>(b[1]), as<float>(b[2]), sgd ? nullptr : as<float>(b[3]),
-              lamb ? as<std::int32_t>(b[4]) : nullptr, as<float>(b[b.size() - 1]), scratch, s);
-        });
-    return Status::Ok();
-  }
-  if (!dtype)
-    return Status::Unimplemented(fmt::format("cuda: op '{}' is not implemented", op_name(desc)));
-  if (!kernel_dtype(storage_dtype(*dtype))) return unsupported_dtype(op_name(desc), *dtype);
-  if (const auto* op = std::get_if<FullyConnectedOp>(&desc))
-    return plan_fully_connected(handle, *op, out);
-
-  auto plan = [&](std::vector<OperandSpec> operands, std::size_t scratch, std::string_view what,
-                  KernelPlan::Launch launch, bool channels_last = false) {
-    *out = std::make_unique<KernelPlan>(std::move(operands), scratch, what, *dtype,
-                                        std::move(launch), channels_last);
-    return Status::Ok();
-  };
-  if (const auto* op = std::get_if<EltwiseOp>(&desc)) {
-    static constexpr const char* kNames[] = {"ReLU", "GELU (erf)", "tanh"};
-    const EltwiseOp o = *op;
-    return plan(eltwise_operands(o), 0, kNames[static_cast<int>(o.kind)],
-                [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-                  const bool forward = o.pass == Pass::forward;
-                  return launch_eltwise(o, b[0].data, forward ? nullptr : b[1].data,
-                                        b[forward ? 1 : 2].data, s);
-                });
-  }
-  if (const auto* op = std::get_if<BinaryOp>(&desc)) {
-    const BinaryOp o = *op;
-    return plan(binary_operands(o), 0, o.fuse_relu ? "add + ReLU" : "add",
-                [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-                  return launch_add(o, b[0].data, b[1].data, b[2].data, s);
-                });
-  }
-  if (const auto* op = std::get_if<DropoutOp>(&desc)) {
-    if (!(op->probability >= 0 && op->probability < 1))
-      return Status::InvalidArgument("dropout probability must be in [0, 1)");
-    const DropoutOp o = *op;
-    return plan(dropout_operands(o), 0, "dropout (counter-based mask, not stored)",
-                [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-                  // The step lives in host memory: read when the kernel is launched.
-                  return launch_dropout(o, b[0].data, *as<std::int32_t>(b[1]), b[2].data, s);
-                });
-  }
-  if (const auto* op = std::get_if<LayerNormOp>(&desc)) {
-    const LayerNormOp o = *op;
-    return plan(layer_norm_operands(o), layer_norm_scratch_bytes(o), "layer norm",
-                [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
-                  if (o.pass == Pass::forward)
-                    return launch_layer_norm_forward(o, b[0].data, as<float>(b[1]), as<float>(b[2]),
-                                                     b[3].data, as<float>(b[4]), as<float>(b[5]),
-                                                     s);
-                  return launch_layer_norm_backward(o, b[0].data, b[1].data, as<float>(b[2]),
-                                                    as<float>(b[4]), as<float>(b[5]), b[6].data,
-                                                    as<float>(b[7]), as<float>(b[8]), scratch, s);
-                });
-  }
-  if (const auto* op = std::get_if<SoftmaxOp>(&desc)) {
-    if (op->rows_per_mask < 1 || op->rows % op->rows_per_mask != 0)
-      return Status::InvalidArgument("softmax: rows must be a multiple of rows_per_mask");
-    const SoftmaxOp o = *op;
-    return plan(softmax_operands(o), 0, o.masked ? "scaled masked softmax" : "scaled softmax",
-                [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-                  if (o.pass == Pass::backward)
-                    return launch_softmax_backward(o, b[0].data, b[1].data, b[2].data, s);
-                  return launch_softmax_forward(o, b[0].data, o.masked ? as<float>(b[1]) : nullptr,
-                                                b[o.masked ? 2 : 1].data, s);
-                });
-  }
-  if (const auto* op = std::get_if<SoftmaxCrossEntropyOp>(&desc)) {
-    const SoftmaxCrossEntropyOp o = *op;
-    return plan(
-        softmax_cross_entropy_operands(o), softmax_cross_entropy_scratch_bytes(o),
-        "softmax cross-entropy", [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
-          if (o.pass == Pass::forward)
-            return launch_softmax_cross_entropy_forward(o, b[0].data, as<std::int32_t>(b[1]),
-                                                        b[2].data, b[3].data, scratch, s);
-          // The loss scale lives in host memory: read when the kernel is launched.
-          const float loss_scale = o.scaled ? *as<float>(b[2]) : 1.0f;
-          return launch_softmax_cross_entropy_backward(o, b[0].data, as<std::int32_t>(b[1]),
-                                                       loss_scale, b[o.scaled ? 3 : 2].data, s);
-        });
-  }
-  if (const auto* op = std::get_if<EmbeddingOp>(&desc)) {
-    const EmbeddingOp o = *op;
-    return plan(
-        embedding_operands(o), 0,
-        o.pass == Pass::forward ? "row gather" : "row scatter-add (atomic)",
-        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-          if (o.pass == Pass::forward)
-            return launch_embedding_forward(o, b[0].data, as<std::int32_t>(b[1]), b[2].data, s);
-          return launch_embedding_backward(o, b[0].data, as<std::int32_t>(b[1]), b[2].data, s);
-        });
-  }
-  auto pointers = [](std::span<const Buffer> b) {
-    std::array<void*, kMaxOperands> data{};
-    std::transform(b.begin(), b.end(), data.begin(), [](const Buffer& x) { return x.data; });
-    return data;
-  };
-  if (const auto* op = std::get_if<BatchNormOp>(&desc)) {
-    const BatchNormOp o = *op;
-    const bool nhwc = channels_last(o.dtype, o.layout);
-    return plan(
-        batch_norm_operands(o), batch_norm_scratch_bytes(o),
-        fmt::format("batch norm{} ({})", o.fuse_relu ? " + ReLU" : "", nhwc ? "NHWC" : "NCHW"),
-        [o, pointers](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
-          return launch_batch_norm(o, pointers(b).data(), scratch, s);
-        },
-        nhwc);
-  }
-  if (const auto* op = std::get_if<PoolOp>(&desc)) {
-    const PoolOp o = *op;
-    const bool nhwc = channels_last(o.dtype, o.layout);
-    return plan(
-        pool_operands(o), 0,
-        fmt::format("{} pooling ({})", o.kind == PoolKind::max ? "max" : "global average",
-                    nhwc ? "NHWC" : "NCHW"),
-        [o, pointers](std::span<const Buffer> b, void*, cudaStream_t s) {
-          return launch_pool(o, pointers(b).data(), s);
-        },
-        nhwc);
-  }
-  return Status::Unimplemented(fmt::format("cuda: op '{}' is not implemented", op_name(desc)));
+  const TrainingPlanner planner(handle, desc, out);
+  return std::visit([&](const auto& op) { return planner.plan(op); }, desc);
 }
 
 }  // namespace tb::cuda

@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/onednn/onednn_plan.h"
 #include "backends/operands.h"
+#include "backends/overloaded.h"
 
 namespace tb {
 namespace {
@@ -65,23 +66,16 @@ class OneDnnBackend final : public cpu::CpuBackend {
     try {
       // oneDNN has no f64 path: f64 ops are the shared double-precision reference.
       if (data_type(op) == DType::f64) return CpuBackend::plan(op, out);
-      if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_gemm(*gemm, out);
-      if (std::holds_alternative<ConvOp>(op) || std::holds_alternative<BatchNormOp>(op) ||
-          std::holds_alternative<PoolOp>(op) || std::holds_alternative<EltwiseOp>(op) ||
-          std::holds_alternative<BinaryOp>(op) || std::holds_alternative<FullyConnectedOp>(op) ||
-          std::holds_alternative<LayerNormOp>(op)) {
-        TB_RETURN_IF_ERROR(check_dtype(*data_type(op)));
-        const auto layout = layouts_.find(*data_type(op));
-        return onednn::plan_training_op(
-            engine_, stream_, op,
-            layout != layouts_.end() ? layout->second : layouts_.at(DType::f32), out);
-      }
+      return std::visit(
+          Overloaded{[&](const GemmOp& gemm) { return plan_gemm(gemm, out); },
+                     [&](const onednn::LayerOp auto& layer) { return plan_layer(layer, out); },
+                     [&](const auto&) { return CpuBackend::plan(op, out); }},
+          op);
     } catch (const dnnl::error& e) {
       return e.status == dnnl_unimplemented
                  ? Status::Unimplemented(fmt::format("oneDNN has no implementation: {}", e.what()))
                  : Status::Failed(fmt::format("oneDNN: {}", e.what()));
     }
-    return CpuBackend::plan(op, out);
   }
 
  private:
@@ -161,6 +155,15 @@ class OneDnnBackend final : public cpu::CpuBackend {
     return Status::Ok();
   }
 
+  // A network layer in the activation layout of its dtype (f32's for a dtype without one).
+  Status plan_layer(const onednn::LayerOp auto& op, std::unique_ptr<Plan>* out) {
+    TB_RETURN_IF_ERROR(check_dtype(op.dtype));
+    const auto layout = layouts_.find(op.dtype);
+    return onednn::LayerPlanner(engine_, stream_,
+                                layout != layouts_.end() ? layout->second : layouts_.at(DType::f32),
+                                out)
+        .plan(op);
+  }
   Status plan_gemm(const GemmOp& op, std::unique_ptr<Plan>* out) {
     for (DType dtype : {op.a_type, op.b_type, op.c_type}) TB_RETURN_IF_ERROR(check_dtype(dtype));
     if (op.prepacked_b && (op.heads != 1 || op.b_interleaved))

@@ -78,113 +78,133 @@ Computing first_optimized(const std::vector<Computing>& layouts,
   return std::nullopt;
 }
 
+// A convolution's memory descriptors and operand bindings, shared by its directions and its
+// fused forward. Single-op benchmarks let the primitive pick every layout; in a network
+// activations use the shared layout (or `computing`) and weights stay plain for the optimizer,
+// staged into the layout the primitive picked.
+class ConvMemories {
+  // First: the public members' initializers read them.
+  const ConvOp& op_;
+  const ActivationLayout& shared_;
+  const Computing& computing_;
+  bool chained_;
+
+ public:
+  ConvMemories(const ConvOp& op, const ActivationLayout& shared, const Computing& computing)
+      : op_(op), shared_(shared), computing_(computing), chained_(op.layout != Layout::any) {}
+
+  memory::desc src() const { return activation(src_dims, op_.ic); }
+  memory::desc dst() const { return activation(dst_dims, op_.oc); }
+  memory::desc weights(memory::data_type type) const {
+    return memory::desc(weight_dims, type, tag::any);
+  }
+  OperandBinding src_binding(int arg, const memory::desc& computed) const {
+    return activation_binding(arg, plain_desc(src_dims, dt), exchanged(src_dims, op_.ic), computed);
+  }
+  OperandBinding dst_binding(int arg, const memory::desc& computed) const {
+    return activation_binding(arg, plain_desc(dst_dims, dt), exchanged(dst_dims, op_.oc), computed);
+  }
+  // Weights (or their gradient, of `type`) exchanged plain, staged into `wanted`.
+  OperandBinding weights_binding(int arg, memory::data_type type,
+                                 const memory::desc& wanted) const {
+    const memory::desc plain(weight_dims, type, tag::oihw);
+    return chained_ ? OperandBinding{arg, plain, plain, wanted}
+                    : OperandBinding{arg, plain, wanted};
+  }
+
+  const memory::data_type dt = to_dnnl(op_.dtype);
+  const dims src_dims = {op_.mb, op_.ic, op_.ih, op_.iw},
+             weight_dims = {op_.oc, op_.ic, op_.kh, op_.kw},
+             dst_dims = {op_.mb, op_.oc, op_.oh(), op_.ow()};
+  const dims strides = {op_.sh, op_.sw}, padding = {op_.ph, op_.pw};
+  const dnnl::algorithm algorithm = op_.winograd_allowed ? dnnl::algorithm::convolution_auto
+                                                         : dnnl::algorithm::convolution_direct;
+
+ private:
+  memory::desc activation(const dims& shape, memory::dim channels) const {
+    if (!chained_) return memory::desc(shape, dt, tag::any);
+    return memory::desc(shape, dt,
+                        computing_.value_or(activation_tag(op_.layout, channels, shared_)));
+  }
+  // What callers exchange, and the binding that stages it into what the primitive computes on.
+  memory::desc exchanged(const dims& shape, memory::dim channels) const {
+    return memory::desc(shape, dt, activation_tag(op_.layout, channels, shared_));
+  }
+  OperandBinding activation_binding(int arg, const memory::desc& plain, const memory::desc& caller,
+                                    const memory::desc& computed) const {
+    return chained_ ? OperandBinding{arg, plain, caller, computed}
+                    : OperandBinding{arg, plain, computed};
+  }
+};
+
+// Weight gradients stay fp32 for low-precision training (fp32 master weights).
+constexpr memory::data_type kDiffWeightsType = memory::data_type::f32;
+
+// The forward convolution with its bias (+ ReLU as a post-op) in the same pass.
+Status plan_conv_epilogue(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp& op,
+                          const ConvMemories& m, std::unique_ptr<Plan>* out) {
+  if (op.direction != ConvDirection::forward)
+    return Status::InvalidArgument("a convolution epilogue is for the forward direction");
+  dnnl::primitive_attr fused_attr = base_attr();
+  if (op.epilogue == ConvEpilogue::bias_relu) {
+    dnnl::post_ops relu;
+    relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    fused_attr.set_post_ops(relu);
+  }
+  const memory::desc bias_plain({op.oc}, m.dt, tag::x);
+  dnnl::convolution_forward::primitive_desc fused(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, m.algorithm, m.src(),
+                                      m.weights(m.dt), bias_plain, m.dst(), m.strides, m.padding,
+                                      m.padding),
+      fused_attr, engine);
+  return make(out, engine, stream, dnnl::convolution_forward(fused), fused,
+              bind_operands(conv_operands(op),
+                            {m.src_binding(DNNL_ARG_SRC, fused.src_desc()),
+                             m.weights_binding(DNNL_ARG_WEIGHTS, m.dt, fused.weights_desc()),
+                             {DNNL_ARG_BIAS, bias_plain, fused.bias_desc()},
+                             m.dst_binding(DNNL_ARG_DST, fused.dst_desc())}));
+}
+
 Status plan_conv_computing(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp& op,
                            const ActivationLayout& shared, const Computing& computing,
                            std::unique_ptr<Plan>* out) {
-  const dims src_dims = {op.mb, op.ic, op.ih, op.iw}, weight_dims = {op.oc, op.ic, op.kh, op.kw},
-             dst_dims = {op.mb, op.oc, op.oh(), op.ow()};
-  const dims strides = {op.sh, op.sw}, padding = {op.ph, op.pw};
-  const memory::data_type dt = to_dnnl(op.dtype);
-  // Weight gradients stay fp32 for low-precision training (fp32 master weights).
-  const memory::data_type diff_weights_dt = memory::data_type::f32;
-  // Single-op benchmarks let the primitive pick every layout; in a network activations use
-  // the shared layout and weights stay plain for the optimizer, staged into the layout the
-  // primitive picked.
-  const bool chained = op.layout != Layout::any;
-  auto activation = [&](const dims& shape, memory::dim channels) {
-    if (!chained) return memory::desc(shape, dt, tag::any);
-    return memory::desc(shape, dt, computing.value_or(activation_tag(op.layout, channels, shared)));
-  };
-  // What callers exchange, and the binding that stages it into what the primitive computes on.
-  auto exchanged = [&](const dims& shape, memory::dim channels) {
-    return memory::desc(shape, dt, activation_tag(op.layout, channels, shared));
-  };
-  const memory::desc src_exchanged = exchanged(src_dims, op.ic),
-                     dst_exchanged = exchanged(dst_dims, op.oc);
-  auto activation_binding = [&](int arg, const memory::desc& plain, const memory::desc& caller,
-                                const memory::desc& computed) {
-    return chained ? OperandBinding{arg, plain, caller, computed}
-                   : OperandBinding{arg, plain, computed};
-  };
-  auto any = [](const dims& shape, memory::data_type type) {
-    return memory::desc(shape, type, tag::any);
-  };
-  const memory::desc src_plain = plain_desc(src_dims, dt), dst_plain = plain_desc(dst_dims, dt),
-                     weights_plain(weight_dims, dt, tag::oihw),
-                     diff_weights_plain(weight_dims, diff_weights_dt, tag::oihw);
-  auto weights_binding = [&](int arg, const memory::desc& plain, const memory::desc& wanted) {
-    return chained ? OperandBinding{arg, plain, plain, wanted} : OperandBinding{arg, plain, wanted};
-  };
-  const auto algorithm =
-      op.winograd_allowed ? dnnl::algorithm::convolution_auto : dnnl::algorithm::convolution_direct;
+  const ConvMemories m(op, shared, computing);
   const dnnl::primitive_attr attr = base_attr();
   dnnl::convolution_forward::primitive_desc forward(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm,
-                                      activation(src_dims, op.ic), any(weight_dims, dt),
-                                      activation(dst_dims, op.oc), strides, padding, padding),
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, m.algorithm, m.src(),
+                                      m.weights(m.dt), m.dst(), m.strides, m.padding, m.padding),
       attr, engine);
+  if (op.epilogue != ConvEpilogue::none) return plan_conv_epilogue(engine, stream, op, m, out);
   const std::vector<OperandSpec> specs = conv_operands(op);
-  if (op.epilogue != ConvEpilogue::none) {  // bias (+ ReLU as a post-op) in the same pass
-    if (op.direction != ConvDirection::forward)
-      return Status::InvalidArgument("a convolution epilogue is for the forward direction");
-    dnnl::primitive_attr fused_attr = base_attr();
-    if (op.epilogue == ConvEpilogue::bias_relu) {
-      dnnl::post_ops relu;
-      relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      fused_attr.set_post_ops(relu);
-    }
-    const memory::desc bias_plain({op.oc}, dt, tag::x);
-    dnnl::convolution_forward::primitive_desc fused(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm,
-                                        activation(src_dims, op.ic), any(weight_dims, dt),
-                                        bias_plain, activation(dst_dims, op.oc), strides, padding,
-                                        padding),
-        fused_attr, engine);
-    return make(
-        out, engine, stream, dnnl::convolution_forward(fused), fused,
-        bind_operands(
-            specs, {activation_binding(DNNL_ARG_SRC, src_plain, src_exchanged, fused.src_desc()),
-                    weights_binding(DNNL_ARG_WEIGHTS, weights_plain, fused.weights_desc()),
-                    {DNNL_ARG_BIAS, bias_plain, fused.bias_desc()},
-                    activation_binding(DNNL_ARG_DST, dst_plain, dst_exchanged, fused.dst_desc())}));
-  }
   switch (op.direction) {
     case ConvDirection::forward:
       return make(
           out, engine, stream, dnnl::convolution_forward(forward), forward,
-          bind_operands(
-              specs,
-              {activation_binding(DNNL_ARG_SRC, src_plain, src_exchanged, forward.src_desc()),
-               weights_binding(DNNL_ARG_WEIGHTS, weights_plain, forward.weights_desc()),
-               activation_binding(DNNL_ARG_DST, dst_plain, dst_exchanged, forward.dst_desc())}));
+          bind_operands(specs, {m.src_binding(DNNL_ARG_SRC, forward.src_desc()),
+                                m.weights_binding(DNNL_ARG_WEIGHTS, m.dt, forward.weights_desc()),
+                                m.dst_binding(DNNL_ARG_DST, forward.dst_desc())}));
     case ConvDirection::backward_data: {
       dnnl::convolution_backward_data::primitive_desc pd(
-          dnnl::convolution_backward_data::desc(algorithm, activation(src_dims, op.ic),
-                                                any(weight_dims, dt), activation(dst_dims, op.oc),
-                                                strides, padding, padding),
+          dnnl::convolution_backward_data::desc(m.algorithm, m.src(), m.weights(m.dt), m.dst(),
+                                                m.strides, m.padding, m.padding),
           attr, engine, forward);
       return make(
           out, engine, stream, dnnl::convolution_backward_data(pd), pd,
-          bind_operands(specs, {activation_binding(DNNL_ARG_DIFF_DST, dst_plain, dst_exchanged,
-                                                   pd.diff_dst_desc()),
-                                weights_binding(DNNL_ARG_WEIGHTS, weights_plain, pd.weights_desc()),
-                                activation_binding(DNNL_ARG_DIFF_SRC, src_plain, src_exchanged,
-                                                   pd.diff_src_desc())}));
+          bind_operands(specs, {m.dst_binding(DNNL_ARG_DIFF_DST, pd.diff_dst_desc()),
+                                m.weights_binding(DNNL_ARG_WEIGHTS, m.dt, pd.weights_desc()),
+                                m.src_binding(DNNL_ARG_DIFF_SRC, pd.diff_src_desc())}));
     }
     case ConvDirection::backward_weights: {
       dnnl::convolution_backward_weights::primitive_desc pd(
-          dnnl::convolution_backward_weights::desc(
-              algorithm, activation(src_dims, op.ic), any(weight_dims, diff_weights_dt),
-              activation(dst_dims, op.oc), strides, padding, padding),
+          dnnl::convolution_backward_weights::desc(m.algorithm, m.src(),
+                                                   m.weights(kDiffWeightsType), m.dst(), m.strides,
+                                                   m.padding, m.padding),
           attr, engine, forward);
-      return make(
-          out, engine, stream, dnnl::convolution_backward_weights(pd), pd,
-          bind_operands(
-              specs,
-              {activation_binding(DNNL_ARG_SRC, src_plain, src_exchanged, pd.src_desc()),
-               activation_binding(DNNL_ARG_DIFF_DST, dst_plain, dst_exchanged, pd.diff_dst_desc()),
-               weights_binding(DNNL_ARG_DIFF_WEIGHTS, diff_weights_plain,
-                               pd.diff_weights_desc())}));
+      return make(out, engine, stream, dnnl::convolution_backward_weights(pd), pd,
+                  bind_operands(specs, {m.src_binding(DNNL_ARG_SRC, pd.src_desc()),
+                                        m.dst_binding(DNNL_ARG_DIFF_DST, pd.diff_dst_desc()),
+                                        m.weights_binding(DNNL_ARG_DIFF_WEIGHTS, kDiffWeightsType,
+                                                          pd.diff_weights_desc())}));
     }
   }
   return Status::InvalidArgument("unknown convolution direction");
@@ -503,22 +523,26 @@ Status plan_fully_connected(const dnnl::engine& engine, dnnl::stream& stream,
 
 }  // namespace
 
-Status plan_training_op(const dnnl::engine& engine, dnnl::stream& stream, const OpDesc& op,
-                        const ActivationLayout& shared, std::unique_ptr<Plan>* out) {
-  if (const auto* conv = std::get_if<ConvOp>(&op))
-    return plan_conv(engine, stream, *conv, shared, out);
-  if (const auto* bn = std::get_if<BatchNormOp>(&op))
-    return plan_batch_norm(engine, stream, *bn, shared, out);
-  if (const auto* pool = std::get_if<PoolOp>(&op))
-    return plan_pool(engine, stream, *pool, shared, out);
-  if (const auto* eltwise = std::get_if<EltwiseOp>(&op))
-    return plan_eltwise(engine, stream, *eltwise, out);
-  if (const auto* norm = std::get_if<LayerNormOp>(&op))
-    return plan_layer_norm(engine, stream, *norm, out);
-  if (const auto* add = std::get_if<BinaryOp>(&op)) return plan_add(engine, stream, *add, out);
-  if (const auto* fc = std::get_if<FullyConnectedOp>(&op))
-    return plan_fully_connected(engine, stream, *fc, out);
-  return Status::Unimplemented(fmt::format("cpu-onednn: no {} plan", op_name(op)));
+Status LayerPlanner::plan(const ConvOp& op) const {
+  return plan_conv(engine_, stream_, op, shared_, out_);
+}
+Status LayerPlanner::plan(const BatchNormOp& op) const {
+  return plan_batch_norm(engine_, stream_, op, shared_, out_);
+}
+Status LayerPlanner::plan(const PoolOp& op) const {
+  return plan_pool(engine_, stream_, op, shared_, out_);
+}
+Status LayerPlanner::plan(const EltwiseOp& op) const {
+  return plan_eltwise(engine_, stream_, op, out_);
+}
+Status LayerPlanner::plan(const LayerNormOp& op) const {
+  return plan_layer_norm(engine_, stream_, op, out_);
+}
+Status LayerPlanner::plan(const BinaryOp& op) const {
+  return plan_add(engine_, stream_, op, out_);
+}
+Status LayerPlanner::plan(const FullyConnectedOp& op) const {
+  return plan_fully_connected(engine_, stream_, op, out_);
 }
 
 }  // namespace tb::onednn

@@ -76,10 +76,33 @@ class OneDnnPlan final : public cpu::CpuPlan {
 
 // Plans the training ops (batch norm, pooling, ReLU, add, fully connected) and convolutions
 // whose layout is plain or native, with `shared` the native activation layout of the op's
-// dtype. An op whose kernel would be a reference one in that layout computes in nhwc, then
-// nchw, where those have an optimized kernel, reordering its operands in and out. Throws
-// dnnl::error as oneDNN does.
-Status plan_training_op(const dnnl::engine& engine, dnnl::stream& stream, const OpDesc& op,
-                        const ActivationLayout& shared, std::unique_ptr<Plan>* out);
+// dtype: one plan() per op. An op whose kernel would be a reference one in that layout computes
+// in nhwc, then nchw, where those have an optimized kernel, reordering its operands in and out.
+// Throws dnnl::error as oneDNN does.
+class LayerPlanner {
+ public:
+  LayerPlanner(const dnnl::engine& engine, dnnl::stream& stream, const ActivationLayout& shared,
+               std::unique_ptr<Plan>* out)
+      : engine_(engine), stream_(stream), shared_(shared), out_(out) {}
+  Status plan(const ConvOp& op) const;
+  Status plan(const BatchNormOp& op) const;
+  Status plan(const PoolOp& op) const;
+  Status plan(const EltwiseOp& op) const;
+  Status plan(const LayerNormOp& op) const;
+  Status plan(const BinaryOp& op) const;
+  Status plan(const FullyConnectedOp& op) const;
+
+ private:
+  const dnnl::engine& engine_;
+  dnnl::stream& stream_;
+  const ActivationLayout& shared_;
+  std::unique_ptr<Plan>* out_;
+};
+
+// The ops LayerPlanner plans (the rest are the shared CPU code's).
+template <typename Op>
+concept LayerOp = requires(const LayerPlanner& planner, const Op& op) {
+  planner.plan(op);
+};
 
 }  // namespace tb::onednn

@@ -12,6 +12,7 @@
 #include "backends/cpu/im2col.h"
 #include "backends/cpu/training_ops.h"
 #include "backends/operands.h"
+#include "backends/overloaded.h"
 
 namespace tb {
 namespace {
@@ -217,19 +218,22 @@ class OpenBlasBackend final : public cpu::CpuBackend {
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
     // f64 ops are the shared double-precision reference.
     if (data_type(op) == DType::f64) return CpuBackend::plan(op, out);
-    if (const auto* gemm = std::get_if<GemmOp>(&op)) return plan_gemm(*gemm, out);
-    if (const auto* conv = std::get_if<ConvOp>(&op)) return plan_conv(*conv, out);
-    if (const auto* fc = std::get_if<FullyConnectedOp>(&op)) {
-      if (fc->dtype != DType::f32)
-        return Status::Unimplemented("cpu-openblas: the fully connected layer is fp32 only");
-      *out = std::make_unique<FullyConnectedPlan>(*fc);
-      return Status::Ok();
-    }
-    // Batch norm, pooling, ReLU, add, loss and optimizer: the shared CPU code.
-    return CpuBackend::plan(op, out);
+    return std::visit(
+        Overloaded{[&](const GemmOp& gemm) { return plan_gemm(gemm, out); },
+                   [&](const ConvOp& conv) { return plan_conv(conv, out); },
+                   [&](const FullyConnectedOp& fc) { return plan_fully_connected(fc, out); },
+                   // Batch norm, pooling, ReLU, add, loss and optimizer: the shared CPU code.
+                   [&](const auto&) { return CpuBackend::plan(op, out); }},
+        op);
   }
 
  private:
+  static Status plan_fully_connected(const FullyConnectedOp& op, std::unique_ptr<Plan>* out) {
+    if (op.dtype != DType::f32)
+      return Status::Unimplemented("cpu-openblas: the fully connected layer is fp32 only");
+    *out = std::make_unique<FullyConnectedPlan>(op);
+    return Status::Ok();
+  }
   static Status plan_gemm(const GemmOp& op, std::unique_ptr<Plan>* out) {
     if (op.a_type != op.b_type || op.c_type != DType::f32)
       return Status::Unimplemented("cpu-openblas: GEMM needs equal input dtypes and an f32 output");
