@@ -134,7 +134,30 @@ class ConvWorkload final : public OpWorkload {
     if (!result.passed) return result;
 
     const cpu::ErrorScale scale = error_scale(out_spec.dtype, reduction);
-    const auto& dims = out_spec.dims;  // NCHW or OIHW
+    const double worst = sampled_error(out, out_spec.dims, scale, checked, every_output);
+    // Beyond the budget, a probe over every output sees one wrong element or tile as well
+    // (not after a ReLU, which is not linear).
+    double probe = 0;
+    if (probe_groups > 0)
+      probe =
+          cpu::conv_probe_error(op_, inputs_[0].data(), inputs_[1].data(),
+                                op_.epilogue == ConvEpilogue::bias ? inputs_[2].data() : nullptr,
+                                out.data(), probe_groups, scale, seed_ + 8);
+    result.error = std::max(worst, probe);
+    result.checked = checked + (probe_groups > 0 ? shape.batches * shape.rows * probe_groups : 0);
+    result.passed = result.error <= result.tolerance;
+    if (!result.passed)
+      result.message = fmt::format("error {:.3g} (sampled {:.3g}, probe {:.3g}) exceeds {:.3g}",
+                                   result.error, worst, probe, result.tolerance);
+    return result;
+  }
+
+ private:
+  // The worst error of `checked` outputs: every one, or the first, the last and random ones.
+  double sampled_error(const std::vector<double>& out, const std::vector<std::int64_t>& dims,
+                       const cpu::ErrorScale& scale, std::int64_t checked,
+                       bool every_output) const {
+    const auto outputs = static_cast<std::int64_t>(out.size());
     std::vector<std::int64_t> flat(static_cast<std::size_t>(checked));
     std::mt19937_64 rng(seed_ + 7);
     for (std::int64_t sample = 0; sample < checked; ++sample)
@@ -159,24 +182,8 @@ class ConvWorkload final : public OpWorkload {
       }
       worst = std::max(worst, scale.error(out[static_cast<std::size_t>(flat[sample])], ref));
     }
-    // Beyond the budget, a probe over every output sees one wrong element or tile as well
-    // (not after a ReLU, which is not linear).
-    double probe = 0;
-    if (probe_groups > 0)
-      probe =
-          cpu::conv_probe_error(op_, inputs_[0].data(), inputs_[1].data(),
-                                op_.epilogue == ConvEpilogue::bias ? inputs_[2].data() : nullptr,
-                                out.data(), probe_groups, scale, seed_ + 8);
-    result.error = std::max(worst, probe);
-    result.checked = checked + (probe_groups > 0 ? shape.batches * shape.rows * probe_groups : 0);
-    result.passed = result.error <= result.tolerance;
-    if (!result.passed)
-      result.message = fmt::format("error {:.3g} (sampled {:.3g}, probe {:.3g}) exceeds {:.3g}",
-                                   result.error, worst, probe, result.tolerance);
-    return result;
+    return worst;
   }
-
- private:
   cpu::ReferenceValue reference(const std::int64_t (&i)[4]) const {
     const float* in0 = inputs_[0].data();
     const float* in1 = inputs_[1].data();

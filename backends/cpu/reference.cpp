@@ -139,6 +139,69 @@ ConvAsGemm conv_as_gemm(const ConvOp& op) {
   return {};
 }
 
+namespace {
+
+// Calls add(s, c, value) for every non-zero R[b](s, c) of a convolution seen as GEMMs (the
+// implicit im2col matrix of image b; cpu::conv_as_gemm names the dimensions), in parallel over
+// the outer loop: each of its iterations owns distinct s, so no two threads add to one entry.
+template <typename Add>
+void for_each_im2col_entry(const ConvOp& op, const float* in0, std::int64_t b, const Add& add) {
+  const std::int64_t out_h = op.oh(), out_w = op.ow();
+  switch (op.direction) {
+    case ConvDirection::forward:  // R(s = (ic, kh, kw), c = (oh, ow)) = src
+#pragma omp parallel for schedule(dynamic, 1)
+      for (std::int64_t ic = 0; ic < op.ic; ++ic)
+        for (std::int64_t kh = 0; kh < op.kh; ++kh)
+          for (std::int64_t kw = 0; kw < op.kw; ++kw)
+            for (std::int64_t oh = 0; oh < out_h; ++oh) {
+              const std::int64_t ih = oh * op.sh - op.ph + kh;
+              if (ih < 0 || ih >= op.ih) continue;
+              for (std::int64_t ow = 0; ow < out_w; ++ow) {
+                const std::int64_t iw = ow * op.sw - op.pw + kw;
+                if (iw < 0 || iw >= op.iw) continue;
+                add((ic * op.kh + kh) * op.kw + kw, oh * out_w + ow,
+                    in0[((b * op.ic + ic) * op.ih + ih) * op.iw + iw]);
+              }
+            }
+      break;
+    case ConvDirection::backward_data:  // R(s = (oc, kh, kw), c = (ih, iw)) = diff_dst
+#pragma omp parallel for schedule(dynamic, 1)
+      for (std::int64_t oc = 0; oc < op.oc; ++oc)
+        for (std::int64_t kh = 0; kh < op.kh; ++kh)
+          for (std::int64_t kw = 0; kw < op.kw; ++kw)
+            for (std::int64_t ih = 0; ih < op.ih; ++ih) {
+              const std::int64_t h = ih + op.ph - kh;
+              if (h < 0 || h % op.sh != 0 || h / op.sh >= out_h) continue;
+              for (std::int64_t iw = 0; iw < op.iw; ++iw) {
+                const std::int64_t w = iw + op.pw - kw;
+                if (w < 0 || w % op.sw != 0 || w / op.sw >= out_w) continue;
+                add((oc * op.kh + kh) * op.kw + kw, ih * op.iw + iw,
+                    in0[((b * op.oc + oc) * out_h + h / op.sh) * out_w + w / op.sw]);
+              }
+            }
+      break;
+    case ConvDirection::backward_weights:  // R(s = (n, oh, ow), c = (ic, kh, kw)) = src
+#pragma omp parallel for schedule(dynamic, 1)
+      for (std::int64_t n = 0; n < op.mb; ++n)
+        for (std::int64_t oh = 0; oh < out_h; ++oh)
+          for (std::int64_t ow = 0; ow < out_w; ++ow)
+            for (std::int64_t ic = 0; ic < op.ic; ++ic)
+              for (std::int64_t kh = 0; kh < op.kh; ++kh) {
+                const std::int64_t ih = oh * op.sh - op.ph + kh;
+                if (ih < 0 || ih >= op.ih) continue;
+                for (std::int64_t kw = 0; kw < op.kw; ++kw) {
+                  const std::int64_t iw = ow * op.sw - op.pw + kw;
+                  if (iw < 0 || iw >= op.iw) continue;
+                  add((n * out_h + oh) * out_w + ow, (ic * op.kh + kh) * op.kw + kw,
+                      in0[((n * op.ic + ic) * op.ih + ih) * op.iw + iw]);
+                }
+              }
+      break;
+  }
+}
+
+}  // namespace
+
 double conv_probe_error(const ConvOp& op, const float* in0, const float* in1, const float* bias,
                         const double* out, std::int64_t groups, const ErrorScale& scale,
                         std::uint64_t seed) {
@@ -161,59 +224,7 @@ double conv_probe_error(const ConvOp& op, const float* in0, const float* in1, co
       rx[group_of[c] * shape.inner + s] += r * x[c];
       rr[group_of[c] * shape.inner + s] += r * r;
     };
-    // One pass over the non-zeros of R[b] (the implicit im2col matrix), in parallel over the
-    // outer loop: each of its iterations owns distinct s, so no two threads add to one entry.
-    switch (op.direction) {
-      case ConvDirection::forward:  // R(s = (ic, kh, kw), c = (oh, ow)) = src
-#pragma omp parallel for schedule(dynamic, 1)
-        for (std::int64_t ic = 0; ic < op.ic; ++ic)
-          for (std::int64_t kh = 0; kh < op.kh; ++kh)
-            for (std::int64_t kw = 0; kw < op.kw; ++kw)
-              for (std::int64_t oh = 0; oh < out_h; ++oh) {
-                const std::int64_t ih = oh * op.sh - op.ph + kh;
-                if (ih < 0 || ih >= op.ih) continue;
-                for (std::int64_t ow = 0; ow < out_w; ++ow) {
-                  const std::int64_t iw = ow * op.sw - op.pw + kw;
-                  if (iw < 0 || iw >= op.iw) continue;
-                  add((ic * op.kh + kh) * op.kw + kw, oh * out_w + ow,
-                      in0[((b * op.ic + ic) * op.ih + ih) * op.iw + iw]);
-                }
-              }
-        break;
-      case ConvDirection::backward_data:  // R(s = (oc, kh, kw), c = (ih, iw)) = diff_dst
-#pragma omp parallel for schedule(dynamic, 1)
-        for (std::int64_t oc = 0; oc < op.oc; ++oc)
-          for (std::int64_t kh = 0; kh < op.kh; ++kh)
-            for (std::int64_t kw = 0; kw < op.kw; ++kw)
-              for (std::int64_t ih = 0; ih < op.ih; ++ih) {
-                const std::int64_t h = ih + op.ph - kh;
-                if (h < 0 || h % op.sh != 0 || h / op.sh >= out_h) continue;
-                for (std::int64_t iw = 0; iw < op.iw; ++iw) {
-                  const std::int64_t w = iw + op.pw - kw;
-                  if (w < 0 || w % op.sw != 0 || w / op.sw >= out_w) continue;
-                  add((oc * op.kh + kh) * op.kw + kw, ih * op.iw + iw,
-                      in0[((b * op.oc + oc) * out_h + h / op.sh) * out_w + w / op.sw]);
-                }
-              }
-        break;
-      case ConvDirection::backward_weights:  // R(s = (n, oh, ow), c = (ic, kh, kw)) = src
-#pragma omp parallel for schedule(dynamic, 1)
-        for (std::int64_t n = 0; n < op.mb; ++n)
-          for (std::int64_t oh = 0; oh < out_h; ++oh)
-            for (std::int64_t ow = 0; ow < out_w; ++ow)
-              for (std::int64_t ic = 0; ic < op.ic; ++ic)
-                for (std::int64_t kh = 0; kh < op.kh; ++kh) {
-                  const std::int64_t ih = oh * op.sh - op.ph + kh;
-                  if (ih < 0 || ih >= op.ih) continue;
-                  for (std::int64_t kw = 0; kw < op.kw; ++kw) {
-                    const std::int64_t iw = ow * op.sw - op.pw + kw;
-                    if (iw < 0 || iw >= op.iw) continue;
-                    add((n * out_h + oh) * out_w + ow, (ic * op.kh + kh) * op.kw + kw,
-                        in0[((n * op.ic + ic) * op.ih + ih) * op.iw + iw]);
-                  }
-                }
-        break;
-    }
+    for_each_im2col_entry(op, in0, b, add);
 #pragma omp parallel for schedule(dynamic, 1) reduction(max : worst)
     for (std::int64_t r = 0; r < shape.rows; ++r) {
       std::vector<double> row(shape.inner);  // L[b](r, :)

@@ -64,28 +64,7 @@ class LtGemmPlan final : public CudaPlan {
                                             : "fp32 accumulation";
     TB_RETURN_IF_ERROR(lt_status(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F),
                                  "cublasLtMatmulDescCreate"));
-    if (epilogue_ != LtEpilogue::none) {
-      OperandSpec bias;
-      TB_RETURN_IF_ERROR(epilogue_operand(op_, epilogue_, &bias));
-      const cublasLtEpilogue_t kind =
-          epilogue_ == LtEpilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
-      const cudaDataType_t bias_type = storage_type(bias.dtype);
-      TB_RETURN_IF_ERROR(lt_status(
-          cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof(kind)),
-          "cuBLASLt epilogue"));
-      TB_RETURN_IF_ERROR(
-          lt_status(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                   &bias_type, sizeof(bias_type)),
-                    "cuBLASLt bias data type"));
-      // The heuristic infers the bias's alignment from this pointer's value: it stands for the
-      // real one, which is only known at execution and checked there.
-      const void* representative = reinterpret_cast<const void*>(std::uintptr_t{kMinAlignment});
-      TB_RETURN_IF_ERROR(
-          lt_status(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                   &representative, sizeof(representative)),
-                    "cuBLASLt bias pointer"));
-      operands_.push_back(std::move(bias));
-    }
+    if (epilogue_ != LtEpilogue::none) TB_RETURN_IF_ERROR(set_epilogue());
     if (fp8()) {
       // Off by default in cuBLASLt; the datasheet's FP8 rate needs it.
       const std::int8_t fast = op_.fast_accumulation ? 1 : 0;
@@ -107,42 +86,7 @@ class LtGemmPlan final : public CudaPlan {
     for (auto [index, dtype] : {std::pair{0, op_.a_type}, {1, op_.b_type}, {2, op_.c_type}})
       call_stride_bytes_[index] = shape.call_stride[index] * dtype_size(dtype);
 
-    TB_RETURN_IF_ERROR(
-        lt_status(cublasLtMatmulPreferenceCreate(&preference_), "cublasLtMatmulPreferenceCreate"));
-    cublasLtMatmulPreferenceSetAttribute(preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                         &kMaxWorkspace, sizeof(kMaxWorkspace));
-    // cuBLASLt assumes 256-byte-aligned pointers unless told otherwise; operands here are
-    // 16-byte aligned at least (sub-buffers of one arena, per-batch offsets).
-    for (auto attribute :
-         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      cublasLtMatmulPreferenceSetAttribute(preference_, attribute, &kMinAlignment,
-                                           sizeof(kMinAlignment));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    TB_RETURN_IF_ERROR(
-        lt_status(cublasLtMatmulAlgoGetHeuristic(handle_, desc_, first_, second_, output_, output_,
-                                                 preference_, 1, &result, &found),
-                  "cublasLtMatmulAlgoGetHeuristic"));
-    if (found == 0) return Status::Unimplemented("cuBLASLt has no algorithm for this GEMM");
-    algo_ = result.algo;
-    algorithm_bytes_ = (result.workspaceSize + kScaleBytes - 1) / kScaleBytes * kScaleBytes;
-    workspace_bytes_ = algorithm_bytes_ + (fp8() ? kScaleBytes : 0);
-    int algo_id = 0, tile = 0, stages = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_ID, &algo_id, sizeof(algo_id),
-                                         nullptr);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile),
-                                         nullptr);
-    cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
-                                         sizeof(stages), nullptr);
-    implementation_ =
-        fmt::format("cublasLt algo {} tile {} stages {} (waves {:.2f}, workspace {} B{}{})",
-                    algo_id, tile, stages, result.wavesCount, result.workspaceSize,
-                    calls_ > 1 ? fmt::format(", {} calls of {} heads", calls_, op_.heads) : "",
-                    epilogue_ == LtEpilogue::bias            ? ", bias in the epilogue"
-                    : epilogue_ == LtEpilogue::bias_gradient ? ", bias gradient in the epilogue"
-                                                             : "");
-    return Status::Ok();
+    return choose_algorithm();
   }
 
   Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
@@ -183,6 +127,72 @@ class LtGemmPlan final : public CudaPlan {
   }
 
  private:
+  // The bias (forward) or bias gradient (backward-weights) as the GEMM's epilogue, and its
+  // operand.
+  Status set_epilogue() {
+    OperandSpec bias;
+    TB_RETURN_IF_ERROR(epilogue_operand(op_, epilogue_, &bias));
+    const cublasLtEpilogue_t kind =
+        epilogue_ == LtEpilogue::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    const cudaDataType_t bias_type = storage_type(bias.dtype);
+    TB_RETURN_IF_ERROR(lt_status(
+        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof(kind)),
+        "cuBLASLt epilogue"));
+    TB_RETURN_IF_ERROR(
+        lt_status(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                 &bias_type, sizeof(bias_type)),
+                  "cuBLASLt bias data type"));
+    // The heuristic infers the bias's alignment from this pointer's value: it stands for the
+    // real one, which is only known at execution and checked there.
+    const void* representative = reinterpret_cast<const void*>(std::uintptr_t{kMinAlignment});
+    TB_RETURN_IF_ERROR(
+        lt_status(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                 &representative, sizeof(representative)),
+                  "cuBLASLt bias pointer"));
+    operands_.push_back(std::move(bias));
+    return Status::Ok();
+  }
+
+  // cuBLASLt's first heuristic choice for this GEMM, its workspace and its name.
+  Status choose_algorithm() {
+    TB_RETURN_IF_ERROR(
+        lt_status(cublasLtMatmulPreferenceCreate(&preference_), "cublasLtMatmulPreferenceCreate"));
+    cublasLtMatmulPreferenceSetAttribute(preference_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                         &kMaxWorkspace, sizeof(kMaxWorkspace));
+    // cuBLASLt assumes 256-byte-aligned pointers unless told otherwise; operands here are
+    // 16-byte aligned at least (sub-buffers of one arena, per-batch offsets).
+    for (auto attribute :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      cublasLtMatmulPreferenceSetAttribute(preference_, attribute, &kMinAlignment,
+                                           sizeof(kMinAlignment));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    TB_RETURN_IF_ERROR(
+        lt_status(cublasLtMatmulAlgoGetHeuristic(handle_, desc_, first_, second_, output_, output_,
+                                                 preference_, 1, &result, &found),
+                  "cublasLtMatmulAlgoGetHeuristic"));
+    if (found == 0) return Status::Unimplemented("cuBLASLt has no algorithm for this GEMM");
+    algo_ = result.algo;
+    algorithm_bytes_ = (result.workspaceSize + kScaleBytes - 1) / kScaleBytes * kScaleBytes;
+    workspace_bytes_ = algorithm_bytes_ + (fp8() ? kScaleBytes : 0);
+    int algo_id = 0, tile = 0, stages = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_ID, &algo_id, sizeof(algo_id),
+                                         nullptr);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile),
+                                         nullptr);
+    cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                         sizeof(stages), nullptr);
+    implementation_ =
+        fmt::format("cublasLt algo {} tile {} stages {} (waves {:.2f}, workspace {} B{}{})",
+                    algo_id, tile, stages, result.wavesCount, result.workspaceSize,
+                    calls_ > 1 ? fmt::format(", {} calls of {} heads", calls_, op_.heads) : "",
+                    epilogue_ == LtEpilogue::bias            ? ", bias in the epilogue"
+                    : epilogue_ == LtEpilogue::bias_gradient ? ", bias gradient in the epilogue"
+                                                             : "");
+    return Status::Ok();
+  }
+
   static Status layout(cublasLtMatrixLayout_t* out, cudaDataType_t type, const LtMatrix& matrix,
                        std::int64_t count) {
     TB_RETURN_IF_ERROR(

@@ -52,14 +52,14 @@ struct Graph {
   PointwiseNode add, relu;
 };
 
-Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
-  const bool nhwc = conv_channels_last(op), fused = op.epilogue != ConvEpilogue::none,
-             relu = op.epilogue == ConvEpilogue::bias_relu;
+// The graph's tensors: x, w, y, and for an epilogue the bias and the virtual intermediates.
+Status make_tensors(const ConvOp& op, Graph* g) {
+  const bool nhwc = conv_channels_last(op);
   const std::array<std::int64_t, 4> y_dims = {op.mb, op.oc, op.oh(), op.ow()};
   TB_RETURN_IF_ERROR(conv_tensor(kX, op.dtype, {op.mb, op.ic, op.ih, op.iw}, nhwc, &g->x));
   TB_RETURN_IF_ERROR(conv_tensor(kW, op.dtype, {op.oc, op.ic, op.kh, op.kw}, nhwc, &g->w));
   TB_RETURN_IF_ERROR(conv_tensor(kY, op.dtype, y_dims, nhwc, &g->y));
-  if (fused) {
+  if (op.epilogue != ConvEpilogue::none) {
     TB_RETURN_IF_ERROR(conv_tensor(kConvOut, op.dtype, y_dims, nhwc, &g->conv_out, true));
     TB_RETURN_IF_ERROR(
         make_tensor({kBias,
@@ -70,15 +70,20 @@ Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
                      false,
                      false},
                     &g->bias));
-    if (relu) TB_RETURN_IF_ERROR(conv_tensor(kBiased, op.dtype, y_dims, nhwc, &g->biased, true));
+    if (op.epilogue == ConvEpilogue::bias_relu)
+      TB_RETURN_IF_ERROR(conv_tensor(kBiased, op.dtype, y_dims, nhwc, &g->biased, true));
   }
+  return Status::Ok();
+}
 
+// Cross-correlation with the op's padding and strides, accumulating in fp32.
+Status make_convolution(const ConvOp& op, BackendDescriptor* convolution) {
+  BackendDescriptor& c = *convolution;
   const std::int64_t spatial = 2;
   const cudnnDataType_t accumulate = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const std::array<std::int64_t, 2> padding = {op.ph, op.pw}, strides = {op.sh, op.sw},
                                     dilations = {1, 1};
-  BackendDescriptor& c = g->convolution;
   TB_RETURN_IF_ERROR(c.create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
   TB_RETURN_IF_ERROR(c.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial));
   TB_RETURN_IF_ERROR(c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &accumulate));
@@ -92,7 +97,15 @@ Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
       c.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilations.data()));
   TB_RETURN_IF_ERROR(
       c.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides.data()));
-  TB_RETURN_IF_ERROR(c.finalize());
+  return c.finalize();
+}
+
+Status make_graph(cudnnHandle_t handle, const ConvOp& op, Graph* g) {
+  const bool fused = op.epilogue != ConvEpilogue::none,
+             relu = op.epilogue == ConvEpilogue::bias_relu;
+  TB_RETURN_IF_ERROR(make_tensors(op, g));
+  TB_RETURN_IF_ERROR(make_convolution(op, &g->convolution));
+  const BackendDescriptor& c = g->convolution;
 
   // One node of the op's direction; the three kinds differ only in their attribute names.
   struct Attributes {
@@ -265,6 +278,56 @@ int fastest_candidate(const std::vector<double>& seconds) {
 namespace {
 
 // Times up to kMaxCandidates allowed engines on seeded data and keeps the fastest.
+// A convolution's operands on the device for timing engines, filled with seeded data (zeros
+// would time faster than real inputs).
+struct SearchOperands {
+  DeviceBlock x, w, y, bias;
+  void* bias_data = nullptr;  // null without an epilogue
+};
+
+Status seed_search_operands(const ConvOp& op, SearchOperands* s) {
+  const std::array<std::int64_t, 4> x = {op.mb, op.ic, op.ih, op.iw},
+                                    w = {op.oc, op.ic, op.kh, op.kw},
+                                    y = {op.mb, op.oc, op.oh(), op.ow()};
+  const std::array<std::int64_t, 4> bias = {1, op.epilogue == ConvEpilogue::none ? 0 : op.oc, 1, 1};
+  const std::size_t element = dtype_size(storage_dtype(op.dtype));
+  TB_RETURN_IF_ERROR(s->x.allocate(elements(x) * element));
+  TB_RETURN_IF_ERROR(s->w.allocate(elements(w) * element));
+  TB_RETURN_IF_ERROR(s->y.allocate(elements(y) * element));
+  TB_RETURN_IF_ERROR(s->bias.allocate(elements(bias) * element));
+  s->bias_data = elements(bias) > 0 ? s->bias.data() : nullptr;
+  for (auto [block, dims, seed] :
+       {std::tuple{&s->x, x, 1}, {&s->w, w, 2}, {&s->y, y, 3}, {&s->bias, bias, 4}})
+    TB_RETURN_IF_ERROR(
+        cuda_status(launch_fill_random(storage_dtype(op.dtype), block->data(),
+                                       static_cast<std::int64_t>(elements(dims)), seed, nullptr),
+                    "seeding the engine search"));
+  return Status::Ok();
+}
+
+// Seconds per run of `plan` over kTimedRuns runs after one untimed run, or -1 where it did not
+// run.
+double time_engine(cudnnHandle_t handle, const BackendDescriptor& plan,
+                   std::int64_t workspace_bytes, const SearchOperands& s,
+                   const TimingEvents& events) {
+  DeviceBlock workspace;
+  if (!workspace.allocate(static_cast<std::size_t>(workspace_bytes)).ok() ||
+      !execute(handle, plan, s.x.data(), s.w.data(), s.y.data(), s.bias_data, workspace.data())
+           .ok())
+    return -1;
+  cudaEventRecord(events.start);
+  Status status = Status::Ok();
+  for (int run = 0; run < kTimedRuns && status.ok(); ++run)
+    status =
+        execute(handle, plan, s.x.data(), s.w.data(), s.y.data(), s.bias_data, workspace.data());
+  cudaEventRecord(events.stop);
+  float ms = 0;
+  if (status.ok() && cudaEventSynchronize(events.stop) == cudaSuccess &&
+      cudaEventElapsedTime(&ms, events.start, events.stop) == cudaSuccess)
+    return ms * 1e-3 / kTimedRuns;
+  return -1;
+}
+
 Status search_engine(cudnnHandle_t handle, const ConvOp& op,
                      std::shared_ptr<const ConvEngineCache::Engine>* out) {
   Graph graph;
@@ -275,24 +338,8 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
   const Status fallback = heuristic_configs(graph.graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
   if (configs.empty()) return ranked.ok() ? fallback : ranked;
 
-  const std::array<std::int64_t, 4> x = {op.mb, op.ic, op.ih, op.iw},
-                                    w = {op.oc, op.ic, op.kh, op.kw},
-                                    y = {op.mb, op.oc, op.oh(), op.ow()};
-  const std::array<std::int64_t, 4> bias = {1, op.epilogue == ConvEpilogue::none ? 0 : op.oc, 1, 1};
-  const std::size_t element = dtype_size(storage_dtype(op.dtype));
-  DeviceBlock xs, ws, ys, biases;
-  TB_RETURN_IF_ERROR(xs.allocate(elements(x) * element));
-  TB_RETURN_IF_ERROR(ws.allocate(elements(w) * element));
-  TB_RETURN_IF_ERROR(ys.allocate(elements(y) * element));
-  TB_RETURN_IF_ERROR(biases.allocate(elements(bias) * element));
-  void* const bias_data = elements(bias) > 0 ? biases.data() : nullptr;
-  // Seeded data: zeros would time faster than real inputs.
-  for (auto [block, dims, seed] :
-       {std::tuple{&xs, x, 1}, {&ws, w, 2}, {&ys, y, 3}, {&biases, bias, 4}})
-    TB_RETURN_IF_ERROR(
-        cuda_status(launch_fill_random(storage_dtype(op.dtype), block->data(),
-                                       static_cast<std::int64_t>(elements(dims)), seed, nullptr),
-                    "seeding the engine search"));
+  SearchOperands operands;
+  TB_RETURN_IF_ERROR(seed_search_operands(op, &operands));
 
   struct Candidate {
     BackendDescriptor plan;
@@ -304,7 +351,6 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
   std::vector<double> seconds;
   std::vector<std::string> refused;
   const TimingEvents events;
-  cudaEvent_t start = events.start, stop = events.stop;
   for (std::size_t index = 0; index < configs.size(); ++index) {
     const BackendDescriptor& config = configs[index];
     if (static_cast<int>(candidates.size()) == kMaxCandidates) break;
@@ -324,23 +370,8 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
     if (!make_execution_plan(handle, config, &candidate.plan, &candidate.workspace).ok() ||
         candidate.workspace > kMaxCudnnWorkspace)
       continue;
-    DeviceBlock workspace;
-    double elapsed = -1;
-    if (workspace.allocate(static_cast<std::size_t>(candidate.workspace)).ok() &&
-        execute(handle, candidate.plan, xs.data(), ws.data(), ys.data(), bias_data,
-                workspace.data())
-            .ok()) {
-      cudaEventRecord(start);
-      Status status = Status::Ok();
-      for (int run = 0; run < kTimedRuns && status.ok(); ++run)
-        status = execute(handle, candidate.plan, xs.data(), ws.data(), ys.data(), bias_data,
-                         workspace.data());
-      cudaEventRecord(stop);
-      float ms = 0;
-      if (status.ok() && cudaEventSynchronize(stop) == cudaSuccess &&
-          cudaEventElapsedTime(&ms, start, stop) == cudaSuccess)
-        elapsed = ms * 1e-3 / kTimedRuns;
-    }
+    const double elapsed =
+        time_engine(handle, candidate.plan, candidate.workspace, operands, events);
     // An engine that failed to launch leaves no error for the next one, unless the failure
     // broke the context.
     if (const cudaError_t error = cudaGetLastError(); is_sticky(error))

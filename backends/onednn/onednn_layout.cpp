@@ -53,13 +53,12 @@ LayoutProbe probe(const std::string& op, const std::function<std::string()>& cre
   return result;
 }
 
-std::vector<LayoutProbe> probe_layout(const dnnl::engine& engine, memory::data_type type,
-                                      const ActivationLayout& layout) {
+// Convolutions of ResNet-50's kinds: 3x3, 1x1, strided 3x3, and the 7x7 stem on a
+// 3-channel image (its backward data is never needed: nothing is below the image).
+void add_conv_probes(const dnnl::engine& engine, memory::data_type type,
+                     const ActivationLayout& layout, std::vector<LayoutProbe>& probes) {
   const dnnl::primitive_attr attr = base_attr();
   const memory::data_type weights_grad = memory::data_type::f32;
-  std::vector<LayoutProbe> probes;
-  // Convolutions of ResNet-50's kinds: 3x3, 1x1, strided 3x3, and the 7x7 stem on a
-  // 3-channel image (its backward data is never needed: nothing is below the image).
   struct ConvShape {
     const char* name;
     memory::dim mb, ic, oc, size, kernel, stride, pad;
@@ -103,26 +102,36 @@ std::vector<LayoutProbe> probe_layout(const dnnl::engine& engine, memory::data_t
                              .impl_info_str());
     }));
   }
-  {  // batch norm with its fused ReLU, as every ResNet block runs it
-    const memory::desc data = in_layout({16, 64, 28, 28}, type, layout, 64);
-    const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift |
-                       dnnl::normalization_flags::fuse_norm_relu;
-    auto forward = [&] {
-      return dnnl::batch_normalization_forward::primitive_desc(
-          dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, 1e-5f,
-                                                  flags),
-          attr, engine);
-    };
-    probes.push_back(
-        probe("batch_norm+relu forward", [&] { return std::string(forward().impl_info_str()); }));
-    probes.push_back(probe("batch_norm+relu backward", [&] {
-      return std::string(dnnl::batch_normalization_backward::primitive_desc(
-                             dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward,
-                                                                      data, data, 1e-5f, flags),
-                             attr, engine, forward())
-                             .impl_info_str());
-    }));
-  }
+}
+
+// Batch norm with its fused ReLU, as every ResNet block runs it.
+void add_batch_norm_probes(const dnnl::engine& engine, memory::data_type type,
+                           const ActivationLayout& layout, std::vector<LayoutProbe>& probes) {
+  const dnnl::primitive_attr attr = base_attr();
+  const memory::desc data = in_layout({16, 64, 28, 28}, type, layout, 64);
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift |
+                     dnnl::normalization_flags::fuse_norm_relu;
+  auto forward = [&] {
+    return dnnl::batch_normalization_forward::primitive_desc(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, 1e-5f,
+                                                flags),
+        attr, engine);
+  };
+  probes.push_back(
+      probe("batch_norm+relu forward", [&] { return std::string(forward().impl_info_str()); }));
+  probes.push_back(probe("batch_norm+relu backward", [&] {
+    return std::string(dnnl::batch_normalization_backward::primitive_desc(
+                           dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data,
+                                                                    data, 1e-5f, flags),
+                           attr, engine, forward())
+                           .impl_info_str());
+  }));
+}
+
+// Max pooling after the stem and the global average pool before the classifier.
+void add_pool_probes(const dnnl::engine& engine, memory::data_type type,
+                     const ActivationLayout& layout, std::vector<LayoutProbe>& probes) {
+  const dnnl::primitive_attr attr = base_attr();
   struct PoolShape {
     const char* name;
     dnnl::algorithm algorithm;
@@ -153,28 +162,41 @@ std::vector<LayoutProbe> probe_layout(const dnnl::engine& engine, memory::data_t
                              .impl_info_str());
     }));
   }
-  {  // ReLU and add run on the flat tensor, whatever its layout
-    const memory::desc flat({16 * 64 * 28 * 28}, type, tag::x);
-    const auto relu = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
-    auto forward = [&] {
-      return dnnl::eltwise_forward::primitive_desc(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, relu, flat, 0.f, 0.f),
-          attr, engine);
-    };
-    probes.push_back(probe("relu forward", [&] { return std::string(forward().impl_info_str()); }));
-    probes.push_back(probe("relu backward", [&] {
-      return std::string(
-          dnnl::eltwise_backward::primitive_desc(
-              dnnl::eltwise_backward::desc(relu, flat, flat, 0.f, 0.f), attr, engine, forward())
-              .impl_info_str());
-    }));
-    probes.push_back(probe("add", [&] {
-      return std::string(
-          dnnl::binary::primitive_desc(
-              dnnl::binary::desc(dnnl::algorithm::binary_add, flat, flat, flat), attr, engine)
-              .impl_info_str());
-    }));
-  }
+}
+
+// ReLU and add run on the flat tensor, whatever its layout.
+void add_eltwise_probes(const dnnl::engine& engine, memory::data_type type,
+                        std::vector<LayoutProbe>& probes) {
+  const dnnl::primitive_attr attr = base_attr();
+  const memory::desc flat({16 * 64 * 28 * 28}, type, tag::x);
+  const auto relu = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+  auto forward = [&] {
+    return dnnl::eltwise_forward::primitive_desc(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, relu, flat, 0.f, 0.f), attr,
+        engine);
+  };
+  probes.push_back(probe("relu forward", [&] { return std::string(forward().impl_info_str()); }));
+  probes.push_back(probe("relu backward", [&] {
+    return std::string(
+        dnnl::eltwise_backward::primitive_desc(
+            dnnl::eltwise_backward::desc(relu, flat, flat, 0.f, 0.f), attr, engine, forward())
+            .impl_info_str());
+  }));
+  probes.push_back(probe("add", [&] {
+    return std::string(
+        dnnl::binary::primitive_desc(
+            dnnl::binary::desc(dnnl::algorithm::binary_add, flat, flat, flat), attr, engine)
+            .impl_info_str());
+  }));
+}
+
+std::vector<LayoutProbe> probe_layout(const dnnl::engine& engine, memory::data_type type,
+                                      const ActivationLayout& layout) {
+  std::vector<LayoutProbe> probes;
+  add_conv_probes(engine, type, layout, probes);
+  add_batch_norm_probes(engine, type, layout, probes);
+  add_pool_probes(engine, type, layout, probes);
+  add_eltwise_probes(engine, type, probes);
   return probes;
 }
 
