@@ -54,19 +54,30 @@ std::optional<AlphaBetaFit> fit_alpha_beta(std::span<const SweepPoint> sweep,
         kMinFitPoints, kMinFitSpan);
     return std::nullopt;
   }
-  LineFit line = relative_least_squares(points, largest->bytes);
-  AlphaBetaFit fit;
-  if (line.alpha < 0) {  // t = g x alone: minimise sum (g x_i / t_i - 1)^2
-    double num = 0, den = 0;
-    for (const SweepPoint& p : points)
-      num += p.bytes / p.seconds, den += std::pow(p.bytes / p.seconds, 2);
-    line = {0, num / den};
-    fit.alpha_clamped = true;
+  // Bandwidth from the large sizes (the gradients' regime: a sweep that leaves the caches bends
+  // there), latency from the small ones with that bandwidth: alpha minimising
+  // sum ((alpha + g x_i) / t_i - 1)^2 over them.
+  std::vector<SweepPoint> large, small;
+  for (const SweepPoint& p : points) {
+    if (p.bytes * kFitRegimeSpan >= largest->bytes) large.push_back(p);
+    if (p.bytes <= smallest->bytes * kFitRegimeSpan) small.push_back(p);
   }
+  if (large.size() < 2) {
+    *why_not =
+        fmt::format("too short to fit: one size within {:g}x of the largest", kFitRegimeSpan);
+    return std::nullopt;
+  }
+  LineFit line{0, relative_least_squares(large, largest->bytes).slope};
   if (!(line.slope > 0)) {
     *why_not = "the time does not grow with the size: no bandwidth to fit";
     return std::nullopt;
   }
+  double num = 0, den = 0;
+  for (const SweepPoint& p : small)
+    num += (1 - line.slope * p.bytes / p.seconds) / p.seconds, den += 1 / (p.seconds * p.seconds);
+  line.alpha = num / den;
+  AlphaBetaFit fit;
+  if (line.alpha < 0) line.alpha = 0, fit.alpha_clamped = true;
   fit.alpha_s = line.alpha;
   fit.beta_bytes_per_s = 1 / line.slope;
   fit.rms_relative_residual = rms_relative_residual(points, line.alpha, line.slope);

@@ -27,15 +27,18 @@ struct AlphaBetaFit {
   // the sweep (protocol switches between sizes show here).
   double rms_relative_residual = 0;
   std::size_t points = 0;
-  bool alpha_clamped = false;  // the free fit's alpha was negative: refitted through zero
+  bool alpha_clamped = false;  // the small sizes' alpha came out negative: set to 0
 };
 
-// Least squares on the relative error (each point's residual divided by its measured time), so
-// the latency-bound small sizes and the bandwidth-bound large ones both count: a plain fit would
-// give the large sizes all the weight and alpha any value. Needs kMinFitPoints sizes spanning
-// kMinFitSpan; otherwise null, with why in *why_not.
+// Least squares on the relative error (each point's residual divided by its measured time), in
+// two regimes: beta from the sizes within kFitRegimeSpan of the largest (the gradients' sizes;
+// a sweep that falls out of the caches bends there, and a line through every size would take
+// the cache's bandwidth), alpha from the sizes within kFitRegimeSpan of the smallest, with that
+// beta. The residual is over every point. Needs kMinFitPoints sizes spanning kMinFitSpan;
+// otherwise null, with why in *why_not.
 inline constexpr std::size_t kMinFitPoints = 3;
-inline constexpr double kMinFitSpan = 16;  // largest size / smallest
+inline constexpr double kMinFitSpan = 16;     // largest size / smallest
+inline constexpr double kFitRegimeSpan = 64;  // each regime: a factor 64 of sizes
 std::optional<AlphaBetaFit> fit_alpha_beta(std::span<const SweepPoint> sweep, std::string* why_not);
 
 // One ring link: alpha per ring step, bandwidth per direction.

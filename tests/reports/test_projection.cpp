@@ -41,17 +41,23 @@ TEST(Projection, FitOnNoisySweepStaysCloseAndReportsItsResidual) {
   EXPECT_NEAR(fit->rms_relative_residual, 0.03, 0.005);
 }
 
-// A fit weighted by absolute error would let the large sizes decide alpha; this one keeps the
-// small sizes' latency even when the large ones are off the line (a protocol switch).
-TEST(Projection, SmallSizesDecideLatency) {
+// A sweep that bends (the large sizes 20% slower, as out of cache): beta comes from the large
+// sizes, alpha from the small ones, and the residual shows the bend. A line through every size
+// would take the middle's bandwidth.
+TEST(Projection, LargeSizesDecideBandwidthSmallOnesLatency) {
   std::vector<SweepPoint> sweep = synthetic_sweep(5e-6, 10e9);
   for (SweepPoint& p : sweep)
-    if (p.bytes >= 1 << 28) p.seconds *= 1.2;
+    if (p.bytes >= 1 << 24) p.seconds *= 1.2;
   std::string why_not;
   const auto fit = fit_alpha_beta(sweep, &why_not);
-  ASSERT_TRUE(fit);
-  EXPECT_NEAR(fit->alpha_s / 5e-6, 1, 0.1);
-  EXPECT_GT(fit->rms_relative_residual, 0.01);  // the misfit shows
+  ASSERT_TRUE(fit) << why_not;
+  EXPECT_NEAR(fit->beta_bytes_per_s, 10e9 / 1.2, 1e3);  // 16 MiB .. 1 GiB: all 20% slower
+  EXPECT_NEAR(fit->alpha_s / 5e-6, 1, 1e-3);
+  EXPECT_GT(fit->rms_relative_residual, 0.01);
+  // One size within 64x of the largest: no bandwidth regime.
+  const std::vector<SweepPoint> gap = {{8, 1e-6}, {16, 1e-6}, {1 << 20, 1e-4}};
+  EXPECT_FALSE(fit_alpha_beta(gap, &why_not));
+  EXPECT_NE(why_not.find("one size within 64x of the largest"), std::string::npos) << why_not;
 }
 
 TEST(Projection, SweepTooShortToFitSaysSo) {
@@ -70,7 +76,7 @@ TEST(Projection, SweepTooShortToFitSaysSo) {
 
 TEST(Projection, FlatSweepHasNoBandwidth) {
   std::string why_not;
-  const std::vector<SweepPoint> flat = {{8, 1e-5}, {1024, 1e-5}, {1 << 20, 1e-5}};
+  const std::vector<SweepPoint> flat = {{8, 1e-5}, {1024, 1e-5}, {1 << 20, 1e-5}, {1 << 21, 1e-5}};
   EXPECT_FALSE(fit_alpha_beta(flat, &why_not));
   EXPECT_NE(why_not.find("does not grow"), std::string::npos) << why_not;
 }
