@@ -105,6 +105,18 @@ class Builder {
   const BertConfig& config_;
 };
 
+// A configuration build_bert can build, or a UsageError saying what is wrong.
+void check_config(const BertConfig& c) {
+  if (c.batch < 1 || c.layers < 1 || c.heads < 1 || c.hidden % c.heads != 0)
+    throw UsageError("BERT needs batch >= 1, layers >= 1 and heads dividing hidden");
+  if (c.sequence < 2 || c.sequence > c.positions || c.predictions < 1 || c.predictions > c.sequence)
+    throw UsageError(
+        fmt::format("BERT needs 2 <= sequence ({}) <= positions ({}) and "
+                    "1 <= predictions ({}) <= sequence",
+                    c.sequence, c.positions, c.predictions));
+  if (!(c.dropout >= 0 && c.dropout < 1)) throw UsageError("BERT dropout must be in [0, 1)");
+}
+
 }  // namespace
 
 BertConfig bert_config(std::string_view model, std::int64_t batch, std::int64_t sequence) {
@@ -127,14 +139,7 @@ BertConfig bert_config(std::string_view model, std::int64_t batch, std::int64_t 
 }
 
 Network build_bert(const BertConfig& c) {
-  if (c.batch < 1 || c.layers < 1 || c.heads < 1 || c.hidden % c.heads != 0)
-    throw UsageError("BERT needs batch >= 1, layers >= 1 and heads dividing hidden");
-  if (c.sequence < 2 || c.sequence > c.positions || c.predictions < 1 || c.predictions > c.sequence)
-    throw UsageError(
-        fmt::format("BERT needs 2 <= sequence ({}) <= positions ({}) and "
-                    "1 <= predictions ({}) <= sequence",
-                    c.sequence, c.positions, c.predictions));
-  if (!(c.dropout >= 0 && c.dropout < 1)) throw UsageError("BERT dropout must be in [0, 1)");
+  check_config(c);
   Network net;
   Builder build(net, c);
   const std::int64_t tokens = c.batch * c.sequence, masked = c.batch * c.predictions;

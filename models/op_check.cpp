@@ -1,0 +1,580 @@
+// The op-by-op check (TrainingStep::check_ops): every op of one step against the same op in
+// f64 on the host, fed what the step's op read, through a read-only view of the step.
+#include "models/op_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <span>
+
+#include <fmt/format.h>
+
+#include "backends/numeric.h"
+#include "backends/registry.h"
+#include "backends/seeded.h"
+#include "models/host_values.h"
+#include "models/sampled_reference.h"
+
+namespace tb {
+namespace {
+
+Status import_values(Backend& backend, const Plan& plan, int index,
+                     const std::vector<double>& values, Buffer buffer) {
+  const std::vector<char> bytes = to_bytes(values, plan.operands()[index].dtype);
+  return backend.import_operand(plan, index, bytes.data(), buffer);
+}
+
+// The same op in f64 on plain layouts: what the shared CPU code computes as the reference.
+// A cast has none (its reference is the input rounded: OpChecker::check_cast).
+std::optional<OpDesc> reference_op(const OpDesc& desc) {
+  return std::visit(
+      [](auto op) -> std::optional<OpDesc> {
+        if constexpr (std::is_same_v<decltype(op), CastOp>) {
+          return std::nullopt;
+        } else {
+          if constexpr (requires { op.dtype; }) op.dtype = DType::f64;
+          if constexpr (requires { op.layout; }) op.layout = Layout::plain;
+          if constexpr (requires { op.winograd_allowed; }) op.winograd_allowed = false;
+          if constexpr (std::is_same_v<decltype(op), GemmOp>)
+            op.a_type = op.b_type = op.c_type = DType::f64;
+          return OpDesc(op);
+        }
+      },
+      desc);
+}
+
+// Operands whose contents differ by design between implementations (oneDNN's workspace
+// formats): the f64 forward's own stand in for them.
+bool opaque_operand(const std::string& name) {
+  return name == "relu_mask" || name == "indices";
+}
+// Running statistics, updated in place by a momentum too small to judge within one step:
+// never compared.
+bool statistics_operand(const std::string& name) {
+  return name == "running_mean" || name == "running_var";
+}
+// Values an op updates in place: the optimizer's weights and state, the unscaled gradients.
+bool updated_in_place(const OpDesc& desc, const std::string& name) {
+  if (std::holds_alternative<OptimizerOp>(desc))
+    return name == "weights" || name == "momentum" || name == "m" || name == "v";
+  return std::holds_alternative<UnscaleGradientsOp>(desc) && name == "grads";
+}
+// Outputs whose previous contents the op reads: in-place statistics and updates, and a tied
+// weight's gradient that an embedding's backward adds to.
+bool reads_output(const OpDesc& desc, const std::string& name) {
+  const auto* embedding = std::get_if<EmbeddingOp>(&desc);
+  return statistics_operand(name) || updated_in_place(desc, name) ||
+         (embedding && embedding->accumulate && name == "diff_table");
+}
+
+// An op over every parameter, checked on sampled tensors where the model is large
+// (OpCheckOptions::full_update_limit): at least this many values (a few tensors).
+constexpr std::int64_t kUpdateSampleElements = std::int64_t{1} << 20;
+
+// The sums of absolute terms behind a normalization's reductions, by group: batch norm's per
+// channel (forward mean: |x| averaged; backward diff_beta: |dy|, diff_gamma: |dy xhat|), layer
+// norm's forward mean per row and backward parameter gradients per column. Such a sum cancels
+// as a product's can: the stem's diff_beta of a ResNet-50 step at batch 32 sums 401,408 terms
+// to 2e-4 of their magnitude, and fp32 leaves 6e-5 relative error there. Empty for other
+// outputs; `in` holds the op's plain inputs by operand.
+std::vector<double> reduction_magnitude(const OpDesc& desc, const std::vector<OperandSpec>& specs,
+                                        const std::vector<std::vector<double>>& in, int output) {
+  const std::string& name = specs[output].name;
+  auto operand = [&](const char* wanted) -> const std::vector<double>* {
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].name == wanted && !in[i].empty()) return &in[i];
+    return nullptr;
+  };
+  std::int64_t groups = 0, elements = 0;
+  std::function<std::int64_t(std::int64_t)> group, statistic;  // of element e
+  float epsilon = 0;
+  if (const auto* bn = std::get_if<BatchNormOp>(&desc); bn && !bn->inference) {
+    const std::int64_t plane = bn->h * bn->w, channels = bn->channels;
+    groups = channels, elements = bn->mb * channels * plane, epsilon = bn->epsilon;
+    group = [=](std::int64_t e) { return e / plane % channels; };
+    statistic = group;
+  } else if (const auto* ln = std::get_if<LayerNormOp>(&desc)) {
+    const std::int64_t cols = ln->cols;
+    const bool per_row = ln->pass == Pass::forward;  // statistics per row, gradients per column
+    groups = per_row ? ln->rows : cols, elements = ln->rows * cols, epsilon = ln->epsilon;
+    group = [=](std::int64_t e) { return per_row ? e / cols : e % cols; };
+    statistic = [=](std::int64_t e) { return e / cols; };
+  } else {
+    return {};
+  }
+  const std::vector<double>*src = operand("src"), *dy = operand("diff_dst"),
+        *mask = operand("relu_mask"), *mean = operand("mean"), *variance = operand("variance");
+  const bool forward_mean = name == "mean" && src && !dy;
+  const bool backward =
+      (name == "diff_beta" || name == "diff_gamma") && src && dy && mean && variance;
+  if (!forward_mean && !backward) return {};
+  std::vector<double> magnitude(static_cast<std::size_t>(groups), 0.0);
+  for (std::int64_t e = 0; e < elements; ++e) {
+    double term = forward_mean ? (*src)[e] : (mask && (*mask)[e] == 0 ? 0.0 : (*dy)[e]);
+    if (name == "diff_gamma") {
+      const std::int64_t k = statistic(e);
+      term *= ((*src)[e] - (*mean)[k]) / std::sqrt((*variance)[k] + epsilon);
+    }
+    magnitude[group(e)] += std::fabs(term);
+  }
+  if (forward_mean)
+    for (double& m : magnitude) m /= static_cast<double>(elements / groups);
+  return magnitude;
+}
+
+// A check that must hold to rounding of f64: a cast's output, a flag, an index.
+constexpr double kExactTolerance = 1e-12;
+
+// An output whose norm is below this fraction of the norm of the magnitudes it sums has
+// cancelled: its relative error measures rounding, not correctness.
+constexpr double kCancellation = 1e-3;
+
+double l2_norm(const std::vector<double>& values) {
+  double sum = 0;
+  for (double v : values) sum += v * v;
+  return std::sqrt(sum);
+}
+
+// Sums of products of the inputs (linear in each): the forward error bound applies.
+bool is_product(const OpDesc& desc) {
+  return std::holds_alternative<GemmOp>(desc) || std::holds_alternative<ConvOp>(desc) ||
+         std::holds_alternative<FullyConnectedOp>(desc);
+}
+
+double op_tolerance(DType output) {
+  switch (output) {
+    case DType::bf16:
+      return 2e-2;  // one bf16 rounding of the output (2^-9) with room for accumulation order
+    case DType::f16:
+    case DType::tf32:
+      return 5e-3;  // one f16 rounding of the output, or of TF32 inputs (2^-11), likewise
+    case DType::f64:
+      return 1e-9;
+    default:
+      return 1e-4;  // fp32 accumulation over long reductions, Winograd transforms included
+  }
+}
+
+}  // namespace
+
+// Checks the ops of one step as run_ops() hands them over, each against its f64 reference on
+// the host (a GPU has no f64 ops) fed what the step's op read just before it ran.
+class OpChecker::Checker {
+ public:
+  using Op = StepOp;
+  Checker(const StepView& step, const OpCheckOptions& options, OpCheck* out)
+      : s_(step), options_(options), out_(out), host_(make_reference_backend()) {}
+
+  Status check(const Op& op) {
+    const bool whole_parameters = op.phase == Phase::weight_cast || op.phase == Phase::optimizer;
+    if (whole_parameters && flat_count(op.desc) > options_.full_update_limit)
+      return check_by_tensors(op);
+    if (const auto* cast = std::get_if<CastOp>(&op.desc)) return check_cast(op, *cast);
+    const std::optional<OpDesc> reference = reference_op(op.desc);
+    if (!reference) return s_.execute(op);
+    const bool sampled = has_sampled_reference(op.desc) &&
+                         reference_multiply_adds(op.desc) > options_.full_reference_limit;
+    TB_RETURN_IF_ERROR(sampled ? check_sampled(op) : check_in_full(op, *reference));
+    ++out_->ops_checked;
+    return Status::Ok();
+  }
+
+ private:
+  // One compared output: the step's values and the reference's, with the magnitudes a
+  // product's cancellation is judged against (empty: not needed).
+  struct Output {
+    int index = 0;
+    std::vector<double> got, want, magnitude, before;  // before: an in-place output's input
+    double tolerance = 0;
+  };
+
+  // "layer1.0.conv1 conv diff_src", "optimizer weights", "weight cast dst".
+  std::string output_name(const Op& op, int operand) const {
+    const std::string& name = op.plan->operands()[operand].name;
+    if (op.phase == Phase::optimizer) return fmt::format("{} {}", op_name(op.desc), name);
+    if (op.phase == Phase::weight_cast) return fmt::format("weight cast {}", name);
+    return fmt::format("{} {} {}", s_.network.layers()[op.layer].name, op_name(op.desc), name);
+  }
+
+  // The plain values of the step's operand `index` of `op` as it holds them now.
+  Status step_values(const Op& op, int index, std::vector<double>* out) {
+    const int slot = s_.memory.root(op.slots[index]);
+    const OperandSpec& spec = op.plan->operands()[index];
+    if (s_.memory[slot].host) {  // host memory (hyper-parameters): plain bytes, read directly
+      from_bytes(static_cast<const char*>(s_.memory[slot].buffer.data),
+                 static_cast<std::size_t>(spec.elements()), spec.dtype, out);
+      return Status::Ok();
+    }
+    return export_values(s_.backend, *op.plan, index, s_.memory[slot].buffer, out, &scratch_);
+  }
+
+  // What the op reads, by operand (outputs it does not read stay empty); the f64 forward's
+  // masks and indices stand in for the step's opaque ones.
+  Status read_inputs(const Op& op, std::vector<std::vector<double>>* inputs) {
+    const std::vector<OperandSpec>& specs = op.plan->operands();
+    inputs->resize(specs.size());
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      (*inputs)[i].clear();
+      if (specs[i].is_output && !reads_output(op.desc, specs[i].name)) continue;
+      if (opaque_operand(specs[i].name)) {
+        const auto saved = reference_state_.find(s_.memory.root(op.slots[i]));
+        if (saved == reference_state_.end())
+          return Status::Failed(
+              fmt::format("{}: no reference to read", output_name(op, static_cast<int>(i))));
+        (*inputs)[i] = saved->second;
+        continue;
+      }
+      TB_RETURN_IF_ERROR(step_values(op, static_cast<int>(i), &(*inputs)[i]));
+    }
+    return Status::Ok();
+  }
+
+  // A fused ReLU's mask as the step decided it, from the step's own output: where rounding puts
+  // a pre-activation on the other side of 0 than f64 does (3 of 6.4 million values in a
+  // ResNet-50 step at batch 32), the f64 backward must route the gradient as the step did, or
+  // each such value moves a channel's diff_beta by a gradient's size. The output itself is
+  // checked against f64 like any other. Max pooling's indices stay the f64 forward's (`mask`
+  // unchanged): the step reads the same input values, and ties break alike.
+  Status step_decisions(const Op& op, int index, std::vector<double>* mask) {
+    if (op.plan->operands()[index].name != "relu_mask") return Status::Ok();
+    const std::vector<OperandSpec>& specs = op.plan->operands();
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].name != "dst") continue;
+      std::vector<double>& dst = sampled_values_;
+      TB_RETURN_IF_ERROR(step_values(op, static_cast<int>(i), &dst));
+      for (std::size_t e = 0; e < dst.size(); ++e) (*mask)[e] = dst[e] > 0 ? 1 : 0;
+      return Status::Ok();
+    }
+    return Status::Failed(fmt::format("{}: a ReLU mask without its output", s_.op_label(op)));
+  }
+
+  double tolerance_of(const Op& op, int index) const {
+    // A TF32 product is held to TF32's rounding, whatever its output's storage.
+    return op_tolerance(data_type(op.desc) == DType::tf32 ? DType::tf32
+                                                          : op.plan->operands()[index].dtype);
+  }
+
+  // Entry `n` of outputs_ made ready for an output, its vectors' storage kept from earlier ops.
+  Output& reuse_output(std::size_t n, int index, double tolerance) {
+    if (outputs_.size() <= n) outputs_.resize(n + 1);
+    Output& output = outputs_[n];
+    output.index = index, output.tolerance = tolerance;
+    for (std::vector<double>* values :
+         {&output.got, &output.want, &output.magnitude, &output.before})
+      values->clear();
+    return output;
+  }
+
+  void judge(const Op& op, const Output& output) {
+    double error = relative_l2_error(output.got, output.want), tolerance = output.tolerance;
+    const double want_norm = l2_norm(output.want);
+    if (!output.magnitude.empty()) {
+      const double magnitude = l2_norm(output.magnitude);
+      if (want_norm < kCancellation * magnitude) error = error * want_norm / magnitude;
+    }
+    if (!output.before.empty()) {
+      // Updated in place (weights by the optimizer, gradients by the unscale): judged by the
+      // change, with room for the storage rounding of the new value, which a small change
+      // cannot resolve.
+      std::vector<double> got_change(output.got.size()), want_change(output.want.size());
+      for (std::size_t i = 0; i < output.want.size(); ++i) {
+        got_change[i] = output.got[i] - output.before[i];
+        want_change[i] = output.want[i] - output.before[i];
+      }
+      error = relative_l2_error(got_change, want_change);
+      const DType stored = op.plan->operands()[output.index].dtype;
+      tolerance += 2 * unit_roundoff(stored) * want_norm / std::max(l2_norm(want_change), 1e-300);
+    }
+    ++out_->outputs_compared;
+    if (error / tolerance > out_->worst_error / std::max(out_->worst_tolerance, 1e-300) ||
+        out_->outputs_compared == 1) {
+      out_->worst_error = error;
+      out_->worst_tolerance = tolerance;
+      out_->worst_output = output_name(op, output.index);
+    }
+    if (!(error <= tolerance)) out_->passed = false;
+  }
+
+  // `values` rounded to nearest even in `dtype`: what a cast to it must produce exactly.
+  static std::vector<double> rounded_to(const std::vector<double>& values, DType dtype) {
+    const std::vector<char> bytes = to_bytes(values, dtype);
+    return from_bytes(bytes.data(), values.size(), dtype);
+  }
+
+  // A cast rounds to nearest even: its output must be exactly its input so rounded.
+  Status check_cast(const Op& op, const CastOp& cast) {
+    std::vector<std::vector<double>>& inputs = inputs_;
+    TB_RETURN_IF_ERROR(read_inputs(op, &inputs));
+    TB_RETURN_IF_ERROR(s_.execute(op));
+    Output output{1, {}, rounded_to(inputs[0], cast.to), {}, {}, kExactTolerance};
+    TB_RETURN_IF_ERROR(step_values(op, 1, &output.got));
+    judge(op, output);
+    ++out_->ops_checked;
+    return Status::Ok();
+  }
+
+  // The count of an op over the flat parameter buffers (the weight cast, the unscale, the
+  // optimizer), else 0.
+  static std::int64_t flat_count(const OpDesc& desc) {
+    if (const auto* o = std::get_if<OptimizerOp>(&desc)) return o->count;
+    if (const auto* o = std::get_if<UnscaleGradientsOp>(&desc)) return o->count;
+    if (const auto* o = std::get_if<CastOp>(&desc)) return o->count;
+    return 0;
+  }
+
+  // The same op over one parameter tensor's `count` values (LAMB: as its only tensor).
+  static OpDesc over_one_tensor(const OpDesc& desc, std::int64_t count) {
+    return std::visit(
+        [count](auto o) -> OpDesc {
+          if constexpr (requires { o.count; }) o.count = count;
+          if constexpr (requires { o.tensors; }) o.tensors = 1;
+          return o;
+        },
+        desc);
+  }
+
+  // Seeded parameter tensors holding at least kUpdateSampleElements values between them.
+  std::vector<int> sampled_parameters() const {
+    std::vector<int> order(s_.network.parameters().size());
+    for (std::size_t p = 0; p < order.size(); ++p) order[p] = static_cast<int>(p);
+    std::sort(order.begin(), order.end(), [](int a, int b) {
+      return mix64(static_cast<std::uint64_t>(a)) < mix64(static_cast<std::uint64_t>(b));
+    });
+    std::int64_t taken = 0;
+    std::size_t n = 0;
+    while (n < order.size() && taken < kUpdateSampleElements)
+      taken += s_.network.parameters()[order[n++]].elements();
+    order.resize(n);
+    return order;
+  }
+
+  // Values [offset, offset + count) of the step's flat operand `index` of `op`.
+  Status flat_values(const Op& op, int index, std::int64_t offset, std::int64_t count,
+                     std::vector<double>* out) {
+    const DType dtype = storage_dtype(op.plan->operands()[index].dtype);
+    const Buffer whole = s_.memory.buffer(op.slots[index]);
+    const std::size_t size = dtype_size(dtype);
+    const Buffer part{static_cast<char*>(whole.data) + static_cast<std::size_t>(offset) * size,
+                      static_cast<std::size_t>(count) * size, whole.kind};
+    scratch_.resize(part.bytes);
+    TB_RETURN_IF_ERROR(s_.backend.download(part, scratch_.data(), part.bytes));
+    from_bytes(scratch_.data(), static_cast<std::size_t>(count), dtype, out);
+    return Status::Ok();
+  }
+
+  // An op over every parameter whose f64 copy would not fit comfortably (a full-size model's
+  // weights, gradients and moments, each in double, before and after): checked on whole
+  // sampled tensors (LAMB's trust ratio is per tensor), read before the step's op runs over
+  // the whole buffer and after. Its found_nonfinite flag is not compared here (the reduced
+  // networks' checks compare it).
+  Status check_by_tensors(const Op& op) {
+    const std::vector<OperandSpec>& specs = op.plan->operands();
+    const std::int64_t count = flat_count(op.desc);
+    auto flat = [&](std::size_t i) {
+      return specs[i].elements() == static_cast<std::size_t>(count);
+    };
+    struct Range {
+      std::int64_t offset, length;
+      std::vector<std::vector<double>> inputs;  // by operand, as the sub-op reads them
+    };
+    std::vector<Range> ranges;
+    for (int p : sampled_parameters()) {
+      Range range{s_.parameter_offsets[p], s_.network.parameters()[p].elements(),
+                  std::vector<std::vector<double>>(specs.size())};
+      for (std::size_t i = 0; i < specs.size(); ++i) {
+        const int index = static_cast<int>(i);
+        std::vector<double>& values = range.inputs[i];
+        if (specs[i].is_output && !reads_output(op.desc, specs[i].name)) continue;
+        if (flat(i))
+          TB_RETURN_IF_ERROR(flat_values(op, index, range.offset, range.length, &values));
+        else if (specs[i].name == "tensor_offsets")
+          values = {0.0, static_cast<double>(range.length)};
+        else
+          TB_RETURN_IF_ERROR(step_values(op, index, &values));  // hyper-parameters, the scale
+      }
+      ranges.push_back(std::move(range));
+    }
+    TB_RETURN_IF_ERROR(s_.execute(op));
+    std::vector<int> compared;  // flat outputs, in operand order
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].is_output && flat(i)) compared.push_back(static_cast<int>(i));
+    for (std::size_t n = 0; n < compared.size(); ++n)
+      reuse_output(n, compared[n], tolerance_of(op, compared[n]));
+    const auto* cast = std::get_if<CastOp>(&op.desc);
+    std::vector<double> values;
+    for (const Range& range : ranges) {
+      const OpDesc part = over_one_tensor(op.desc, range.length);
+      std::unique_ptr<Plan> plan;
+      if (!cast) {
+        TB_RETURN_IF_ERROR(host_->plan(*reference_op(part), &plan));
+        TB_RETURN_IF_ERROR(pool_.fit(*plan));
+        for (std::size_t i = 0; i < specs.size(); ++i)
+          if (!specs[i].is_output || reads_output(op.desc, specs[i].name))
+            TB_RETURN_IF_ERROR(import_values(*host_, *plan, static_cast<int>(i), range.inputs[i],
+                                             pool_.operand[i]));
+        TB_RETURN_IF_ERROR(host_->execute(*plan, pool_.operand, pool_.workspace));
+      }
+      for (std::size_t n = 0; n < compared.size(); ++n) {
+        Output& output = outputs_[n];
+        const int index = compared[n];
+        if (cast) {
+          values = rounded_to(range.inputs[0], cast->to);
+        } else {
+          TB_RETURN_IF_ERROR(
+              export_values(*host_, *plan, index, pool_.operand[index], &values, &scratch_));
+        }
+        output.want.insert(output.want.end(), values.begin(), values.end());
+        TB_RETURN_IF_ERROR(flat_values(op, index, range.offset, range.length, &values));
+        output.got.insert(output.got.end(), values.begin(), values.end());
+        if (updated_in_place(op.desc, specs[index].name))
+          output.before.insert(output.before.end(), range.inputs[index].begin(),
+                               range.inputs[index].end());
+      }
+    }
+    for (std::size_t n = 0; n < compared.size(); ++n) {
+      if (cast) outputs_[n].tolerance = kExactTolerance;
+      judge(op, outputs_[n]);
+    }
+    ++out_->ops_checked;
+    ++out_->ops_sampled;
+    return Status::Ok();
+  }
+
+  // A product too large for its f64 loops: each output on sampled elements, one dot product
+  // each, from the inputs the step's op read.
+  Status check_sampled(const Op& op) {
+    std::vector<std::vector<double>>& inputs = inputs_;
+    TB_RETURN_IF_ERROR(read_inputs(op, &inputs));
+    TB_RETURN_IF_ERROR(s_.execute(op));
+    const std::vector<OperandSpec>& specs = op.plan->operands();
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (!specs[i].is_output) continue;
+      const SampledOutput want = sample_reference(op.desc, static_cast<int>(i), inputs,
+                                                  options_.samples, mix64(++sample_stream_));
+      std::vector<double>& all = sampled_values_;
+      TB_RETURN_IF_ERROR(step_values(op, static_cast<int>(i), &all));
+      Output output{static_cast<int>(i), {}, want.value,
+                    want.magnitude,      {}, tolerance_of(op, static_cast<int>(i))};
+      for (std::int64_t index : want.index) output.got.push_back(all.at(index));
+      judge(op, output);
+    }
+    ++out_->ops_sampled;
+    return Status::Ok();
+  }
+
+  Status check_in_full(const Op& op, const OpDesc& reference) {
+    std::unique_ptr<Plan> plan;
+    TB_RETURN_IF_ERROR(host_->plan(reference, &plan));
+    HostPool& buffers = pool_;
+    TB_RETURN_IF_ERROR(buffers.fit(*plan));
+    std::vector<std::vector<double>>& inputs = inputs_;
+    TB_RETURN_IF_ERROR(read_inputs(op, &inputs));
+    const std::vector<OperandSpec>& specs = plan->operands();
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      if (!specs[i].is_output || reads_output(op.desc, specs[i].name))
+        TB_RETURN_IF_ERROR(
+            import_values(*host_, *plan, static_cast<int>(i), inputs[i], buffers.operand[i]));
+    TB_RETURN_IF_ERROR(s_.execute(op));
+    TB_RETURN_IF_ERROR(host_->execute(*plan, buffers.operand, buffers.workspace));
+    std::span<Output> outputs;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (!specs[i].is_output || statistics_operand(specs[i].name)) continue;
+      const int index = static_cast<int>(i);
+      Output& output = reuse_output(outputs.size(), index, tolerance_of(op, index));
+      TB_RETURN_IF_ERROR(
+          export_values(*host_, *plan, index, buffers.operand[i], &output.want, &scratch_));
+      if (opaque_operand(specs[i].name)) {
+        TB_RETURN_IF_ERROR(step_decisions(op, index, &output.want));
+        reference_state_[s_.memory.root(op.slots[i])] = std::move(output.want);
+        continue;
+      }
+      TB_RETURN_IF_ERROR(step_values(op, index, &output.got));
+      if (specs[i].dtype == DType::i32) output.tolerance = kExactTolerance;  // a flag or index
+      if (updated_in_place(op.desc, specs[i].name)) output.before = inputs[i];
+      output.magnitude = reduction_magnitude(op.desc, specs, inputs, index);
+      outputs = std::span<Output>(outputs_.data(), outputs.size() + 1);
+    }
+    // A product whose output cancels (a bias gradient whose exact value is 0: attention's key
+    // bias) has no meaningful relative error: it is held to the forward error bound of a sum
+    // instead, relative to the same product of the inputs' absolute values.
+    const bool any_off = std::any_of(outputs.begin(), outputs.end(), [](const Output& o) {
+      return !(relative_l2_error(o.got, o.want) <= o.tolerance);
+    });
+    if (any_off && is_product(op.desc)) {
+      for (std::size_t i = 0; i < specs.size(); ++i) {
+        if (specs[i].is_output) continue;
+        for (double& v : inputs[i]) v = std::fabs(v);
+        TB_RETURN_IF_ERROR(
+            import_values(*host_, *plan, static_cast<int>(i), inputs[i], buffers.operand[i]));
+      }
+      TB_RETURN_IF_ERROR(host_->execute(*plan, buffers.operand, buffers.workspace));
+      for (Output& output : outputs)
+        TB_RETURN_IF_ERROR(export_values(*host_, *plan, output.index, buffers.operand[output.index],
+                                         &output.magnitude, &scratch_));
+    }
+    for (const Output& output : outputs) judge(op, output);
+    return Status::Ok();
+  }
+
+  // The reference plans' operands and workspace in host memory, kept from op to op and grown
+  // when an op needs more: a full-size step's f64 operands are hundreds of MB, and memory freshly
+  // mapped for every op costs more in first-touch page faults than the reference computes.
+  struct HostPool {
+    explicit HostPool(Backend& backend) : backend(backend) {}
+    ~HostPool() {
+      for (Buffer buffer : owned)
+        if (buffer.data) backend.release(buffer);
+    }
+    // Operand i of `plan` in operand[i], the workspace in workspace; outputs zeroed.
+    Status fit(const Plan& plan) {
+      const std::vector<OperandSpec>& specs = plan.operands();
+      owned.resize(std::max(owned.size(), specs.size() + 1));
+      operand.assign(specs.size(), {});
+      for (std::size_t i = 0; i <= specs.size(); ++i) {
+        const std::size_t bytes =
+            std::max<std::size_t>(i < specs.size() ? specs[i].bytes : plan.workspace_bytes(), 1);
+        if (owned[i].bytes < bytes) {
+          if (owned[i].data) backend.release(owned[i]);
+          owned[i] = {};
+          TB_RETURN_IF_ERROR(backend.allocate(bytes, &owned[i]));
+        }
+        const Buffer view{owned[i].data, bytes};
+        if (i == specs.size()) {
+          workspace = plan.workspace_bytes() > 0 ? view : Buffer{};
+        } else {
+          operand[i] = view;
+          if (specs[i].is_output) std::memset(view.data, 0, bytes);  // as freshly allocated
+        }
+      }
+      return Status::Ok();
+    }
+    Backend& backend;
+    std::vector<Buffer> owned;  // by operand, the workspace last
+    std::vector<Buffer> operand;
+    Buffer workspace;
+  };
+
+  const StepView s_;
+  const OpCheckOptions& options_;
+  OpCheck* out_;
+  std::unique_ptr<Backend> host_;
+  HostPool pool_{*host_};
+  std::vector<std::vector<double>> inputs_;  // by operand; their storage kept between ops
+  std::vector<char> scratch_;                // raw bytes of an export, likewise
+  std::vector<Output> outputs_;              // an op's compared outputs, likewise
+  std::vector<double> sampled_values_;       // a sampled output, a ReLU's output, likewise
+  std::map<int, std::vector<double>> reference_state_;  // masks and indices the f64 forward made
+  std::uint64_t sample_stream_ = 0;                     // a fresh sample per output
+};
+
+OpChecker::OpChecker(const StepView& step, const OpCheckOptions& options, OpCheck* out)
+    : checker_(std::make_unique<Checker>(step, options, out)) {}
+OpChecker::~OpChecker() = default;
+
+Status OpChecker::check(const StepOp& op) {
+  return checker_->check(op);
+}
+
+}  // namespace tb
