@@ -60,7 +60,9 @@ int list_command(bool markdown) {
   return 0;
 }
 
-int info_command(const BackendConfig& config, bool as_json) {
+// The tool, the host inventory and, per backend, its device and measured peaks (or why it is
+// unusable): what `info --json` prints.
+nlohmann::json info_json(const BackendConfig& config) {
   nlohmann::json info = {{"tool", tool_json()},
                          {"host", host_inventory_json()},
                          {"backends", nlohmann::json::array()}};
@@ -79,10 +81,10 @@ int info_command(const BackendConfig& config, bool as_json) {
     }
     info["backends"].push_back(backend_json);
   }
-  if (as_json) {
-    fmt::print("{}\n", info.dump(2));
-    return 0;
-  }
+  return info;
+}
+
+void print_host(const nlohmann::json& info) {
   const auto& host = info["host"];
   fmt::print("trainbench {} ({})\n", info["tool"]["version"].get<std::string>(),
              info["tool"]["git_commit"].get<std::string>());
@@ -123,31 +125,42 @@ int info_command(const BackendConfig& config, bool as_json) {
              host["kernel"].get<std::string>(), host["compiler"].get<std::string>());
   for (const auto& [name, value] : host["environment"].items())
     fmt::print("env       {}={}\n", name, value.get<std::string>());
-  for (const auto& backend : info["backends"]) {
-    fmt::print("\nbackend   {}\n", backend["name"].get<std::string>());
-    if (backend.contains("unusable")) {
-      fmt::print("  unusable: {}\n", backend["unusable"].get<std::string>());
-      continue;
-    }
-    const auto& device = backend["device"];
-    fmt::print("  threads {} pinned to CPUs [{}], clock {:.2f} GHz measured\n",
-               device["threads_used"].get<int>(),
-               fmt::join(device["affinity"].get<std::vector<int>>(), ","),
-               device["clock_ghz"].get<double>());
-    for (const auto& library : device["libraries"])
-      fmt::print("  {} {}\n", library["name"].get<std::string>(),
-                 library["version"].get<std::string>());
-    for (const auto& [key, value] : device["details"].items())
-      fmt::print("  {}: {}\n", key, value.dump());
-    for (const auto& [dtype, peak] : backend["peaks"].items()) {
-      auto gflops = [](const nlohmann::json& v) {
-        return v.is_null() ? std::string("-") : fmt::format("{:.1f}", v.get<double>());
-      };
-      fmt::print("  peak {:<5} measured {:>8} GFLOP/s, theoretical {:>8} GFLOP/s{}\n", dtype,
-                 gflops(peak["measured_gflops"]), gflops(peak["theoretical_gflops"]),
-                 peak.contains("reason") ? " (" + peak["reason"].get<std::string>() + ")" : "");
-    }
+}
+
+void print_backend(const nlohmann::json& backend) {
+  fmt::print("\nbackend   {}\n", backend["name"].get<std::string>());
+  if (backend.contains("unusable")) {
+    fmt::print("  unusable: {}\n", backend["unusable"].get<std::string>());
+    return;
   }
+  const auto& device = backend["device"];
+  fmt::print("  threads {} pinned to CPUs [{}], clock {:.2f} GHz measured\n",
+             device["threads_used"].get<int>(),
+             fmt::join(device["affinity"].get<std::vector<int>>(), ","),
+             device["clock_ghz"].get<double>());
+  for (const auto& library : device["libraries"])
+    fmt::print("  {} {}\n", library["name"].get<std::string>(),
+               library["version"].get<std::string>());
+  for (const auto& [key, value] : device["details"].items())
+    fmt::print("  {}: {}\n", key, value.dump());
+  for (const auto& [dtype, peak] : backend["peaks"].items()) {
+    auto gflops = [](const nlohmann::json& v) {
+      return v.is_null() ? std::string("-") : fmt::format("{:.1f}", v.get<double>());
+    };
+    fmt::print("  peak {:<5} measured {:>8} GFLOP/s, theoretical {:>8} GFLOP/s{}\n", dtype,
+               gflops(peak["measured_gflops"]), gflops(peak["theoretical_gflops"]),
+               peak.contains("reason") ? " (" + peak["reason"].get<std::string>() + ")" : "");
+  }
+}
+
+int info_command(const BackendConfig& config, bool as_json) {
+  const nlohmann::json info = info_json(config);
+  if (as_json) {
+    fmt::print("{}\n", info.dump(2));
+    return 0;
+  }
+  print_host(info);
+  for (const auto& backend : info["backends"]) print_backend(backend);
   return 0;
 }
 
@@ -220,18 +233,56 @@ Subcommand register_info(CLI::App& app) {
           }};
 }
 
+// The run subcommand's option values, as its command line sets them.
+struct RunState {
+  std::string suite;
+  std::vector<std::string> workloads, backends;
+  BackendConfig config;
+  std::string pin, format = "json", out;
+  RunOptions options;
+  int training_runs = 0;
+  std::vector<std::string> child_environments;
+};
+
+// Turns the run subcommand's options into the runner's (suite or workloads, backends, report
+// path) and runs it.
+int run_command(RunState& s, const std::string& command_line, World& world) {
+  auto& [suite, workloads, backends, config, pin, format, out, options, training_runs,
+         child_environments] = s;
+  config.pin = parse_pin_policy(pin);
+  if (options.harness.max_repetitions < options.harness.min_repetitions)
+    throw UsageError("--max-reps must be at least --min-reps");
+  if (!suite.empty() || workloads.empty()) {
+    options.suite = suite.empty() ? "quick" : suite;
+    options.cases = load_suite(*options.suite);
+  }
+  for (const std::string& line : workloads)
+    for (Descriptor& descriptor : expand_shapes(Descriptor::parse(line)))
+      options.cases.push_back(std::move(descriptor));
+  if (training_runs > 0)
+    for (Descriptor& descriptor : options.cases)
+      if (const WorkloadKind* kind = find_workload_kind(descriptor.kind());
+          kind && kind->find("runs") && !descriptor.has("runs"))
+        descriptor.set("runs", std::to_string(training_runs));
+  if (backends.empty())
+    for (const BackendEntry& entry : backend_registry())
+      if (entry.probe().usable) backends.push_back(entry.name);
+  if (backends.empty()) throw UsageError("no backend in this build is usable here");
+  options.backends = backends;
+  for (const std::string& spec : child_environments)
+    options.child_environments.push_back(ChildEnvironment::parse(spec));
+  options.backend_config = config;
+  options.format = parse_report_format(format);
+  std::string stamp = utc_now();
+  std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
+  options.out_path = out.empty() ? fmt::format("trainbench-report-{}.json", stamp) : out;
+  options.command_line = command_line;
+  return run_benchmarks(options, world, std::cout, std::cerr);
+}
+
 Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
   CLI::App* run = app.add_subcommand("run", "run a suite or workloads and write a report");
-  struct State {
-    std::string suite;
-    std::vector<std::string> workloads, backends;
-    BackendConfig config;
-    std::string pin, format = "json", out;
-    RunOptions options;
-    int training_runs = 0;
-    std::vector<std::string> child_environments;
-  };
-  auto s = std::make_shared<State>();
+  auto s = std::make_shared<RunState>();
   auto& [suite, workloads, backends, config, pin, format, out, options, training_runs,
          child_environments] = *s;
   run->add_option("--suite", suite,
@@ -283,39 +334,7 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
       ->check(CLI::IsMember({"json", "gbench"}));
 
   const std::string command_line = quoted_command_line(argc, argv);
-  return {run, [s, command_line, &world] {
-            auto& [suite, workloads, backends, config, pin, format, out, options, training_runs,
-                   child_environments] = *s;
-            config.pin = parse_pin_policy(pin);
-            if (options.harness.max_repetitions < options.harness.min_repetitions)
-              throw UsageError("--max-reps must be at least --min-reps");
-            if (!suite.empty() || workloads.empty()) {
-              options.suite = suite.empty() ? "quick" : suite;
-              options.cases = load_suite(*options.suite);
-            }
-            for (const std::string& line : workloads)
-              for (Descriptor& descriptor : expand_shapes(Descriptor::parse(line)))
-                options.cases.push_back(std::move(descriptor));
-            if (training_runs > 0)
-              for (Descriptor& descriptor : options.cases)
-                if (const WorkloadKind* kind = find_workload_kind(descriptor.kind());
-                    kind && kind->find("runs") && !descriptor.has("runs"))
-                  descriptor.set("runs", std::to_string(training_runs));
-            if (backends.empty())
-              for (const BackendEntry& entry : backend_registry())
-                if (entry.probe().usable) backends.push_back(entry.name);
-            if (backends.empty()) throw UsageError("no backend in this build is usable here");
-            options.backends = backends;
-            for (const std::string& spec : child_environments)
-              options.child_environments.push_back(ChildEnvironment::parse(spec));
-            options.backend_config = config;
-            options.format = parse_report_format(format);
-            std::string stamp = utc_now();
-            std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
-            options.out_path = out.empty() ? fmt::format("trainbench-report-{}.json", stamp) : out;
-            options.command_line = command_line;
-            return run_benchmarks(options, world, std::cout, std::cerr);
-          }};
+  return {run, [s, command_line, &world] { return run_command(*s, command_line, world); }};
 }
 Subcommand register_compare(CLI::App& app) {
   CLI::App* compare = app.add_subcommand(

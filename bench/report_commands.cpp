@@ -180,23 +180,27 @@ nlohmann::json read_input_report(const std::string& path) {
   }
 }
 
-int compare_command(const CompareOptions& options) {
-  if (options.reports.size() < (options.across_backends ? 1u : 2u))
-    throw UsageError("compare needs at least two reports (or one with --across-backends)");
-  std::vector<nlohmann::json> reports;
-  for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
-  const std::vector<Costs> costs = load_costs(options);
+namespace {
 
-  // Columns: one per report, or one per (report, backend) across backends.
-  struct Column {
-    std::string label;
-    std::size_t report;
-    std::string backend;  // empty: any
-  };
+// Columns of the comparison: one per report, or one per (report, backend) across backends.
+struct Column {
+  std::string label;
+  std::size_t report;
+  std::string backend;  // empty: any
+};
+using RowKey =
+    std::tuple<std::string, std::string, std::string>;  // workload, dtype, backend ("" across)
+
+// The columns, and per row (a case) the result each column has for it.
+struct CompareGrid {
   std::vector<Column> columns;
-  using RowKey =
-      std::tuple<std::string, std::string, std::string>;  // workload, dtype, backend ("" across)
   std::map<RowKey, std::map<std::size_t, const nlohmann::json*>> rows;
+};
+
+CompareGrid compare_grid(const CompareOptions& options,
+                         const std::vector<nlohmann::json>& reports) {
+  CompareGrid grid;
+  auto& [columns, rows] = grid;
   for (std::size_t r = 0; r < reports.size(); ++r) {
     const std::string name = std::filesystem::path(options.reports[r]).filename().string();
     std::map<std::string, std::size_t> column_of_backend;
@@ -215,6 +219,59 @@ int compare_command(const CompareOptions& options) {
     }
     if (!options.across_backends && columns.size() == r) columns.push_back({name, r, ""});
   }
+  return grid;
+}
+
+// One column's cell of a case: its figure and median, or its status ("-" when absent), as text
+// into `out` and as JSON returned.
+nlohmann::json compare_cell(const nlohmann::json* result, const Column& column, std::string* out) {
+  nlohmann::json cell = {{"column", column.label}};
+  std::string text = "-";
+  if (result && (*result)["status"] == "passed") {
+    text = fmt::format("{} ({})", headline_metric(*result),
+                       format_seconds((*result)["stats"]["median_s"]));
+    if (const std::string caveats = result_caveats(*result); !caveats.empty()) {
+      text += " " + caveats;
+      cell["caveats"] = caveats;
+    }
+    cell["median_s"] = (*result)["stats"]["median_s"];
+    cell["metrics"] = (*result)["metrics"];
+  } else if (result) {
+    text = (*result)["status"];
+    cell["status"] = (*result)["status"];
+  }
+  *out = text;
+  return cell;
+}
+
+// Each report's path, fingerprint and headline lines, above the table (not in CSV).
+std::string report_headlines(const nlohmann::json& out, TableFormat format) {
+  std::string text;
+  const bool markdown = format == TableFormat::markdown;
+  if (format != TableFormat::csv) {
+    for (const auto& report : out["reports"]) {
+      text +=
+          fmt::format(fmt::runtime(markdown ? "**{}** ({})\n\n" : "{} ({})\n"),
+                      report["path"].get<std::string>(), report["fingerprint"].get<std::string>());
+      for (const auto& line : report["headline"])
+        text += fmt::format(fmt::runtime(markdown ? "- {}\n" : "  {}\n"), headline_text(line));
+      text += "\n";
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+int compare_command(const CompareOptions& options) {
+  if (options.reports.size() < (options.across_backends ? 1u : 2u))
+    throw UsageError("compare needs at least two reports (or one with --across-backends)");
+  std::vector<nlohmann::json> reports;
+  for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
+  const std::vector<Costs> costs = load_costs(options);
+
+  const CompareGrid grid = compare_grid(options, reports);
+  const auto& [columns, rows] = grid;
 
   nlohmann::json out = {{"reports", nlohmann::json::array()}, {"cases", nlohmann::json::array()}};
   for (std::size_t r = 0; r < reports.size(); ++r)
@@ -239,21 +296,8 @@ int compare_command(const CompareOptions& options) {
     const nlohmann::json* first = cells.count(0) ? cells.at(0) : nullptr;
     for (std::size_t c = 0; c < columns.size(); ++c) {
       const nlohmann::json* result = cells.count(c) ? cells.at(c) : nullptr;
-      nlohmann::json cell = {{"column", columns[c].label}};
-      std::string text = "-";
-      if (result && (*result)["status"] == "passed") {
-        text = fmt::format("{} ({})", headline_metric(*result),
-                           format_seconds((*result)["stats"]["median_s"]));
-        if (const std::string caveats = result_caveats(*result); !caveats.empty()) {
-          text += " " + caveats;
-          cell["caveats"] = caveats;
-        }
-        cell["median_s"] = (*result)["stats"]["median_s"];
-        cell["metrics"] = (*result)["metrics"];
-      } else if (result) {
-        text = (*result)["status"];
-        cell["status"] = (*result)["status"];
-      }
+      std::string text;
+      nlohmann::json cell = compare_cell(result, columns[c], &text);
       row.push_back(text);
       if (c == 0) {
         entry["columns"].push_back(cell);
@@ -278,19 +322,7 @@ int compare_command(const CompareOptions& options) {
     print(out.dump(2) + "\n");
     return 0;
   }
-  std::string text;
-  const bool markdown = options.format == TableFormat::markdown;
-  if (options.format != TableFormat::csv) {
-    for (const auto& report : out["reports"]) {
-      text +=
-          fmt::format(fmt::runtime(markdown ? "**{}** ({})\n\n" : "{} ({})\n"),
-                      report["path"].get<std::string>(), report["fingerprint"].get<std::string>());
-      for (const auto& line : report["headline"])
-        text += fmt::format(fmt::runtime(markdown ? "- {}\n" : "  {}\n"), headline_text(line));
-      text += "\n";
-    }
-  }
-  print(text + table.render(options.format));
+  print(report_headlines(out, options.format) + table.render(options.format));
   return 0;
 }
 

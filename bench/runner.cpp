@@ -296,15 +296,8 @@ int merge_child_run(const ChildEnvironment& environment, const RunOptions& optio
   return problems;
 }
 
-}  // namespace
-
-int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_out,
-                   std::ostream& progress_out) {
-  using Clock = std::chrono::steady_clock;
-  std::ostream silent(nullptr);  // ranks other than 0 print only errors
-  std::ostream& table = world.rank() == 0 ? table_out : silent;
-  std::ostream& progress = world.rank() == 0 ? progress_out : silent;
-  // Everything the user asked for is checked before anything runs or is written.
+// The requested backends, each with its probe's answer; an unknown name is a UsageError.
+std::vector<BackendSlot> find_backend_slots(const RunOptions& options) {
   std::vector<BackendSlot> slots;
   for (const std::string& name : options.backends) {
     const BackendEntry* entry = find_backend(name);
@@ -316,34 +309,40 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
     }
     slots.push_back({entry, entry->probe(), nullptr, {}, {}, {}});
   }
-  if (options.cases.empty()) throw UsageError("no workloads to run");
-  if (world.size() > 1 && !options.child_environments.empty())
-    throw UsageError("--child-env runs one more process: not under a launcher");
+  return slots;
+}
 
-  nlohmann::json header = {
-      {"schema_version", kReportSchemaVersion},
-      {"tool", tool_json()},
-      {"started_at", utc_now()},
-      {"finished_at", nullptr},
-      {"command", options.command_line},
-      {"settings",
-       {{"threads", options.backend_config.threads},
-        {"pin", pin_policy_name(options.backend_config.pin)},
-        {"seed", options.seed},
-        {"suite", options.suite ? nlohmann::json(*options.suite) : nlohmann::json(nullptr)},
-        {"warmup_runs", options.harness.warmup_runs},
-        {"warmup_seconds", options.harness.warmup_seconds},
-        {"min_repetitions", options.harness.min_repetitions},
-        {"max_repetitions", options.harness.max_repetitions},
-        {"time_budget_seconds", options.harness.time_budget_seconds},
-        {"min_sample_seconds", options.harness.min_sample_seconds},
-        {"flush_caches", options.harness.flush_caches}}},
-      {"host", host_inventory_json()},
-      {"backends", nlohmann::json::array()}};
+// The report's header: the tool, the run's settings and the host inventory.
+nlohmann::json report_header(const RunOptions& options) {
+  return {{"schema_version", kReportSchemaVersion},
+          {"tool", tool_json()},
+          {"started_at", utc_now()},
+          {"finished_at", nullptr},
+          {"command", options.command_line},
+          {"settings",
+           {{"threads", options.backend_config.threads},
+            {"pin", pin_policy_name(options.backend_config.pin)},
+            {"seed", options.seed},
+            {"suite", options.suite ? nlohmann::json(*options.suite) : nlohmann::json(nullptr)},
+            {"warmup_runs", options.harness.warmup_runs},
+            {"warmup_seconds", options.harness.warmup_seconds},
+            {"min_repetitions", options.harness.min_repetitions},
+            {"max_repetitions", options.harness.max_repetitions},
+            {"time_budget_seconds", options.harness.time_budget_seconds},
+            {"min_sample_seconds", options.harness.min_sample_seconds},
+            {"flush_caches", options.harness.flush_caches}}},
+          {"host", host_inventory_json()},
+          {"backends", nlohmann::json::array()}};
+}
+
+// Creates each usable backend (a GPU backend on its local rank's GPU); one that fails to start
+// is unusable with the reason. Across ranks that ends the job: a rank without a backend the
+// others run (a GPU fewer than ranks on its host) cannot join their cases.
+void create_backends(const RunOptions& options, World& world, std::vector<BackendSlot>& slots) {
   for (BackendSlot& slot : slots) {
     if (!slot.availability.usable) continue;
     BackendConfig config = options.backend_config;
-    config.device = world.local_rank();  // one GPU per rank of a host
+    config.device = world.local_rank();
     const Status created = slot.entry->create(config, &slot.backend);
     if (!created.ok()) {
       slot.availability = {false, created.message()};
@@ -352,13 +351,15 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
     }
     slot.device = slot.backend->device_info();
   }
-  // A rank without the backend the others run (a GPU fewer than ranks on its host) cannot
-  // join their cases.
   for (const BackendSlot& slot : slots)
     if (world.size() > 1 && !slot.backend)
       world.abort(fmt::format("backend {} is not usable here: {}", slot.entry->name,
                               slot.availability.reason),
                   1);
+}
+
+// The cases: every requested descriptor, expanded per backend.
+std::vector<Case> make_cases(const RunOptions& options, std::vector<BackendSlot>& slots) {
   std::vector<Case> cases;
   for (BackendSlot& slot : slots)
     for (const Descriptor& requested : options.cases)
@@ -368,7 +369,12 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
         std::string canonical = workload->descriptor().to_string();
         cases.push_back({&slot, std::move(workload), std::move(canonical)});
       }
+  return cases;
+}
 
+// The ranks agree on the cases (else the job ends); the report's world block, at rank 0.
+nlohmann::json join_ranks(World& world, const std::vector<BackendSlot>& slots,
+                          const std::vector<Case>& cases) {
   std::string plan;
   for (const Case& item : cases) plan += item.slot->entry->name + " " + item.descriptor + "\n";
   require_ranks_agree(world, plan);
@@ -378,18 +384,13 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
       devices.push_back({{"backend", slot.entry->name},
                          {"model", slot.device.model},
                          {"threads_used", slot.device.threads_used},
-                         {"affinity", slot.device.affinity}});
-  header["world"] = gather_world_json(world, devices);
+                         {"affinity", slot.device.affinity},
+                         {"libraries", to_json(slot.device)["libraries"]}});
+  return gather_world_json(world, devices);
+}
 
-  std::optional<ReportWriter> writer;  // rank 0's
-  if (world.rank() == 0) {
-    try {
-      writer.emplace(options.out_path, options.format, header);  // proves the path is writable
-    } catch (const ReportError& e) {
-      throw UsageError(e.what());
-    }
-  }
-
+// The report's backends block, with each usable backend's peaks measured now.
+nlohmann::json backends_json(const RunOptions& options, std::vector<BackendSlot>& slots) {
   nlohmann::json backends = nlohmann::json::array();
   for (BackendSlot& slot : slots) {
     if (slot.backend) slot.peaks = measure_peaks(*slot.backend, options.peak_harness);
@@ -399,6 +400,37 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
                         {"device", slot.backend ? to_json(slot.device) : nlohmann::json(nullptr)},
                         {"peaks", peaks_json(slot.peaks)}});
   }
+  return backends;
+}
+
+}  // namespace
+
+int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_out,
+                   std::ostream& progress_out) {
+  using Clock = std::chrono::steady_clock;
+  std::ostream silent(nullptr);  // ranks other than 0 print only errors
+  std::ostream& table = world.rank() == 0 ? table_out : silent;
+  std::ostream& progress = world.rank() == 0 ? progress_out : silent;
+  // Everything the user asked for is checked before anything runs or is written.
+  std::vector<BackendSlot> slots = find_backend_slots(options);
+  if (options.cases.empty()) throw UsageError("no workloads to run");
+  if (world.size() > 1 && !options.child_environments.empty())
+    throw UsageError("--child-env runs one more process: not under a launcher");
+
+  nlohmann::json header = report_header(options);
+  create_backends(options, world, slots);
+  std::vector<Case> cases = make_cases(options, slots);
+  header["world"] = join_ranks(world, slots, cases);
+
+  std::optional<ReportWriter> writer;  // rank 0's
+  if (world.rank() == 0) {
+    try {
+      writer.emplace(options.out_path, options.format, header);  // proves the path is writable
+    } catch (const ReportError& e) {
+      throw UsageError(e.what());
+    }
+  }
+  const nlohmann::json backends = backends_json(options, slots);
   if (writer) writer->set("backends", backends);
 
   for (const BackendSlot& slot : slots)

@@ -261,28 +261,30 @@ Answer communication_answer(const nlohmann::json& report) {
   return a;
 }
 
-std::vector<Answer> answer(const nlohmann::json& report) {
+// A report's passed results, and the kind of device (cpu, gpu) each backend is.
+struct Passed {
+  std::vector<const nlohmann::json*> results;
   std::map<std::string, std::string> device_kind;  // backend -> cpu / gpu
-  for (const auto& backend : report["backends"])
-    if (backend["device"].is_object()) device_kind[backend["name"]] = backend["device"]["kind"];
-  std::vector<const nlohmann::json*> passed;
-  for (const auto& result : report["results"])
-    if (result["status"] == "passed") passed.push_back(&result);
-  auto kind = [&](const nlohmann::json& r) {
-    return device_kind.count(r["backend"]) ? device_kind[r["backend"]] : "";
-  };
-  auto median = [](const nlohmann::json& r) { return r["stats"]["median_s"].get<double>(); };
-  std::vector<Answer> answers;
+  std::string kind(const nlohmann::json& r) const {
+    const auto it = device_kind.find(r["backend"].get<std::string>());
+    return it != device_kind.end() ? it->second : "";
+  }
+};
 
-  // 1. GPU over CPU speed-up, per workload and dtype: the GPU against the fastest CPU backend.
+double median(const nlohmann::json& r) {
+  return r["stats"]["median_s"].get<double>();
+}
+
+// GPU over CPU speed-up, per workload and dtype: the GPU against the fastest CPU backend.
+Answer speedup_answer(const Passed& passed) {
   Answer speedup{"GPU over CPU speed-up per workload and dtype", "", {}};
   std::map<std::pair<std::string, std::string>,
            std::pair<const nlohmann::json*, const nlohmann::json*>>
       pairs;
-  for (const nlohmann::json* r : passed) {
+  for (const nlohmann::json* r : passed.results) {
     auto& [cpu, gpu] = pairs[{(*r)["workload"], (*r)["dtype"]}];
-    auto& slot = kind(*r) == "gpu" ? gpu : cpu;
-    if (kind(*r) != "gpu" && kind(*r) != "cpu") continue;
+    auto& slot = passed.kind(*r) == "gpu" ? gpu : cpu;
+    if (passed.kind(*r) != "gpu" && passed.kind(*r) != "cpu") continue;
     if (!slot || median(*r) < median(*slot)) slot = r;
   }
   for (const auto& [key, pair] : pairs)
@@ -295,16 +297,18 @@ std::vector<Answer> answer(const nlohmann::json& report) {
     }
   if (speedup.answer.empty())
     speedup.answer = "not measured: no case ran on both a GPU and a CPU backend";
-  answers.push_back(speedup);
+  return speedup;
+}
 
-  // 2. Memory bandwidth: best STREAM figure on each kind of device.
+// Memory bandwidth: best STREAM figure on each kind of device.
+Answer bandwidth_answer(const Passed& passed) {
   Answer bandwidth{"Memory-bandwidth ratio, GPU over CPU", "", {}};
   std::map<std::string, const nlohmann::json*> best_stream;
-  for (const nlohmann::json* r : passed)
+  for (const nlohmann::json* r : passed.results)
     if (const auto figure = result_headline(*r);
         figure && figure->headline.figure == kMemoryBandwidthFigure &&
         (*r)["metrics"].contains("gbps")) {
-      auto& slot = best_stream[kind(*r)];
+      auto& slot = best_stream[passed.kind(*r)];
       if (!slot || (*r)["metrics"]["gbps"] > (*slot)["metrics"]["gbps"]) slot = r;
     }
   for (const auto& [device, r] : best_stream)
@@ -317,13 +321,16 @@ std::vector<Answer> answer(const nlohmann::json& report) {
   else
     bandwidth.answer = fmt::format("not measured: STREAM ran on {}",
                                    best_stream.empty() ? "no device" : "one kind of device only");
-  answers.push_back(bandwidth);
+  return bandwidth;
+}
 
-  // 3. Mixed precision: the same case in a low-precision dtype against fp32, same backend.
+// Mixed precision: the same case in a low-precision dtype against fp32, same backend.
+Answer mixed_precision_answer(const Passed& passed) {
   Answer mixed{"Mixed-precision speed-up and memory saving over fp32", "", {}};
   std::map<std::pair<std::string, std::string>, const nlohmann::json*> by_workload;
-  for (const nlohmann::json* r : passed) by_workload[{(*r)["backend"], (*r)["workload"]}] = r;
-  for (const nlohmann::json* r : passed) {
+  for (const nlohmann::json* r : passed.results)
+    by_workload[{(*r)["backend"], (*r)["workload"]}] = r;
+  for (const nlohmann::json* r : passed.results) {
     const std::string dtype = (*r)["dtype"], workload = (*r)["workload"];
     const std::string tag = " dtype=" + dtype;
     if (dtype == "f32" || dtype == "f64" || workload.find(tag) == std::string::npos) continue;
@@ -345,11 +352,13 @@ std::vector<Answer> answer(const nlohmann::json& report) {
   }
   if (mixed.answer.empty())
     mixed.answer = "not measured: no case ran in both fp32 and a lower precision";
-  answers.push_back(mixed);
+  return mixed;
+}
 
-  // 4. Training state per parameter with AdamW.
+// Training state per parameter with AdamW.
+Answer state_answer(const Passed& passed) {
   Answer state{"Training-state memory per parameter with AdamW", "", {}};
-  for (const nlohmann::json* r : passed)
+  for (const nlohmann::json* r : passed.results)
     if ((*r)["metrics"].contains("optimizer_state_bytes_per_parameter")) {
       state.answer =
           fmt::format("{:.1f} bytes (measured)",
@@ -362,17 +371,19 @@ std::vector<Answer> answer(const nlohmann::json& report) {
         "gradients 4, two moments 8); "
         "bf16 mixed precision with fp32 master weights 18 bytes (+2 for the bf16 weight copy), "
         "activations extra";
-  answers.push_back(state);
+  return state;
+}
 
-  // 5. Projected full-scale time-to-train from measured training throughput: a projection,
-  // with its assumptions, never a measurement.
+// Projected full-scale time-to-train from measured training throughput: a projection,
+// with its assumptions, never a measurement.
+Answer projection_answer(const Passed& passed) {
   Answer projection{
       "Projected time-to-train per device (a projection from MLPerf's "
       "convergence points, not a measurement)",
       "",
       {}};
   std::map<std::string, const ProjectionRecipe*> used;
-  for (const nlohmann::json* r : passed) {
+  for (const nlohmann::json* r : passed.results) {
     if (!(*r)["metrics"].contains("samples_per_s")) continue;
     const ProjectionRecipe* recipe =
         projection_recipe(Descriptor::parse((*r)["workload"].get<std::string>()));
@@ -392,13 +403,15 @@ std::vector<Answer> answer(const nlohmann::json& report) {
     projection.answer =
         "not measured: no full-size ResNet-50 (224x224, 1000 classes) or "
         "BERT-large (length 512) training step in this report";
-  answers.push_back(projection);
+  return projection;
+}
 
-  // 6. Where a model step's time goes: the slowest layers of the instrumented step.
+// Where a model step's time goes: the slowest layers of the instrumented step.
+Answer breakdown_answer(const Passed& passed) {
   constexpr std::size_t kLayersShown = 3;
   Answer breakdown{
       "Where a training step's time goes (slowest layers, forward + backward)", "", {}};
-  for (const nlohmann::json* r : passed) {
+  for (const nlohmann::json* r : passed.results) {
     if (!r->contains("details") || !(*r)["details"].contains("breakdown")) continue;
     const nlohmann::json& b = (*r)["details"]["breakdown"];
     const double total = b["total_s"].get<double>();
@@ -429,9 +442,19 @@ std::vector<Answer> answer(const nlohmann::json& report) {
   }
   if (breakdown.answer.empty())
     breakdown.answer = "not measured: no model training step in this report";
-  answers.push_back(breakdown);
-  answers.push_back(communication_answer(report));
-  return answers;
+  return breakdown;
+}
+
+std::vector<Answer> answer(const nlohmann::json& report) {
+  Passed passed;
+  for (const auto& backend : report["backends"])
+    if (backend["device"].is_object())
+      passed.device_kind[backend["name"]] = backend["device"]["kind"];
+  for (const auto& result : report["results"])
+    if (result["status"] == "passed") passed.results.push_back(&result);
+  return {speedup_answer(passed),      bandwidth_answer(passed),  mixed_precision_answer(passed),
+          state_answer(passed),        projection_answer(passed), breakdown_answer(passed),
+          communication_answer(report)};
 }
 
 // A table's lines under an answer, indented four spaces.
