@@ -46,6 +46,12 @@ KeySpec overlap_key() {
       "data parallel: 1 reduces each bucket while backward runs, 0 every bucket after it"));
 }
 
+nlohmann::json data_parallel_batches(int ranks, std::int64_t per_rank_batch) {
+  return {{"world_size", ranks},
+          {"per_rank_batch", per_rank_batch},
+          {"global_batch", per_rank_batch * ranks}};
+}
+
 BucketOptions read_bucket_options(DescriptorReader& reader) {
   return {static_cast<std::size_t>(reader.integer("bucket_mb")) << 20,
           reader.choice("overlap") == "1"};
@@ -150,33 +156,31 @@ Status TrainingWorkload::time_data_parallel() {
   const std::vector<GradientBucket>& buckets = step_->gradient_exchange()->buckets();
   std::int64_t elements = 0;
   for (const GradientBucket& bucket : buckets) elements += bucket.count;
-  data_parallel_ = {
-      {"world_size", ranks()},
-      {"per_rank_batch", network_.batch},
-      {"global_batch", network_.batch * ranks()},
-      {"normalization",
-       "per rank: batch norm uses each rank's own statistics (DDP without "
-       "SyncBatchNorm); running statistics stay per rank"},
-      {"communicator", communicator_->implementation()},
-      {"bucket_bytes", buckets_.bucket_bytes},
-      {"buckets", buckets.size()},
-      {"gradient_bytes", elements * static_cast<std::int64_t>(sizeof(float))},
-      {"overlap", buckets_.overlap},
-      {"method",
-       fmt::format("median of {} steps (after one untimed) of the slowest rank's time; "
-                   "one_rank_step_s: rank 0 stepping without exchange while the others wait "
-                   "(the world-size-1 figure, same binary and per-rank batch); local_step_s: "
-                   "every rank stepping without exchange at once; communication_s: every "
-                   "bucket's all-reduce with no computation; scaling_efficiency = "
-                   "global samples/s / (world size x samples/s at world size 1) = "
-                   "one_rank_step_s / step_s; unhidden_communication_s = step_s - local_step_s",
-                   kTimedSteps)},
-      {"one_rank_step_s", alone},
-      {"one_rank_samples_per_s", batch / alone},
-      {"local_step_s", local},
-      {"communication_s", communication},
-      {"overlap_on", mode(with_overlap)},
-      {"overlap_off", mode(without_overlap)}};
+  data_parallel_ = data_parallel_batches(ranks(), network_.batch);
+  data_parallel_.update(
+      {{"normalization",
+        "per rank: batch norm uses each rank's own statistics (DDP without "
+        "SyncBatchNorm); running statistics stay per rank"},
+       {"communicator", communicator_->implementation()},
+       {"bucket_bytes", buckets_.bucket_bytes},
+       {"buckets", buckets.size()},
+       {"gradient_bytes", elements * static_cast<std::int64_t>(sizeof(float))},
+       {"overlap", buckets_.overlap},
+       {"method",
+        fmt::format("median of {} steps (after one untimed) of the slowest rank's time; "
+                    "one_rank_step_s: rank 0 stepping without exchange while the others wait "
+                    "(the world-size-1 figure, same binary and per-rank batch); local_step_s: "
+                    "every rank stepping without exchange at once; communication_s: every "
+                    "bucket's all-reduce with no computation; scaling_efficiency = "
+                    "global samples/s / (world size x samples/s at world size 1) = "
+                    "one_rank_step_s / step_s; unhidden_communication_s = step_s - local_step_s",
+                    kTimedSteps)},
+       {"one_rank_step_s", alone},
+       {"one_rank_samples_per_s", batch / alone},
+       {"local_step_s", local},
+       {"communication_s", communication},
+       {"overlap_on", mode(with_overlap)},
+       {"overlap_off", mode(without_overlap)}});
   return Status::Ok();
 }
 

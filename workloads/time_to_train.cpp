@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "models/data_parallel.h"
 #include "models/reference_check.h"
 #include "workloads/training_workload.h"
 
@@ -110,7 +111,8 @@ std::vector<std::int64_t> shuffled(std::int64_t count, std::uint64_t seed) {
 std::vector<KeySpec> budget_keys(const TimeToTrainBudget& defaults) {
   return {number_key("target", fmt::format("{:g}", defaults.target),
                      "the quality that ends a run, in (0, 1]"),
-          integer_key("batch", std::to_string(defaults.batch), "training examples per step"),
+          integer_key("batch", std::to_string(defaults.batch),
+                      "training examples per step (per rank across several ranks)"),
           choice_key("dtype", std::string(dtype_name(defaults.dtype)), {"f32", "bf16"},
                      "the step's precision"),
           integer_key("epochs", std::to_string(defaults.epochs), "the epoch budget of a run"),
@@ -175,13 +177,29 @@ Status TimeToTrainWorkload::setup(Backend& backend, std::uint64_t seed) {
   const auto start = Clock::now();
   backend_ = &backend;
   seed_ = seed;
+  if (ranks() > 1) {
+    TB_RETURN_IF_ERROR(backend.make_communicator(*world_, &communicator_));
+    options_.data_parallel_ranks = ranks();
+    options_.dropout_seed = rank_dropout_seed(options_.dropout_seed, world_->rank());
+  }
   TB_RETURN_IF_ERROR(TrainingStep::create(backend, train_network_, options_, &train_));
   TB_RETURN_IF_ERROR(TrainingStep::create(backend, eval_network_, eval_options(), &eval_));
+  if (communicator_) TB_RETURN_IF_ERROR(train_->exchange_gradients(communicator_.get()));
   init_s_ = seconds_since(start);
   return Status::Ok();
 }
 
 Validation TimeToTrainWorkload::validate() {
+  Validation result = validate_ops();
+  // The runs exchange gradients: a rank whose check failed must not leave the others waiting.
+  if (ranks() > 1 && world_->max(result.passed ? 0.0 : 1.0) > 0 && result.passed) {
+    result.passed = false;
+    result.message = "the validation failed on another rank";
+  }
+  return result;
+}
+
+Validation TimeToTrainWorkload::validate_ops() {
   Validation result;
   result.method = fmt::format(
       "every op of a training step (casts and update included) and of an evaluation step ({}, "
@@ -269,12 +287,15 @@ Status TimeToTrainWorkload::train_once(std::uint64_t seed, TrainingRun* run) {
   const auto start = Clock::now();
   TB_RETURN_IF_ERROR(load_data());
   run->data_load_s = seconds_since(start);
-  const std::int64_t steps_per_epoch = training_examples() / budget_.batch;  // partial dropped
+  const std::int64_t global_batch = budget_.batch * ranks();
+  const std::int64_t steps_per_epoch = training_examples() / global_batch;  // partial dropped
   if (steps_per_epoch < budget_.evaluations_per_epoch)
     return Status::InvalidArgument(fmt::format(
         "{} training examples make {} batches of {}: fewer than the {} evaluations "
         "an epoch needs",
-        training_examples(), steps_per_epoch, budget_.batch, budget_.evaluations_per_epoch));
+        training_examples(), steps_per_epoch, global_batch, budget_.evaluations_per_epoch));
+  // This rank's share of each global batch.
+  const std::int64_t share = budget_.batch * (world_ ? world_->rank() : 0);
   const std::int64_t total_steps = steps_per_epoch * budget_.epochs;
   const std::int64_t eval_every = steps_per_epoch / budget_.evaluations_per_epoch;
   for (std::int64_t epoch = 0; epoch < budget_.epochs && !run->converged; ++epoch) {
@@ -284,16 +305,15 @@ Status TimeToTrainWorkload::train_once(std::uint64_t seed, TrainingRun* run) {
       const auto step_start = Clock::now();
       const std::uint64_t step_seed = mix64(seed ^ mix64(static_cast<std::uint64_t>(run->steps)));
       TB_RETURN_IF_ERROR(train_->set_batch(
-          training_batch(order.data() + s * budget_.batch, budget_.batch, step_seed)));
+          training_batch(order.data() + s * global_batch + share, budget_.batch, step_seed)));
       TB_RETURN_IF_ERROR(train_->run(/*update=*/true, optimizer_settings(run->steps, total_steps)));
       run->training_s += seconds_since(step_start);
       ++run->steps;
-      run->samples += budget_.batch;
+      run->samples += global_batch;
       if ((s + 1) % eval_every != 0) continue;
       const auto eval_start = Clock::now();
       double quality = 0;
-      TB_RETURN_IF_ERROR(copy_state(*train_, *eval_));
-      TB_RETURN_IF_ERROR(evaluate(*eval_, &quality));
+      TB_RETURN_IF_ERROR(evaluate_on_rank_zero(&quality));
       run->evaluation_s += seconds_since(eval_start);
       const double elapsed = seconds_since(start);
       run->curve.push_back({elapsed, run->samples,
@@ -306,6 +326,16 @@ Status TimeToTrainWorkload::train_once(std::uint64_t seed, TrainingRun* run) {
     }
   }
   return Status::Ok();
+}
+
+Status TimeToTrainWorkload::evaluate_on_rank_zero(double* quality) {
+  *quality = 0;
+  if (!world_ || world_->rank() == 0) {
+    TB_RETURN_IF_ERROR(copy_state(*train_, *eval_));
+    TB_RETURN_IF_ERROR(evaluate(*eval_, quality));
+  }
+  // Every rank's weights are the same, their running statistics not: rank 0's decide for all.
+  return ranks() > 1 ? world_->broadcast_bytes(quality, sizeof(*quality), 0) : Status::Ok();
 }
 
 nlohmann::json TimeToTrainWorkload::details() const {
@@ -337,6 +367,16 @@ nlohmann::json TimeToTrainWorkload::details() const {
                         : "mean of the runs, a missed run infinitely slow (MLPerf drops the "
                           "fastest and slowest of 3 or more)"}};
   if (const auto aggregate = mlperf_aggregate(runs_)) d["time_to_train_s"] = *aggregate;
+  if (ranks() > 1) {
+    d["data_parallel"] = data_parallel_batches(ranks(), budget_.batch);
+    d["data_parallel"].update(
+        {{"learning_rate_rule",
+          "kept: the descriptor's lr schedule is the global batch's, not rescaled by the rank "
+          "count (the recipe at N ranks is the single-process recipe at batch N x batch)"},
+         {"evaluation",
+          "rank 0's weights and running statistics (batch norm per rank, as DDP "
+          "without SyncBatchNorm; DDP broadcasts rank 0's buffers)"}});
+  }
   add_details(d);
   return d;
 }

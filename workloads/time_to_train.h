@@ -80,7 +80,11 @@ TimeToTrainBudget read_budget(DescriptorReader& reader, const TimeToTrainBudget&
 // reaches the target, evaluation included; setup (planning, allocation) is initialization,
 // reported separately. An epoch is the training examples in a seeded shuffled order, the
 // partial last batch dropped. A run that does not reach the target within its epoch budget
-// is reported as such, not as a time. A dataset and model supply the hooks.
+// is reported as such, not as a time. A dataset and model supply the hooks. Across several
+// ranks training is data parallel (training_workload.h): `batch` examples per rank per step, an
+// epoch the steps of the global batch (ranks x batch, rank r taking the r-th share of each),
+// the learning-rate schedule unchanged (the descriptor's lr is the global batch's: no
+// rescaling), the quality rank 0's (its running statistics, as DDP broadcasts rank 0's).
 class TimeToTrainWorkload : public Workload {
  public:
   DType dtype() const override { return budget_.dtype; }
@@ -89,6 +93,7 @@ class TimeToTrainWorkload : public Workload {
   std::uint64_t device_bytes() const override;
   bool times_itself() const override { return true; }
   std::vector<double> own_samples() const override;  // each converged run's time
+  void join(World& world) override { world_ = &world; }
   Status setup(Backend& backend, std::uint64_t seed) override;
   // Before any run: every op of a training step (its update included) and of an evaluation
   // step of check_network(), then of a training step of the measured network, against f64 on
@@ -131,7 +136,11 @@ class TimeToTrainWorkload : public Workload {
 
  private:
   StepOptions eval_options() const;  // the training options, forward only
+  Validation validate_ops();         // validate()'s checks on this rank
   Status train_once(std::uint64_t seed, TrainingRun* run);
+  // The quality of the training step's weights: rank 0's evaluation, shared with every rank.
+  Status evaluate_on_rank_zero(double* quality);
+  int ranks() const { return world_ ? world_->size() : 1; }
   double best_quality() const;
 
   TimeToTrainBudget budget_;
@@ -142,6 +151,8 @@ class TimeToTrainWorkload : public Workload {
   std::unique_ptr<TrainingStep> train_, eval_;
   double init_s_ = 0;
   std::vector<TrainingRun> runs_;
+  World* world_ = nullptr;
+  std::unique_ptr<Communicator> communicator_;  // across ranks only
 };
 
 // A seeded permutation of [0, count) (Fisher-Yates on splitmix64 draws).

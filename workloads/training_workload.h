@@ -119,6 +119,8 @@ class TrainingWorkload : public Workload {
 KeySpec bucket_mb_key();
 KeySpec overlap_key();
 BucketOptions read_bucket_options(DescriptorReader& reader);
+// What every data-parallel case's details start with: world_size, per_rank_batch, global_batch.
+nlohmann::json data_parallel_batches(int ranks, std::int64_t per_rank_batch);
 
 // "sgd_momentum", "adamw", "lamb"
 std::string optimizer_name(OptimizerKind kind);

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "models/bert.h"
 #include "models/data_parallel.h"
 #include "models/reference_check.h"
@@ -184,6 +186,29 @@ TEST(DataParallel, TrainingWorkloadValidatesAndReportsItsScaling) {
   }
   EXPECT_GT(dp.at("communication_s").get<double>(), 0);
   if (world.rank() == 0) std::printf("%s\n", dp.dump(1).c_str());
+}
+
+// ttt-fashion-mnist across the World's ranks: an epoch is the global batch's steps, samples count
+// every rank's, and with the global batch of the single-process test it reaches the same target.
+TEST(DataParallel, TimeToTrainStepsTheGlobalBatch) {
+  World& world = test::world();
+  const std::unique_ptr<Backend> backend = testing_support::make_backend("cpu-onednn");
+  if (!backend) GTEST_SKIP() << "cpu-onednn is not in this build";
+  const std::int64_t batch = 128 / world.size();
+  std::unique_ptr<Workload> workload = make_ttt_fashion_mnist(Descriptor::parse(
+      fmt::format("ttt-fashion-mnist target=0.5 subset=6400 epochs=1 batch={}", batch)));
+  workload->join(world);
+  ASSERT_TRUE(workload->setup(*backend, 42).ok());
+  const Status ran = workload->run();
+  ASSERT_TRUE(ran.ok()) << ran.message();
+  const nlohmann::json details = workload->details();
+  const nlohmann::json& run = details.at("runs").at(0);
+  EXPECT_TRUE(run.at("converged").get<bool>());
+  EXPECT_EQ(run.at("samples").get<std::int64_t>(),
+            run.at("steps").get<std::int64_t>() * batch * world.size());
+  if (world.size() > 1) {
+    EXPECT_EQ(details.at("data_parallel").at("global_batch"), 128);
+  }
 }
 
 }  // namespace
