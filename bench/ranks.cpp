@@ -84,10 +84,15 @@ nlohmann::json gather_world_json(World& world, const nlohmann::json& devices) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const std::string& text : all) ranks.push_back(nlohmann::json::parse(text));
   const std::string shared = shared_cpus(ranks);
+  nlohmann::json nccl = nullptr;  // the NCCL rank 0's GPU backend runs, if any
+  for (const nlohmann::json& device : devices)
+    for (const nlohmann::json& library : device["libraries"])
+      if (library["name"] == "NCCL") nccl = library["version"];
   return {{"size", world.size()},
           {"ranks_per_node", world.local_size()},
           {"launched", world.launched()},
           {"mpi", world.library()},
+          {"nccl", nccl},
           {"binding", shared.empty() ? "each rank on CPUs of its own"
                                      : shared + ": bind ranks (mpirun --bind-to core or socket, "
                                                 "srun --cpu-bind=cores)"},

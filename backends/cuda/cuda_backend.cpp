@@ -222,6 +222,9 @@ class CudaBackend final : public Backend {
                       {"cuBLASLt", fmt::format("{}.{}.{}", lt_version / 10000,
                                                lt_version / 100 % 100, lt_version % 100)},
                       {"cuDNN", cudnn_.version()}};
+#ifdef TRAINBENCH_HAVE_NCCL
+    info.libraries.push_back({"NCCL", nccl_version()});
+#endif
     // CUDA 13 removed the clock fields of cudaDeviceProp: attributes instead.
     auto attribute = [](cudaDeviceAttr which) {
       int value = 0;
@@ -327,7 +330,9 @@ class CudaBackend final : public Backend {
     }
     return health_->check(cudaMemcpy(host, device.data, bytes, cudaMemcpyDefault), "cudaMemcpy");
   }
-  void synchronize() override { health_->record(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+  void synchronize() override {
+    health_->record(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
   Status flush_caches() override {
     if (!flush_buffer_.data) {
       int l2 = 0;
@@ -338,7 +343,9 @@ class CudaBackend final : public Backend {
     return cuda_status(cudaMemsetAsync(flush_buffer_.data, flush_value_++, flush_buffer_.bytes),
                        "L2 flush");
   }
-  std::unique_ptr<Timer> make_timer() override { return std::make_unique<EventTimer>(health_); }
+  std::unique_ptr<Timer> make_timer() override {
+    return std::make_unique<EventTimer>(health_);
+  }
   Status make_communicator(World& world, std::unique_ptr<Communicator>* out) override {
 #ifdef TRAINBENCH_HAVE_NCCL
     if (!health_->broken.empty()) return Status::Unavailable(health_->broken);

@@ -47,12 +47,7 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string implementation() const override {
-    int version = 0;
-    ncclGetVersion(&version);
-    // NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9.
-    return fmt::format("NCCL {}.{}.{}", version / 10000, version / 100 % 100, version % 100);
-  }
+  std::string implementation() const override { return "NCCL " + nccl_version(); }
 
   Status all_reduce(Buffer send, Buffer recv, std::size_t count, DType dtype) override {
     ncclDataType_t type{};
@@ -106,6 +101,13 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
+std::string nccl_version() {
+  int version = 0;
+  ncclGetVersion(&version);
+  // NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9.
+  return fmt::format("{}.{}.{}", version / 10000, version / 100 % 100, version % 100);
+}
+
 Status make_nccl_communicator(World& world, std::shared_ptr<Health> health,
                               std::unique_ptr<Communicator>* out) {
   // Rank 0's id, and whether it has one: the others wait in the broadcast either way.
@@ -125,8 +127,8 @@ Status make_nccl_communicator(World& world, std::shared_ptr<Health> health,
   cudaStream_t stream = nullptr;
   TB_RETURN_IF_ERROR(health->check(cudaStreamCreate(&stream), "cudaStreamCreate"));
   ncclComm_t comm = nullptr;
-  if (const Status status =
-          nccl_status(ncclCommInitRank(&comm, world.size(), bootstrap.id, world.rank()), "ncclCommInitRank");
+  if (const Status status = nccl_status(
+          ncclCommInitRank(&comm, world.size(), bootstrap.id, world.rank()), "ncclCommInitRank");
       !status.ok()) {
     cudaStreamDestroy(stream);
     return status;

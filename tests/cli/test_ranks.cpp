@@ -93,6 +93,7 @@ TEST_F(Ranks, TwoRanksWriteOneReportWithTheWorldBlock) {
   EXPECT_EQ(world["ranks_per_node"], 2);
   EXPECT_TRUE(world["launched"].get<bool>());
   EXPECT_NE(world["mpi"].get<std::string>().find("MPI"), std::string::npos);
+  EXPECT_TRUE(world["nccl"].is_null());  // no GPU backend in this run
   ASSERT_EQ(world["ranks"].size(), 2u);
   EXPECT_EQ(world["ranks"][1]["rank"], 1);
   ASSERT_EQ(report["results"].size(), 1u);
