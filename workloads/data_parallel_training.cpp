@@ -2,7 +2,6 @@
 // network's step across the ranks, and the timings the report's data_parallel details hold.
 #include <algorithm>
 #include <chrono>
-#include <functional>
 
 #include <fmt/format.h>
 
@@ -24,7 +23,7 @@ double data_parallel_tolerance(DType dtype) {
 // while its backward runs, as the measured network's are.
 constexpr std::size_t kReducedBucketBytes = std::size_t{256} << 10;
 // Steps timed for each data-parallel figure, after one untimed.
-constexpr int kTimedSteps = 3;
+constexpr int kTimedSteps = 5;
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -111,39 +110,47 @@ bool TrainingWorkload::check_data_parallel(Validation* result) {
 
 // Each figure is the median over kTimedSteps of the slowest rank's time. The world-size-1
 // figure is rank 0 stepping alone while the others wait; the rest run on every rank at once.
+// Every round times each figure once, in turn, so that a burst of load elsewhere on the machine
+// falls on all of them alike rather than on one.
 Status TrainingWorkload::time_data_parallel() {
   World& world = *world_;
-  Status status = Status::Ok();
-  auto timed = [&](const std::function<Status()>& unit, bool on_this_rank) {
-    std::vector<double> times;
-    for (int k = 0; k <= kTimedSteps && status.ok(); ++k) {
-      status = world.barrier();
+  struct Figure {
+    Communicator* communicator;  // null: no exchange
+    bool overlap, communication_only, rank_zero_only;
+    std::vector<double> times = {};
+  };
+  Communicator* all = communicator_.get();
+  enum { kOneRank, kLocal, kCommunication, kOverlapOn, kOverlapOff };
+  std::vector<Figure> figures = {{nullptr, true, false, true},
+                                 {nullptr, true, false, false},
+                                 {all, true, true, false},
+                                 {all, true, false, false},
+                                 {all, false, false, false}};
+  for (int round = 0; round <= kTimedSteps; ++round) {
+    for (Figure& figure : figures) {
+      TB_RETURN_IF_ERROR(
+          step_->exchange_gradients(figure.communicator, {buckets_.bucket_bytes, figure.overlap}));
+      const bool here = !figure.rank_zero_only || world.rank() == 0;
+      TB_RETURN_IF_ERROR(world.barrier());
       const auto start = std::chrono::steady_clock::now();
-      if (status.ok() && on_this_rank) {
-        status = unit();
+      Status status = Status::Ok();
+      if (here) {
+        status = figure.communication_only ? step_->gradient_exchange()->reduce_all()
+                                           : step_->run(/*update=*/true, settings_);
         backend_->synchronize();
       }
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double slowest = world.max(on_this_rank ? seconds : 0.0);
-      if (k > 0) times.push_back(slowest);
+      const double slowest = world.max(here ? seconds : 0.0);
+      TB_RETURN_IF_ERROR(status);
+      if (round > 0) figure.times.push_back(slowest);
     }
-    return status.ok() ? median(times) : 0.0;
-  };
-  auto step = [&] { return step_->run(/*update=*/true, settings_); };
-  const BucketOptions overlapped{buckets_.bucket_bytes, true},
-      sequential{buckets_.bucket_bytes, false};
-  TB_RETURN_IF_ERROR(step_->exchange_gradients(nullptr));
-  const double alone = timed(step, world.rank() == 0);
-  const double local = timed(step, true);
-  TB_RETURN_IF_ERROR(step_->exchange_gradients(communicator_.get(), overlapped));
-  GradientExchange& exchange = *step_->gradient_exchange();
-  const double communication = timed([&] { return exchange.reduce_all(); }, true);
-  const double with_overlap = timed(step, true);
-  TB_RETURN_IF_ERROR(step_->exchange_gradients(communicator_.get(), sequential));
-  const double without_overlap = timed(step, true);
+  }
   TB_RETURN_IF_ERROR(step_->exchange_gradients(communicator_.get(), buckets_));
-  TB_RETURN_IF_ERROR(status);
+  const double alone = median(figures[kOneRank].times), local = median(figures[kLocal].times);
+  const double communication = median(figures[kCommunication].times);
+  const double with_overlap = median(figures[kOverlapOn].times),
+               without_overlap = median(figures[kOverlapOff].times);
 
   const double batch = static_cast<double>(network_.batch);
   auto mode = [&](double step_s) {
@@ -167,7 +174,8 @@ Status TrainingWorkload::time_data_parallel() {
        {"gradient_bytes", elements * static_cast<std::int64_t>(sizeof(float))},
        {"overlap", buckets_.overlap},
        {"method",
-        fmt::format("median of {} steps (after one untimed) of the slowest rank's time; "
+        fmt::format("median of {} steps (after one untimed) of the slowest rank's time, the "
+                    "figures timed in turn in each round; "
                     "one_rank_step_s: rank 0 stepping without exchange while the others wait "
                     "(the world-size-1 figure, same binary and per-rank batch); local_step_s: "
                     "every rank stepping without exchange at once; communication_s: every "
