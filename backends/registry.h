@@ -17,6 +17,9 @@ struct BackendConfig {
   int threads = 0;  // 0: one thread per physical core available to the process
   PinPolicy pin = PinPolicy::cores;
   int device = 0;  // the GPU a GPU backend drives: a rank's local rank under a launcher
+  // The CPUs a CPU backend may use; empty: the process's. Ranks of one host started on the same
+  // CPUs get a share each (bench/ranks.h).
+  std::vector<int> cpus = {};
 };
 
 struct Availability {

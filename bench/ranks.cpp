@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -46,7 +47,46 @@ std::string shared_cpus(const nlohmann::json& ranks) {
   return shared.empty() ? "" : fmt::format("{} share CPUs", fmt::join(shared, "; "));
 }
 
+// Every rank's string, in rank order, on every rank.
+std::vector<std::string> all_gather(World& world, const std::string& mine) {
+  std::string all = nlohmann::json(world.gather(mine, 0)).dump();
+  std::uint64_t bytes = all.size();
+  (void)world.broadcast_bytes(&bytes, sizeof bytes, 0);
+  all.resize(bytes);
+  (void)world.broadcast_bytes(all.data(), bytes, 0);
+  return nlohmann::json::parse(all).get<std::vector<std::string>>();
+}
+
 }  // namespace
+
+CpuShare rank_cpu_share(World& world) {
+  if (world.local_size() == 1) return {};
+  const std::vector<int> mine = process_cpu_list();
+  const nlohmann::json me = {
+      {"host", world.host()}, {"local_rank", world.local_rank()}, {"cpus", mine}};
+  int alike = 0, index = 0;  // ranks of this host started on these CPUs, and this one's place
+  for (const std::string& text : all_gather(world, me.dump())) {
+    const nlohmann::json other = nlohmann::json::parse(text);
+    if (other["host"] != world.host() || other["cpus"].get<std::vector<int>>() != mine) continue;
+    index += other["local_rank"].get<int>() < world.local_rank();
+    ++alike;
+  }
+  if (alike <= 1) return {};
+  const std::vector<cpu::CpuCore> cores = cpu::read_host_inventory().cores_allowed;
+  const std::size_t ranks = static_cast<std::size_t>(alike), count = cores.size();
+  const std::size_t place = static_cast<std::size_t>(index);
+  // Contiguous cores (a socket's stay together); one core each when there are fewer cores.
+  const std::size_t first = ranks <= count ? place * count / ranks : place % count;
+  const std::size_t last = ranks <= count ? (place + 1) * count / ranks : first + 1;
+  CpuShare share;
+  for (std::size_t core = first; core < last; ++core)
+    share.cpus.insert(share.cpus.end(), cores[core].logical_cpus.begin(),
+                      cores[core].logical_cpus.end());
+  std::sort(share.cpus.begin(), share.cpus.end());
+  share.note = fmt::format("{} ranks on {} were started on the same {} cores; each takes a share",
+                           alike, world.host(), cores.size());
+  return share;
+}
 
 std::string binary_fingerprint() {
   std::ifstream in("/proc/self/exe", std::ios::binary);
@@ -73,11 +113,12 @@ void require_ranks_agree(World& world, const std::string& plan) {
   (void)world.barrier();  // nobody starts before rank 0 has compared
 }
 
-nlohmann::json gather_world_json(World& world, const nlohmann::json& devices) {
+nlohmann::json gather_world_json(World& world, const CpuShare& share,
+                                 const nlohmann::json& devices) {
   const nlohmann::json mine = {{"rank", world.rank()},
                                {"host", world.host()},
                                {"local_rank", world.local_rank()},
-                               {"cpus", process_cpu_list()},
+                               {"cpus", share.cpus.empty() ? process_cpu_list() : share.cpus},
                                {"devices", devices}};
   const std::vector<std::string> all = world.gather(mine.dump(), 0);
   if (world.rank() != 0) return nullptr;
@@ -93,9 +134,10 @@ nlohmann::json gather_world_json(World& world, const nlohmann::json& devices) {
           {"launched", world.launched()},
           {"mpi", world.library()},
           {"nccl", nccl},
-          {"binding", shared.empty() ? "each rank on CPUs of its own"
-                                     : shared + ": bind ranks (mpirun --bind-to core or socket, "
-                                                "srun --cpu-bind=cores)"},
+          {"binding", (shared.empty() ? std::string("each rank on CPUs of its own")
+                                      : shared + ": bind ranks (mpirun --bind-to core or socket, "
+                                                 "srun --cpu-bind=cores)") +
+                          (share.note.empty() ? "" : " (" + share.note + ")")},
           {"ranks", ranks}};
 }
 

@@ -338,11 +338,13 @@ nlohmann::json report_header(const RunOptions& options) {
 // Creates each usable backend (a GPU backend on its local rank's GPU); one that fails to start
 // is unusable with the reason. Across ranks that ends the job: a rank without a backend the
 // others run (a GPU fewer than ranks on its host) cannot join their cases.
-void create_backends(const RunOptions& options, World& world, std::vector<BackendSlot>& slots) {
+void create_backends(const RunOptions& options, World& world, const CpuShare& share,
+                     std::vector<BackendSlot>& slots) {
   for (BackendSlot& slot : slots) {
     if (!slot.availability.usable) continue;
     BackendConfig config = options.backend_config;
     config.device = world.local_rank();
+    config.cpus = share.cpus;
     const Status created = slot.entry->create(config, &slot.backend);
     if (!created.ok()) {
       slot.availability = {false, created.message()};
@@ -373,8 +375,8 @@ std::vector<Case> make_cases(const RunOptions& options, std::vector<BackendSlot>
 }
 
 // The ranks agree on the cases (else the job ends); the report's world block, at rank 0.
-nlohmann::json join_ranks(World& world, const std::vector<BackendSlot>& slots,
-                          const std::vector<Case>& cases) {
+nlohmann::json join_ranks(World& world, const CpuShare& share,
+                          const std::vector<BackendSlot>& slots, const std::vector<Case>& cases) {
   std::string plan;
   for (const Case& item : cases) plan += item.slot->entry->name + " " + item.descriptor + "\n";
   require_ranks_agree(world, plan);
@@ -386,7 +388,7 @@ nlohmann::json join_ranks(World& world, const std::vector<BackendSlot>& slots,
                          {"threads_used", slot.device.threads_used},
                          {"affinity", slot.device.affinity},
                          {"libraries", to_json(slot.device)["libraries"]}});
-  return gather_world_json(world, devices);
+  return gather_world_json(world, share, devices);
 }
 
 // The report's backends block, with each usable backend's peaks measured now.
@@ -418,9 +420,10 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
     throw UsageError("--child-env runs one more process: not under a launcher");
 
   nlohmann::json header = report_header(options);
-  create_backends(options, world, slots);
+  const CpuShare share = rank_cpu_share(world);
+  create_backends(options, world, share, slots);
   std::vector<Case> cases = make_cases(options, slots);
-  header["world"] = join_ranks(world, slots, cases);
+  header["world"] = join_ranks(world, share, slots, cases);
 
   std::optional<ReportWriter> writer;  // rank 0's
   if (world.rank() == 0) {

@@ -103,7 +103,7 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes) {
 
 CpuBackend::CpuBackend(std::string name, const BackendConfig& config, bool onednn_isa_cap)
     : name_(std::move(name)),
-      host_(read_host_inventory()),
+      host_(config.cpus.empty() ? read_host_inventory() : read_host_inventory(config.cpus)),
       placement_(configure_threads(config, host_)),
       isa_level_(isa_level_or_throw(onednn_isa_cap)),
       clock_ghz_(measure_clock_under_probe(isa_level_.isa, placement_.threads)) {}

@@ -604,7 +604,11 @@ std::string qemu_variable() {
 }  // namespace
 
 HostInventory read_host_inventory() {
-  HostInventory inv = read_host_inventory("/", cpus_in(process_cpus()));
+  return read_host_inventory(cpus_in(process_cpus()));
+}
+
+HostInventory read_host_inventory(std::span<const int> allowed_cpus) {
+  HostInventory inv = read_host_inventory("/", allowed_cpus);
   inv.emulation = detect_emulation(kBinaryArch, inv.cpu, qemu_variable());
 #if defined(__aarch64__)
   // The kernel's (or the emulator's) feature bits are what this process may execute.

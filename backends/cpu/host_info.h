@@ -131,6 +131,8 @@ CpuQuota read_cpu_quota(const std::filesystem::path& root = "/");
 
 // This machine, for the CPUs this process was started on.
 HostInventory read_host_inventory();
+// This machine, for a process allowed `allowed_cpus` of them (a rank's share of its host's).
+HostInventory read_host_inventory(std::span<const int> allowed_cpus);
 // The machine described by the tree under `root`, for a process allowed `allowed_cpus`.
 HostInventory read_host_inventory(const std::filesystem::path& root,
                                   std::span<const int> allowed_cpus);

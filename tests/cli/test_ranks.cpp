@@ -105,6 +105,38 @@ TEST_F(Ranks, TwoRanksWriteOneReportWithTheWorldBlock) {
   EXPECT_EQ(std::count(outcome.out.begin(), outcome.out.end(), '\n'), 2) << outcome.out;
 }
 
+TEST_F(Ranks, UnboundRanksOfAHostEachTakeAShareOfItsCores) {
+  std::vector<std::string> args = {"run", "-b",         "cpu-onednn", "-w", "stream n=100000",
+                                   "-o",  report_path()};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+#ifdef TRAINBENCH_MPIEXEC
+  std::vector<std::string> command = {
+      TRAINBENCH_MPIEXEC, "-np", "2", "--bind-to", "none", "--oversubscribe", "--allow-run-as-root",
+      TRAINBENCH_BINARY};
+  command.insert(command.end(), args.begin(), args.end());
+  const Outcome outcome = wait_for(spawn_program(command, {}));
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  const nlohmann::json& world = report["world"];
+  const std::string binding = world["binding"];
+  EXPECT_NE(binding.find("were started on the same"), std::string::npos) << binding;
+  const std::vector<int> a = world["ranks"][0]["cpus"], b = world["ranks"][1]["cpus"];
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  if (report["host"]["cores"].get<int>() >= 2) {  // else both must share the one core
+    EXPECT_EQ(binding.find("each rank on CPUs of its own"), 0u) << binding;
+    for (int cpu : a) EXPECT_EQ(std::count(b.begin(), b.end(), cpu), 0) << cpu;
+    for (const nlohmann::json& rank : world["ranks"]) {  // a thread per core of the share
+      const std::size_t threads = rank["devices"][0]["threads_used"];
+      EXPECT_GE(threads, 1u);
+      EXPECT_LE(threads, rank["cpus"].size());
+      for (int cpu : rank["devices"][0]["affinity"])
+        EXPECT_EQ(std::count(rank["cpus"].begin(), rank["cpus"].end(), cpu), 1) << cpu;
+    }
+  }
+#endif
+}
+
 TEST_F(Ranks, RanksThatDisagreeOnTheCasesEndTheJobWithTheReason) {
   // Each rank asks for another size: their results could not be combined.
   const std::string line = fmt::format(
