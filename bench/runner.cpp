@@ -215,9 +215,12 @@ void print_row(std::ostream& table, const CaseResult& r) {
   };
   const std::string median = r.stats ? fmt::format("{:.4g} ms", r.stats->median * 1e3) : "-";
   const CaseMetrics metrics = r.metrics.value_or(CaseMetrics{});
+  // A collective's GB/s is its bus bandwidth (its headline), in 3 digits from 8 bytes up.
+  const std::string gbps =
+      metrics.busbw_gbps ? number(metrics.busbw_gbps, "{:.3g}") : number(metrics.gbps, "{:.1f}");
   fmt::print(table, "{:<11} {:<13} {:>11} {:>9} {:>9} {:>7} {:>7}  {}\n", r.backend,
-             status_with_marks(r), median, number(metrics.tflops, "{:.3f}"),
-             number(metrics.gbps, "{:.1f}"), number(metrics.percent_of_peak, "{:.1f}"),
+             status_with_marks(r), median, number(metrics.tflops, "{:.3f}"), gbps,
+             number(metrics.percent_of_peak, "{:.1f}"),
              number(metrics.percent_of_theoretical_peak, "{:.1f}"), r.workload);
   if (r.status != CaseStatus::passed) fmt::print(table, "{:<11} ^ {}\n", "", r.reason);
   if (r.status == CaseStatus::passed && !r.reference_kernels.empty())

@@ -98,6 +98,7 @@ class CollectiveWorkload final : public Workload {
     if (!backend_) return;
     if (larger_.data) backend_->release(larger_);
     if (smaller_.data) backend_->release(smaller_);
+    if (barrier_.data) backend_->release(barrier_);
   }
 
   Descriptor descriptor() const override {
@@ -187,6 +188,7 @@ class CollectiveWorkload final : public Workload {
   std::unique_ptr<Communicator> communicator_;
   std::unique_ptr<Timer> timer_;
   Buffer larger_, smaller_;  // owned; smaller_ stays empty in place
+  Buffer barrier_;           // one f32, all-reduced to start every sample together
   Buffer send_, recv_;       // views of them
   std::uint64_t seed_ = 0;
   int repetitions_ = 1;
@@ -216,6 +218,7 @@ Status CollectiveWorkload::setup(Backend& backend, std::uint64_t seed) {
 Status CollectiveWorkload::allocate_buffers() {
   const auto whole = static_cast<std::size_t>(case_.bytes);
   const std::size_t part = split() ? whole / static_cast<std::size_t>(ranks()) : whole;
+  TB_RETURN_IF_ERROR(backend_->allocate(sizeof(float), &barrier_));
   TB_RETURN_IF_ERROR(backend_->allocate(whole, &larger_));
   Buffer smaller = slice(larger_, split() ? static_cast<std::size_t>(rank()) * part : 0, part);
   if (!case_.in_place) {
@@ -342,13 +345,17 @@ Validation CollectiveWorkload::validate() {
   return result;
 }
 
-// Per sample: a barrier, the collective `repetitions_` times, and the slowest rank's time per
-// collective. Every decision that sets how many collectives run (repetitions, when to stop) is
-// taken from values agreed across ranks, so no rank waits in a collective the others skip.
+// Per sample: a barrier (on the communicator), the collective `repetitions_` times, and the
+// slowest rank's time per collective. Every decision that sets how many collectives run
+// (repetitions, when to stop) is taken from values agreed across ranks, so no rank waits in a
+// collective the others skip.
 Status CollectiveWorkload::time_samples() {
   using Clock = std::chrono::steady_clock;
   auto timed = [this](int repetitions, double* seconds) {
-    TB_RETURN_IF_ERROR(world_->barrier());
+    // The barrier is a one-element all-reduce on the communicator: the ranks leave it within
+    // microseconds (World::barrier sleeps while it waits, up to 1 ms, which would land in the
+    // sample as one rank's late start), and on a GPU it orders the start on the stream.
+    TB_RETURN_IF_ERROR(communicator_->all_reduce(barrier_, barrier_, 1, DType::f32));
     timer_->start();
     for (int r = 0; r < repetitions; ++r) TB_RETURN_IF_ERROR(collective());
     timer_->stop();

@@ -259,6 +259,28 @@ TEST_F(Cli, RunWritesAValidReportAndTable) {
   EXPECT_NE(outcome.err.find("[25/25]"), std::string::npos);              // the progress line
 }
 
+// A collective started without a launcher runs at world size 1, a trivial collective (a copy),
+// and says so in its result; a size that is no whole number of elements is a usage error.
+TEST_F(Cli, CollectiveWithoutALauncherRunsAtWorldSizeOneAndSaysSo) {
+  expect_usage_error({"run", "-w", "allreduce bytes=6"}, "not a whole number of f32 elements");
+  const Outcome outcome = run({"run", "-b", "cpu-onednn", "-w", "allreduce sizes=8:64:x2", "-w",
+                               "reduce_scatter bytes=12 dtype=f16 inplace=1", "-o", report_path()});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  ASSERT_EQ(report["results"].size(), 5u);
+  for (const auto& result : report["results"]) {
+    ASSERT_EQ(result["status"], "passed") << result.dump();
+    EXPECT_EQ(result["details"]["world_size"], 1);
+    EXPECT_NE(result["implementation"].get<std::string>().find("world size 1: a trivial"),
+              std::string::npos)
+        << result["implementation"];
+    EXPECT_GT(result["metrics"]["algbw_gbps"].get<double>(), 0);
+    EXPECT_EQ(result["metrics"]["busbw_gbps"].get<double>(), 0);  // nothing crosses a link
+    EXPECT_EQ(result["headline"]["metric"], "busbw_gbps");
+  }
+  EXPECT_EQ(report["results"][0]["workload"], "allreduce bytes=8 dtype=f32 inplace=0");
+}
+
 TEST_F(Cli, FlushCachesIsRecorded) {
   ASSERT_EQ(
       run({"run", "-b", "cpu-onednn", "-w", "gemm m=64", "--flush-caches", "-o", report_path()})

@@ -187,5 +187,39 @@ TEST_F(Ranks, AHangingRankEndsTheJobAfterTheRankTimeoutWithTheReason) {
   EXPECT_GE(read_report(report_path())["results"].size(), 1u);
 }
 
+// A collective at two ranks: its bus bandwidth in the report and the table; a size the ranks
+// cannot split fails its case with one line, the others still run, and the run exits 1.
+TEST_F(Ranks, CollectivesReportBusBandwidthAndAnUnsplittableSizeFailsWithOneLine) {
+  std::vector<std::string> args = {"run",
+                                   "-b",
+                                   "cpu-onednn",
+                                   "--threads",
+                                   "1",
+                                   "-w",
+                                   "reduce_scatter bytes=12",
+                                   "-w",
+                                   "allreduce bytes=4K",
+                                   "-o",
+                                   report_path()};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  const Outcome outcome = wait_for(spawn_ranks(2, args));
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  ASSERT_EQ(report["results"].size(), 2u);
+  const nlohmann::json& unsplittable = report["results"][0];
+  EXPECT_EQ(unsplittable["status"], "failed");
+  const std::string reason = unsplittable["reason"];
+  EXPECT_NE(reason.find("3 elements cannot be split evenly over 2 ranks"), std::string::npos)
+      << reason;
+  EXPECT_EQ(reason.find('\n'), std::string::npos) << reason;
+  const nlohmann::json& allreduce = report["results"][1];
+  ASSERT_EQ(allreduce["status"], "passed") << allreduce.dump();
+  EXPECT_EQ(allreduce["details"]["world_size"], 2);
+  const double busbw = allreduce["metrics"]["busbw_gbps"];
+  EXPECT_GT(busbw, 0);
+  EXPECT_DOUBLE_EQ(busbw, allreduce["metrics"]["algbw_gbps"].get<double>());  // 2(n-1)/n = 1
+  EXPECT_NE(outcome.out.find(fmt::format("{:.3g}", busbw)), std::string::npos) << outcome.out;
+}
+
 }  // namespace
 }  // namespace tb
