@@ -296,7 +296,8 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
   add_backend_options(run, config, pin);
   run->add_option("--warmup", options.harness.warmup_runs, "untimed warm-up runs, at least")
       ->check(CLI::NonNegativeNumber);
-  run->add_option("--warmup-time", options.harness.warmup_seconds, "warm-up seconds, at least")
+  run->add_option("--warmup-time", options.harness.warmup_seconds,
+                  "warm-up seconds, at least, up to --time-budget")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--min-reps", options.harness.min_repetitions, "samples per case, at least")
       ->check(CLI::PositiveNumber);

@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -83,9 +84,30 @@ TEST_F(Harness, BudgetAddsSamplesUpToTheMaximum) {
   EXPECT_EQ(m.samples_s.size(), 40u);  // the maximum ends it long before the budget
 }
 
+TEST_F(Harness, TheWarmupCountIsRunEvenWithoutBudget) {
+  CountingWorkload workload(1e-4, false);
+  HarnessConfig config{4, 10.0, 1, 1, 0, 0};  // warm-up time beyond the count is cut by the budget
+  Measurement m;
+  ASSERT_TRUE(measure(workload, *backend_, config, &m).ok());
+  EXPECT_EQ(m.warmup_runs, 4);
+  EXPECT_EQ(workload.runs, 5);
+}
+
+TEST_F(Harness, WarmupTimeBeyondTheCountStopsAtTheBudget) {
+  CountingWorkload workload(1e-3, false);
+  HarnessConfig config{1, 10.0, 1, 1, 0.05, 0};
+  Measurement m;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(measure(workload, *backend_, config, &m).ok());
+  EXPECT_GT(m.warmup_runs, 1);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+}
+
 TEST_F(Harness, ShortUnitsAreBatchedIntoSamples) {
   CountingWorkload workload(2e-5, false);
-  HarnessConfig config{2, 0, 5, 5, 0, 1e-3};
+  // The fastest of 20 warm-up runs sizes the sample: one run can be stretched past 1 ms by
+  // a preempted core on a shared machine, twenty of them cannot.
+  HarnessConfig config{20, 0, 5, 5, 0, 1e-3};
   Measurement m;
   ASSERT_TRUE(measure(workload, *backend_, config, &m).ok());
   EXPECT_GT(m.units_per_sample, 10);
