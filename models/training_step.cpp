@@ -248,6 +248,7 @@ Status TrainingStep::initialize_parameters(std::uint64_t seed) {
     TB_RETURN_IF_ERROR(s.backend.upload(zero.data(), s.memory[mean].buffer, zero.size()));
     TB_RETURN_IF_ERROR(s.backend.upload(one.data(), s.memory[variance].buffer, one.size()));
   }
+  if (s.scaler) s.scaler = DynamicLossScale{s.options.initial_loss_scale};
   steps_taken_ = 0;
   return Status::Ok();
 }

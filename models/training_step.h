@@ -138,7 +138,8 @@ class TrainingStep {
   // One tensor per network input, by name: values in plain layout (NCHW, [rows, features]),
   // indices within their input's bound.
   Status set_batch(const std::vector<NamedTensor>& batch);
-  // The framework's initialization from a seed; running statistics 0 / 1, momentum 0.
+  // The framework's initialization from a seed; running statistics 0 / 1, momentum 0, the
+  // loss scale at its initial value, no step taken.
   Status initialize_parameters(std::uint64_t seed);
 
   // Forward, loss and backward; with `update`, the optimizer step too. `breakdown` (optional)

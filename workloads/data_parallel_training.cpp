@@ -61,8 +61,9 @@ std::string TrainingWorkload::data_parallel_method() const {
       "the reduced network stepped data parallel on each rank's slice of one seeded global "
       "batch ({} KB buckets), its averaged gradients against one process stepping on each "
       "slice alone (per-rank normalization statistics, as DDP without SyncBatchNorm) within "
-      "{:g} (relative L2, worst parameter), and every rank's weights bitwise equal after it "
-      "and after the validation steps",
+      "{:g} (relative L2, worst parameter), and every rank's weights bitwise equal after it, "
+      "after the validation steps and after the timings (which step each rank alone; the "
+      "measured steps then start again from the seed's weights)",
       kReducedBucketBytes >> 10, data_parallel_tolerance(step_options_.dtype));
 }
 
@@ -147,6 +148,14 @@ Status TrainingWorkload::time_data_parallel() {
     }
   }
   TB_RETURN_IF_ERROR(step_->exchange_gradients(communicator_.get(), buckets_));
+  // The steps without exchange moved each rank's weights its own way: the measured steps start
+  // from the seed's weights again, the same on every rank, and that is checked.
+  TB_RETURN_IF_ERROR(step_->initialize_parameters(seed_));
+  std::string different;
+  TB_RETURN_IF_ERROR(compare_weights_across_ranks(world, *step_, &different));
+  if (!different.empty())
+    return Status::Failed(
+        fmt::format("after re-initialization the ranks' weights differ (first: {})", different));
   const double alone = median(figures[kOneRank].times), local = median(figures[kLocal].times);
   const double communication = median(figures[kCommunication].times);
   const double with_overlap = median(figures[kOverlapOn].times),

@@ -36,7 +36,8 @@ class TrainingWorkload : public Workload {
   // each rank's slice of one global batch against one process stepping on each slice alone
   // (gradients averaged), and every rank's weights bitwise equal after it and after (3);
   // (6) the timings of the data-parallel details (overlap on and off, the step without
-  // communication, the communication alone). A stage that fails on any rank fails on all.
+  // communication, the communication alone), after which the step starts again from the seed's
+  // weights, checked bitwise equal on every rank. A stage that fails on any rank fails on all.
   Validation validate() override;
   std::string implementation() const override;
   std::string math_mode() const override;
