@@ -14,13 +14,6 @@
 namespace tb {
 namespace {
 
-std::vector<int> process_cpu_list() {
-  std::vector<int> cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &cpu::process_cpus())) cpus.push_back(cpu);
-  return cpus;
-}
-
 // The first line where two plans differ, for the error.
 std::string first_difference(const std::string& mine, const std::string& theirs) {
   std::istringstream a(mine), b(theirs);
@@ -61,7 +54,7 @@ std::vector<std::string> all_gather(World& world, const std::string& mine) {
 
 CpuShare rank_cpu_share(World& world) {
   if (world.local_size() == 1) return {};
-  const std::vector<int> mine = process_cpu_list();
+  const std::vector<int> mine = cpu::process_cpu_list();
   const nlohmann::json me = {
       {"host", world.host()}, {"local_rank", world.local_rank()}, {"cpus", mine}};
   int alike = 0, index = 0;  // ranks of this host started on these CPUs, and this one's place
@@ -118,7 +111,7 @@ nlohmann::json gather_world_json(World& world, const CpuShare& share,
   const nlohmann::json mine = {{"rank", world.rank()},
                                {"host", world.host()},
                                {"local_rank", world.local_rank()},
-                               {"cpus", share.cpus.empty() ? process_cpu_list() : share.cpus},
+                               {"cpus", share.cpus.empty() ? cpu::process_cpu_list() : share.cpus},
                                {"devices", devices}};
   const std::vector<std::string> all = world.gather(mine.dump(), 0);
   if (world.rank() != 0) return nullptr;

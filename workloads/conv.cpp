@@ -143,12 +143,8 @@ class ConvWorkload final : public OpWorkload {
           cpu::conv_probe_error(op_, inputs_[0].data(), inputs_[1].data(),
                                 op_.epilogue == ConvEpilogue::bias ? inputs_[2].data() : nullptr,
                                 out.data(), probe_groups, scale, seed_ + 8);
-    result.error = std::max(worst, probe);
     result.checked = checked + (probe_groups > 0 ? shape.batches * shape.rows * probe_groups : 0);
-    result.passed = result.error <= result.tolerance;
-    if (!result.passed)
-      result.message = fmt::format("error {:.3g} (sampled {:.3g}, probe {:.3g}) exceeds {:.3g}",
-                                   result.error, worst, probe, result.tolerance);
+    judge_sampled_and_probe(worst, probe, &result);
     return result;
   }
 

@@ -118,13 +118,9 @@ class GemmWorkload final : public OpWorkload {
     }
     const double probe = cpu::gemm_probe_error(op_, a_.data(), b_.data(), c0_.data(), c.data(),
                                                groups, scale, seed_ + 4);
-    result.error = std::max(worst, probe);
     result.checked =
         groups == op_.n ? op_.batch * op_.m * op_.n : kSampledOutputs + op_.batch * op_.m * groups;
-    result.passed = result.error <= result.tolerance;
-    if (!result.passed)
-      result.message = fmt::format("error {:.3g} (sampled {:.3g}, probe {:.3g}) exceeds {:.3g}",
-                                   result.error, worst, probe, result.tolerance);
+    judge_sampled_and_probe(worst, probe, &result);
     return result;
   }
 

@@ -161,6 +161,14 @@ cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fast_accu
           kOutput * rounding};
 }
 
+void judge_sampled_and_probe(double sampled, double probe, Validation* result) {
+  result->error = std::max(sampled, probe);
+  result->passed = result->error <= result->tolerance;
+  if (!result->passed)
+    result->message = fmt::format("error {:.3g} (sampled {:.3g}, probe {:.3g}) exceeds {:.3g}",
+                                  result->error, sampled, probe, result->tolerance);
+}
+
 template <typename T>
 Validation check_finite_and_nonzero(const std::vector<T>& values) {
   Validation result;

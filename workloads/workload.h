@@ -134,6 +134,9 @@ class OpWorkload : public Workload {
 // `reduction` is k, the number of terms summed per output; fast_accumulation is FP8's.
 cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fast_accumulation = false);
 inline constexpr double kErrorTolerance = 1.0;
+// The verdict of a GEMM or convolution check: the worst of the sampled outputs' error and the
+// probe's, against result->tolerance, with the message that names both.
+void judge_sampled_and_probe(double sampled, double probe, Validation* result);
 
 // Checks that every value is finite and that they are not all zero.
 template <typename T>  // float or double

@@ -533,6 +533,10 @@ const cpu_set_t& process_cpus() {
   return kProcessCpus;
 }
 
+std::vector<int> process_cpu_list() {
+  return cpus_in(kProcessCpus);
+}
+
 bool HostInventory::has_isa(const std::string& flag) const {
   return std::find(isa.begin(), isa.end(), flag) != isa.end();
 }
@@ -604,7 +608,7 @@ std::string qemu_variable() {
 }  // namespace
 
 HostInventory read_host_inventory() {
-  return read_host_inventory(cpus_in(process_cpus()));
+  return read_host_inventory(process_cpu_list());
 }
 
 HostInventory read_host_inventory(std::span<const int> allowed_cpus) {

@@ -138,6 +138,7 @@ HostInventory read_host_inventory(const std::filesystem::path& root,
                                   std::span<const int> allowed_cpus);
 // The CPUs this process was started on, captured before any thread was pinned.
 const cpu_set_t& process_cpus();
+std::vector<int> process_cpu_list();  // the same, as sorted CPU numbers
 // Free memory now, from /proc/meminfo (MemAvailable), in bytes.
 std::uint64_t memory_available_bytes();
 
