@@ -31,6 +31,29 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+std::string timing_method() {
+  return fmt::format(
+      "median of {} steps (after one untimed) of the slowest rank's time, the figures timed in "
+      "turn in each round; one_rank_step_s: rank 0 stepping without exchange while the others "
+      "wait (the world-size-1 figure, same binary and per-rank batch); local_step_s: every rank "
+      "stepping without exchange at once; communication_s: every bucket's all-reduce with no "
+      "computation; scaling_efficiency = global samples/s / (world size x samples/s at world "
+      "size 1) = one_rank_step_s / step_s; unhidden_communication_s = step_s - local_step_s",
+      kTimedSteps);
+}
+
+// The measured steps start again from the seed's weights, the same on every rank, and that is
+// checked.
+Status restart_from_seed_weights(World& world, TrainingStep& step, std::uint64_t seed) {
+  TB_RETURN_IF_ERROR(step.initialize_parameters(seed));
+  std::string different;
+  TB_RETURN_IF_ERROR(compare_weights_across_ranks(world, step, &different));
+  if (!different.empty())
+    return Status::Failed(
+        fmt::format("after re-initialization the ranks' weights differ (first: {})", different));
+  return Status::Ok();
+}
+
 }  // namespace
 
 KeySpec bucket_mb_key() {
@@ -148,14 +171,8 @@ Status TrainingWorkload::time_data_parallel() {
     }
   }
   TB_RETURN_IF_ERROR(step_->exchange_gradients(communicator_.get(), buckets_));
-  // The steps without exchange moved each rank's weights its own way: the measured steps start
-  // from the seed's weights again, the same on every rank, and that is checked.
-  TB_RETURN_IF_ERROR(step_->initialize_parameters(seed_));
-  std::string different;
-  TB_RETURN_IF_ERROR(compare_weights_across_ranks(world, *step_, &different));
-  if (!different.empty())
-    return Status::Failed(
-        fmt::format("after re-initialization the ranks' weights differ (first: {})", different));
+  // The steps without exchange moved each rank's weights its own way.
+  TB_RETURN_IF_ERROR(restart_from_seed_weights(world, *step_, seed_));
   const double alone = median(figures[kOneRank].times), local = median(figures[kLocal].times);
   const double communication = median(figures[kCommunication].times);
   const double with_overlap = median(figures[kOverlapOn].times),
@@ -173,31 +190,21 @@ Status TrainingWorkload::time_data_parallel() {
   std::int64_t elements = 0;
   for (const GradientBucket& bucket : buckets) elements += bucket.count;
   data_parallel_ = data_parallel_batches(ranks(), network_.batch);
-  data_parallel_.update(
-      {{"normalization",
-        "per rank: batch norm uses each rank's own statistics (DDP without "
-        "SyncBatchNorm); running statistics stay per rank"},
-       {"communicator", communicator_->implementation()},
-       {"bucket_bytes", buckets_.bucket_bytes},
-       {"buckets", buckets.size()},
-       {"gradient_bytes", elements * static_cast<std::int64_t>(sizeof(float))},
-       {"overlap", buckets_.overlap},
-       {"method",
-        fmt::format("median of {} steps (after one untimed) of the slowest rank's time, the "
-                    "figures timed in turn in each round; "
-                    "one_rank_step_s: rank 0 stepping without exchange while the others wait "
-                    "(the world-size-1 figure, same binary and per-rank batch); local_step_s: "
-                    "every rank stepping without exchange at once; communication_s: every "
-                    "bucket's all-reduce with no computation; scaling_efficiency = "
-                    "global samples/s / (world size x samples/s at world size 1) = "
-                    "one_rank_step_s / step_s; unhidden_communication_s = step_s - local_step_s",
-                    kTimedSteps)},
-       {"one_rank_step_s", alone},
-       {"one_rank_samples_per_s", batch / alone},
-       {"local_step_s", local},
-       {"communication_s", communication},
-       {"overlap_on", mode(with_overlap)},
-       {"overlap_off", mode(without_overlap)}});
+  data_parallel_.update({{"normalization",
+                          "per rank: batch norm uses each rank's own statistics (DDP without "
+                          "SyncBatchNorm); running statistics stay per rank"},
+                         {"communicator", communicator_->implementation()},
+                         {"bucket_bytes", buckets_.bucket_bytes},
+                         {"buckets", buckets.size()},
+                         {"gradient_bytes", elements * static_cast<std::int64_t>(sizeof(float))},
+                         {"overlap", buckets_.overlap},
+                         {"method", timing_method()},
+                         {"one_rank_step_s", alone},
+                         {"one_rank_samples_per_s", batch / alone},
+                         {"local_step_s", local},
+                         {"communication_s", communication},
+                         {"overlap_on", mode(with_overlap)},
+                         {"overlap_off", mode(without_overlap)}});
   return Status::Ok();
 }
 
