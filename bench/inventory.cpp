@@ -83,10 +83,14 @@ nlohmann::json host_inventory_json() {
     cpu_id["revision"] = host.cpu.revision;
   }
   const std::vector<int> allowed = host.allowed_cpus();
+  // bytes null where neither /sys nor CPUID gave a size; sized_as is what sizing then used.
+  const std::uint64_t llc_bytes = host.last_level_cache_bytes(allowed);
   const nlohmann::json last_level_cache = {
       {"level", host.last_level()},
       {"instances", host.last_level_cache_instances(allowed)},
-      {"bytes", host.last_level_cache_bytes(allowed)},
+      {"bytes", llc_bytes > 0 ? nlohmann::json(llc_bytes) : nlohmann::json()},
+      {"sized_as", host.last_level_cache_bytes_for_sizing(allowed)},
+      {"source", host.cache_source},
       {"over", "the distinct instances serving the CPUs this process may use"}};
   const nlohmann::json cpu_quota =
       host.cpu_quota.cpus > 0

@@ -84,6 +84,22 @@ nlohmann::json info_json(const BackendConfig& config) {
   return info;
 }
 
+// "llc 32.0 MiB in 1 instance(s) over the CPUs used (sysfs)"; where nothing gave a size, what
+// sizing assumed instead.
+void print_last_level_cache(const nlohmann::json& llc) {
+  const std::string source = llc.contains("source") && llc["source"].is_string()
+                                 ? llc["source"].get<std::string>()
+                                 : "sysfs";  // reports before the source was recorded
+  if (!llc.contains("bytes") || !llc["bytes"].is_number()) {
+    fmt::print(
+        "llc       unknown (no /sys cache directory, no CPUID cache leaf); sized as {:.1f} MiB\n",
+        llc.value("sized_as", 0.0) / (1 << 20));
+    return;
+  }
+  fmt::print("llc       {:.1f} MiB in {} instance(s) over the CPUs used ({})\n",
+             llc["bytes"].get<double>() / (1 << 20), llc.value("instances", 0), source);
+}
+
 void print_host(const nlohmann::json& info) {
   const auto& host = info["host"];
   fmt::print("trainbench {} ({})\n", info["tool"]["version"].get<std::string>(),
@@ -108,9 +124,7 @@ void print_host(const nlohmann::json& info) {
                id.value("stepping", -1), id.value("microcode", std::string("?")));
   }
   if (host.contains("last_level_cache") && host["last_level_cache"].is_object())
-    fmt::print("llc       {:.1f} MiB in {} instance(s) over the CPUs used\n",
-               host["last_level_cache"].value("bytes", 0.0) / (1 << 20),
-               host["last_level_cache"].value("instances", 0));
+    print_last_level_cache(host["last_level_cache"]);
   if (host.contains("cpu_quota") && !host["cpu_quota"].is_null())
     fmt::print("quota     {}\n", host["cpu_quota"].dump());
   if (host.contains("transparent_hugepages"))

@@ -156,7 +156,12 @@ DeviceInfo CpuBackend::device_info() const {
   info.details["fp32_theoretical_by_isa"] = by_level;  // all at the clock measured above
 
   const std::vector<int> cpus = cpus_used();
-  info.details["last_level_cache_bytes"] = host_.last_level_cache_bytes(cpus);
+  // What cache-dependent sizes (STREAM's arrays) use; the source says where it came from.
+  info.details["last_level_cache_bytes"] = host_.last_level_cache_bytes_for_sizing(cpus);
+  info.details["last_level_cache_source"] =
+      host_.cache_source == "unknown"
+          ? fmt::format("unknown: {} MiB assumed", kAssumedLastLevelCacheBytes >> 20)
+          : host_.cache_source;
   info.details["last_level_cache_instances"] = host_.last_level_cache_instances(cpus);
   info.details["transparent_hugepages"] = host_.transparent_hugepages;
   info.details["huge_page_bytes"] = host_.huge_page_bytes;
@@ -200,8 +205,8 @@ Status CpuBackend::flush_caches() {
     // size. Capped at 1 GiB or 1/16 of memory, whichever is more: a VM may report its host's
     // whole L3.
     const std::uint64_t cap = std::max<std::uint64_t>(1u << 30, host_.memory_total_bytes / 16);
-    const std::size_t bytes =
-        std::clamp<std::uint64_t>(2 * host_.last_level_cache_bytes(cpus_used()), 64u << 20, cap);
+    const std::size_t bytes = std::clamp<std::uint64_t>(
+        2 * host_.last_level_cache_bytes_for_sizing(cpus_used()), 64u << 20, cap);
     TB_RETURN_IF_ERROR(allocate(bytes, &flush_buffer_));
   }
   auto* data = static_cast<std::uint64_t*>(flush_buffer_.data);

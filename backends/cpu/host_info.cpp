@@ -184,6 +184,27 @@ std::vector<CacheInstance> read_cache_instances(const fs::path& cpu_root,
   return instances;
 }
 
+// From /sys where the kernel lists the caches, else from CPUID (some VMs, Firecracker's among
+// them, have no cache directory at all).
+void read_caches(const fs::path& cpu_root, std::string_view cpuinfo, const CpuidReader& cpuid,
+                 HostInventory* inv) {
+  inv->cache_instances = read_cache_instances(cpu_root, inv->online_cpus, &inv->caches);
+  if (!inv->cache_instances.empty()) {
+    inv->cache_source = "sysfs";
+    return;
+  }
+  const CpuidCaches from_cpuid = decode_cpuid_caches(cpuid);
+  if (from_cpuid.levels.empty()) {
+    inv->cache_source = "unknown";
+    return;
+  }
+  inv->cache_source = from_cpuid.leaf;
+  for (const CpuidCache& cache : from_cpuid.levels)
+    inv->caches.push_back({cache.level, cache.type, cache.bytes});
+  inv->cache_instances =
+      cache_instances_from_cpuid(from_cpuid, inv->online_cpus, parse_apic_ids(cpuinfo));
+}
+
 void read_topology(const fs::path& cpu_root, std::span<const int> allowed, HostInventory* inv) {
   // A core is the set of hardware threads in thread_siblings_list; ordered by package and
   // core id so threads fill one socket before the next.
@@ -581,6 +602,11 @@ std::uint64_t HostInventory::last_level_cache_bytes() const {
   return last_level_cache_bytes(allowed_cpus());
 }
 
+std::uint64_t HostInventory::last_level_cache_bytes_for_sizing(std::span<const int> cpus) const {
+  const std::uint64_t bytes = last_level_cache_bytes(cpus);
+  return bytes > 0 ? bytes : kAssumedLastLevelCacheBytes;
+}
+
 std::uint64_t memory_available_bytes() {
   return meminfo_bytes(read_text("/proc/meminfo"), "MemAvailable");
 }
@@ -612,7 +638,7 @@ HostInventory read_host_inventory() {
 }
 
 HostInventory read_host_inventory(std::span<const int> allowed_cpus) {
-  HostInventory inv = read_host_inventory("/", allowed_cpus);
+  HostInventory inv = read_host_inventory("/", allowed_cpus, host_cpuid);
   inv.emulation = detect_emulation(kBinaryArch, inv.cpu, qemu_variable());
 #if defined(__aarch64__)
   // The kernel's (or the emulator's) feature bits are what this process may execute.
@@ -634,9 +660,11 @@ HostInventory read_host_inventory(std::span<const int> allowed_cpus) {
   return inv;
 }
 
-HostInventory read_host_inventory(const fs::path& root, std::span<const int> allowed_cpus) {
+HostInventory read_host_inventory(const fs::path& root, std::span<const int> allowed_cpus,
+                                  const CpuidReader& cpuid) {
   HostInventory inv;
-  inv.cpu = parse_cpuinfo(read_text(root / "proc/cpuinfo"));
+  const std::string cpuinfo = read_text(root / "proc/cpuinfo");
+  inv.cpu = parse_cpuinfo(cpuinfo);
   if (inv.cpu.implementer < 0 && inv.cpu.family < 0) {
     // An Arm /proc/cpuinfo without the MIDR lines: sysfs has the register itself.
     if (const std::optional<Midr> midr = parse_midr(
@@ -663,7 +691,7 @@ HostInventory read_host_inventory(const fs::path& root, std::span<const int> all
   std::vector<int> allowed(allowed_cpus.begin(), allowed_cpus.end());
   std::sort(allowed.begin(), allowed.end());
   read_topology(cpu_root, allowed, &inv);
-  inv.cache_instances = read_cache_instances(cpu_root, inv.online_cpus, &inv.caches);
+  read_caches(cpu_root, cpuinfo, cpuid, &inv);
 
   const std::string meminfo = read_text(root / "proc/meminfo");
   inv.memory_total_bytes = meminfo_bytes(meminfo, "MemTotal");

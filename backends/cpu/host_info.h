@@ -14,23 +14,10 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/caches.h"
 #include "backends/cpu/isa.h"
 
 namespace tb::cpu {
-
-struct CacheLevel {
-  int level = 0;
-  std::string type;  // Data, Instruction, Unified
-  std::uint64_t bytes = 0;
-};
-
-// One physical cache: the CPUs in its shared_cpu_list share it.
-struct CacheInstance {
-  int level = 0;
-  std::string type;
-  std::uint64_t bytes = 0;
-  std::vector<int> cpus;  // ascending
-};
 
 struct CpuCore {
   int package = 0, core = 0;
@@ -89,6 +76,9 @@ struct HostInventory {
   std::vector<std::string> isa;                // the flags that decide which kernels can run
   std::vector<CacheLevel> caches;              // the first online CPU's caches, by index
   std::vector<CacheInstance> cache_instances;  // every distinct cache of the online CPUs
+  // Where the caches came from: "sysfs", the CPUID leaf read where /sys has no cache directory
+  // ("cpuid leaves 0x80000005/6"), or "unknown" (neither: the lists above are empty).
+  std::string cache_source;
   CpuQuota cpu_quota;
   std::string transparent_hugepages;  // the bracketed mode: always, madvise or never; empty: none
   std::uint64_t huge_page_bytes = 0;  // the kernel's transparent huge page (PMD) size; 0: none
@@ -106,7 +96,15 @@ struct HostInventory {
   int last_level_cache_instances(std::span<const int> cpus) const;
   // Over the CPUs this process may run on.
   std::uint64_t last_level_cache_bytes() const;
+  // What sizes cache-dependent buffers (STREAM's arrays, the flush buffer): the figure above,
+  // or kAssumedLastLevelCacheBytes where no source gave one; never 0.
+  std::uint64_t last_level_cache_bytes_for_sizing(std::span<const int> cpus) const;
 };
+
+// The last-level cache assumed where neither /sys nor CPUID gives one: 32 MiB, one current
+// server L3 slice (a Zen 3/4/5 CCD, a Sapphire Rapids tile's share is less), so buffers sized
+// at 4x it still leave every cache of such a part.
+inline constexpr std::uint64_t kAssumedLastLevelCacheBytes = std::uint64_t{32} << 20;
 
 // Parsers of the kernel's text formats, pure so tests can feed them any machine.
 CpuIdentity parse_cpuinfo(std::string_view text);
@@ -133,9 +131,12 @@ CpuQuota read_cpu_quota(const std::filesystem::path& root = "/");
 HostInventory read_host_inventory();
 // This machine, for a process allowed `allowed_cpus` of them (a rank's share of its host's).
 HostInventory read_host_inventory(std::span<const int> allowed_cpus);
-// The machine described by the tree under `root`, for a process allowed `allowed_cpus`.
+// The machine described by the tree under `root`, for a process allowed `allowed_cpus`; its
+// caches from `cpuid` where the tree has no /sys cache directory (a fixture tree of another
+// machine gets none by default, this host's CPUID being no description of it).
 HostInventory read_host_inventory(const std::filesystem::path& root,
-                                  std::span<const int> allowed_cpus);
+                                  std::span<const int> allowed_cpus,
+                                  const CpuidReader& cpuid = no_cpuid);
 // The CPUs this process was started on, captured before any thread was pinned.
 const cpu_set_t& process_cpus();
 std::vector<int> process_cpu_list();  // the same, as sorted CPU numbers

@@ -23,7 +23,8 @@ TEST(HostInventory, DescribesThisMachine) {
   EXPECT_GT(host.memory_total_bytes, host.memory_available_bytes / 2);
   EXPECT_GE(host.numa_nodes, 1);
   EXPECT_FALSE(host.os.empty());
-  EXPECT_GT(host.last_level_cache_bytes(), 0u);
+  EXPECT_GT(host.last_level_cache_bytes_for_sizing(host.allowed_cpus()), 0u)
+      << "cache source: " << host.cache_source;
 }
 
 TEST(HostInventory, ClockIsPlausible) {

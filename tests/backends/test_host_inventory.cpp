@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -229,15 +231,189 @@ TEST(Threading, QuotaCapsTheDefaultAndSaysSo) {
   configure_threads(BackendConfig{}, read_host_inventory());  // restore for later tests
 }
 
+// What every machine has, whatever its kernel shows: a named cache source and a size to size
+// buffers by. A machine with neither /sys cache directory nor CPUID cache leaf is legal.
 TEST(HostInventory, ThisMachineHasIdentityAndCaches) {
   const HostInventory host = read_host_inventory();
-  EXPECT_FALSE(host.online_cpus.empty());
+  EXPECT_FALSE(host.online_cpus.empty()) << "this machine's /sys/devices/system/cpu/online";
   EXPECT_GE(host.threads_per_core, 1);
-  EXPECT_GT(host.last_level_cache_bytes(), 0u);
+  ASSERT_FALSE(host.cache_source.empty());
+  EXPECT_GT(host.last_level_cache_bytes_for_sizing(host.allowed_cpus()), 0u)
+      << "cache source: " << host.cache_source;
+  if (host.cache_source != "unknown") {
+    EXPECT_GT(host.last_level_cache_bytes(), 0u)
+        << "this machine's caches, read from " << host.cache_source << ", have no size";
+  }
 #if defined(__x86_64__)
-  EXPECT_GT(host.cpu.family, 0);
-  EXPECT_FALSE(host.cpu.vendor.empty());
+  EXPECT_GT(host.cpu.family, 0) << "this machine's /proc/cpuinfo has no 'cpu family'";
+  EXPECT_FALSE(host.cpu.vendor.empty()) << "this machine's /proc/cpuinfo has no vendor_id";
+  // Every x86-64 CPU of the last 15 years describes its caches in CPUID (leaf 4 or AMD's
+  // extended leaves), so this machine's caches are known from one source or the other.
+  EXPECT_NE(host.cache_source, "unknown")
+      << "neither /sys/devices/system/cpu/cpu0/cache nor a CPUID cache leaf on this "
+      << host.cpu.vendor << " family " << host.cpu.family << " model " << host.cpu.model;
 #endif
+}
+
+// ---- caches from CPUID, where /sys has none ----
+
+// A CPU given by hand: the registers of each (leaf, subleaf), zeros elsewhere.
+struct FakeCpuid {
+  std::map<std::pair<std::uint32_t, std::uint32_t>, CpuidRegisters> leaves;
+  CpuidRegisters operator()(std::uint32_t leaf, std::uint32_t subleaf) const {
+    const auto found = leaves.find({leaf, subleaf});
+    return found == leaves.end() ? CpuidRegisters{} : found->second;
+  }
+};
+
+// Leaf 0's vendor string sits in EBX, EDX, ECX in that order.
+CpuidRegisters leaf0(std::uint32_t max_leaf, const char (&vendor)[13]) {
+  CpuidRegisters r{max_leaf, 0, 0, 0};
+  std::memcpy(&r.ebx, vendor, 4);
+  std::memcpy(&r.edx, vendor + 4, 4);
+  std::memcpy(&r.ecx, vendor + 8, 4);
+  return r;
+}
+
+// One deterministic-cache subleaf (leaf 4 / 0x8000001D layout).
+CpuidRegisters cache_leaf(int type, int level, int sharing, int ways, int line, int sets) {
+  return {static_cast<std::uint32_t>(type | level << 5 | (sharing - 1) << 14),
+          static_cast<std::uint32_t>((line - 1) | 0 << 12 | (ways - 1) << 22),
+          static_cast<std::uint32_t>(sets - 1), 0};
+}
+
+// The registers of the AMD Zen 5 VM (family 26 model 2, Firecracker) whose kernel lists no
+// caches: no TopologyExtensions bit, so only the older leaves 0x80000005/6 describe them.
+FakeCpuid zen5_firecracker() {
+  FakeCpuid cpu;
+  cpu.leaves[{0, 0}] = leaf0(0xd, "AuthenticAMD");
+  cpu.leaves[{0x80000000, 0}] = {0x80000021, 0, 0, 0};
+  cpu.leaves[{0x80000001, 0}] = {0, 0, 0x440001f1, 0};
+  cpu.leaves[{0x80000005, 0}] = {0xff60ff40, 0xff60ff40, 0x300c0140, 0x20080140};
+  cpu.leaves[{0x80000006, 0}] = {0x40802040, 0x60804040, 0x04006140, 0x0fe09140};
+  return cpu;
+}
+
+TEST(CpuidCaches, AmdOlderLeavesWithoutTopologyExtensions) {
+  const CpuidCaches caches = decode_cpuid_caches(zen5_firecracker());
+  EXPECT_EQ(caches.leaf, "cpuid leaves 0x80000005/6");
+  ASSERT_EQ(caches.levels.size(), 4u);
+  EXPECT_EQ(caches.levels[0].bytes, 48u << 10);  // L1 data
+  EXPECT_EQ(caches.levels[0].type, "Data");
+  EXPECT_EQ(caches.levels[1].bytes, 32u << 10);  // L1 instruction
+  EXPECT_EQ(caches.levels[2].bytes, 1u << 20);   // L2
+  EXPECT_EQ(caches.levels[3].level, 3);
+  EXPECT_EQ(caches.levels[3].bytes, std::uint64_t{1016} * (512 << 10));  // 508 MiB L3 field
+  EXPECT_EQ(caches.levels[3].sharing_cpus, 0);                           // every CPU
+}
+
+TEST(CpuidCaches, AmdTopologyLeafGivesSharing) {
+  FakeCpuid cpu = zen5_firecracker();
+  cpu.leaves[{0x80000001, 0}].ecx |= 1u << 22;  // TopologyExtensions
+  cpu.leaves[{0x8000001d, 0}] = cache_leaf(1, 1, 2, 12, 64, 64);
+  cpu.leaves[{0x8000001d, 1}] = cache_leaf(2, 1, 2, 8, 64, 64);
+  cpu.leaves[{0x8000001d, 2}] = cache_leaf(3, 2, 2, 16, 64, 1024);
+  cpu.leaves[{0x8000001d, 3}] = cache_leaf(3, 3, 16, 16, 64, 32768);  // 32 MiB per 8-core CCX
+  const CpuidCaches caches = decode_cpuid_caches(cpu);
+  EXPECT_EQ(caches.leaf, "cpuid leaf 0x8000001d");
+  ASSERT_EQ(caches.levels.size(), 4u);
+  EXPECT_EQ(caches.levels[3].bytes, std::uint64_t{32} << 20);
+  // 32 CPUs, APIC IDs 0-31: two CCXs of 16 threads, one L3 each.
+  std::map<int, int> apic_ids;
+  std::vector<int> online;
+  for (int cpu_number = 0; cpu_number < 32; ++cpu_number) {
+    apic_ids[cpu_number] = cpu_number;
+    online.push_back(cpu_number);
+  }
+  const std::vector<CacheInstance> instances = cache_instances_from_cpuid(caches, online, apic_ids);
+  std::vector<CacheInstance> l3;
+  for (const CacheInstance& instance : instances)
+    if (instance.level == 3) l3.push_back(instance);
+  ASSERT_EQ(l3.size(), 2u);
+  EXPECT_EQ(l3[0].cpus, range(0, 15));
+  EXPECT_EQ(l3[1].cpus, range(16, 31));
+  // The topology leaf lists nothing: the older leaves still do.
+  cpu.leaves.erase({0x8000001d, 0});
+  EXPECT_EQ(decode_cpuid_caches(cpu).leaf, "cpuid leaves 0x80000005/6");
+}
+
+TEST(CpuidCaches, IntelLeafFourAndSocketsByApicId) {
+  FakeCpuid cpu;
+  cpu.leaves[{0, 0}] = leaf0(0x20, "GenuineIntel");
+  cpu.leaves[{4, 0}] = cache_leaf(1, 1, 2, 12, 64, 64);       // 48 KiB L1d
+  cpu.leaves[{4, 1}] = cache_leaf(2, 1, 2, 8, 64, 64);        // 32 KiB L1i
+  cpu.leaves[{4, 2}] = cache_leaf(3, 2, 2, 16, 64, 2048);     // 2 MiB L2
+  cpu.leaves[{4, 3}] = cache_leaf(3, 3, 128, 15, 64, 57344);  // 52.5 MiB L3 per socket
+  const CpuidCaches caches = decode_cpuid_caches(cpu);
+  EXPECT_EQ(caches.leaf, "cpuid leaf 0x4");
+  ASSERT_EQ(caches.levels.size(), 4u);
+  EXPECT_EQ(caches.levels[0].bytes, 48u << 10);
+  EXPECT_EQ(caches.levels[3].bytes, std::uint64_t{15} * 64 * 57344);
+  // Two sockets whose APIC IDs start at 0 and 128; CPU n and n+4 are one core's threads.
+  const std::string cpuinfo =
+      "processor\t: 0\napicid\t\t: 0\n\nprocessor\t: 1\napicid\t\t: 2\n\n"
+      "processor\t: 2\napicid\t\t: 128\n\nprocessor\t: 3\napicid\t\t: 130\n\n"
+      "processor\t: 4\napicid\t\t: 1\n\nprocessor\t: 5\napicid\t\t: 3\n\n"
+      "processor\t: 6\napicid\t\t: 129\n\nprocessor\t: 7\napicid\t\t: 131\n";
+  const std::map<int, int> apic_ids = parse_apic_ids(cpuinfo);
+  ASSERT_EQ(apic_ids.size(), 8u);
+  EXPECT_EQ(apic_ids.at(6), 129);
+  const std::vector<CacheInstance> instances =
+      cache_instances_from_cpuid(caches, range(0, 7), apic_ids);
+  std::vector<std::vector<int>> l3, l2;
+  for (const CacheInstance& instance : instances) {
+    if (instance.level == 3) l3.push_back(instance.cpus);
+    if (instance.level == 2) l2.push_back(instance.cpus);
+  }
+  EXPECT_EQ(l3, (std::vector<std::vector<int>>{{0, 1, 4, 5}, {2, 3, 6, 7}}));
+  EXPECT_EQ(l2.size(), 4u);  // a core's two threads share one
+  EXPECT_EQ(l2[0], (std::vector<int>{0, 4}));
+  // Without APIC IDs, CPUs in order, `sharing` at a time.
+  EXPECT_EQ(cache_instances_from_cpuid(caches, range(0, 7), {}).size(), 4u + 4 + 4 + 1);
+}
+
+TEST(CpuidCaches, NoLeafNoCaches) {
+  EXPECT_TRUE(decode_cpuid_caches(FakeCpuid{}).levels.empty());
+  EXPECT_TRUE(decode_cpuid_caches(no_cpuid).leaf.empty());
+  FakeCpuid amd_without_cache_leaves;
+  amd_without_cache_leaves.leaves[{0, 0}] = leaf0(0xd, "AuthenticAMD");
+  amd_without_cache_leaves.leaves[{0x80000000, 0}] = {0x80000004, 0, 0, 0};
+  EXPECT_TRUE(decode_cpuid_caches(amd_without_cache_leaves).levels.empty());
+}
+
+// The machine the issue was found on: no /sys cache directory. Its sizes come from CPUID.
+TEST(HostTree, WithoutSysfsCachesTheInventoryReadsCpuid) {
+  TempDir dir("tb-no-sysfs-caches");
+  write_two_ccx_tree(dir.path());
+  for (int cpu = 0; cpu < 8; ++cpu)
+    fs::remove_all(dir.file("sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache"));
+  const HostInventory host = read_host_inventory(dir.path(), range(0, 7), zen5_firecracker());
+  EXPECT_EQ(host.cache_source, "cpuid leaves 0x80000005/6");
+  EXPECT_EQ(host.last_level(), 3);
+  EXPECT_EQ(host.last_level_cache_bytes(), std::uint64_t{1016} * (512 << 10));
+  EXPECT_EQ(host.last_level_cache_instances(host.allowed_cpus()), 1);
+  ASSERT_EQ(host.caches.size(), 4u);
+  EXPECT_EQ(host.caches[0].bytes, 48u << 10);
+  EXPECT_EQ(host.last_level_cache_bytes_for_sizing(host.allowed_cpus()),
+            host.last_level_cache_bytes());
+}
+
+TEST(HostTree, NeitherSysfsNorCpuidSaysUnknownAndSizesByTheStatedDefault) {
+  TempDir dir("tb-no-caches");
+  write_two_ccx_tree(dir.path());
+  for (int cpu = 0; cpu < 8; ++cpu)
+    fs::remove_all(dir.file("sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache"));
+  const HostInventory host = read_host_inventory(dir.path(), range(0, 7));
+  EXPECT_EQ(host.cache_source, "unknown");
+  EXPECT_TRUE(host.caches.empty());
+  EXPECT_EQ(host.last_level_cache_bytes(), 0u);
+  EXPECT_EQ(host.last_level_cache_bytes_for_sizing(host.allowed_cpus()),
+            kAssumedLastLevelCacheBytes);
+  // A tree with caches names sysfs, and CPUID is not consulted.
+  TempDir with("tb-sysfs-caches");
+  write_two_ccx_tree(with.path());
+  EXPECT_EQ(read_host_inventory(with.path(), range(0, 7), zen5_firecracker()).cache_source,
+            "sysfs");
 }
 
 // ---- the peak table ----
