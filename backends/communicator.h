@@ -67,9 +67,13 @@ class World {
   // Every rank's string, in rank order, at `root`; empty elsewhere.
   virtual std::vector<std::string> gather(const std::string& mine, int root) = 0;
   virtual double max(double value) = 0;  // over every rank, on every rank
+  virtual double sum(double value) = 0;  // the same, summed
   virtual Status barrier() = 0;
   // Ends every rank (MPI_Abort) after printing `reason` on this one.
   [[noreturn]] virtual void abort(const std::string& reason, int exit_code) = 0;
+  // What this rank is doing now ("case 2 of 5: ..."): a wait on the others that runs out of
+  // time names it.
+  virtual void set_activity(std::string activity) { (void)activity; }
 
   // Collectives on host memory between these ranks (MPI; a copy at size 1).
   virtual std::unique_ptr<Communicator> host_communicator() = 0;

@@ -1,5 +1,7 @@
 // trainbench: measures deep-learning training work on CPUs and GPUs through interchangeable
 // backends and writes validated, versioned JSON reports.
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -258,6 +260,22 @@ struct RunState {
   std::vector<std::string> child_environments;
 };
 
+// TRAINBENCH_TEST_RANK_DELAY=RANK:SECONDS, set only by tests: rank RANK sleeps SECONDS before
+// each phase of the harness starts its clock, so that the ranks' clocks disagree as on a
+// loaded host (HarnessConfig::phase_delay_seconds). 0 on every other rank.
+double test_phase_delay(const World& world) {
+  const char* text = std::getenv("TRAINBENCH_TEST_RANK_DELAY");
+  if (!text) return 0;
+  int rank = -1;
+  double seconds = 0;
+  char tail = 0;
+  if (std::sscanf(text, "%d:%lf%c", &rank, &seconds, &tail) != 2 || rank < 0 ||
+      !(seconds >= 0 && seconds <= 60))
+    throw UsageError(fmt::format(
+        "TRAINBENCH_TEST_RANK_DELAY='{}': expected RANK:SECONDS, seconds in [0, 60]", text));
+  return rank == world.rank() ? seconds : 0;
+}
+
 // Turns the run subcommand's options into the runner's (suite or workloads, backends, report
 // path) and runs it.
 int run_command(RunState& s, const std::string& command_line, World& world) {
@@ -291,6 +309,7 @@ int run_command(RunState& s, const std::string& command_line, World& world) {
   std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
   options.out_path = out.empty() ? fmt::format("trainbench-report-{}.json", stamp) : out;
   options.command_line = command_line;
+  options.harness.phase_delay_seconds = test_phase_delay(world);
   return run_benchmarks(options, world, std::cout, std::cerr);
 }
 

@@ -114,6 +114,39 @@ std::string reference_kernel_summary(const std::vector<ReferenceKernelUse>& uses
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+// Whether `ok` holds on every rank. Each step of a case that can end it early is agreed so: a
+// rank that stopped while its peers went on to a collective (a data-parallel step's
+// validation or timing) would leave them waiting for it.
+bool on_every_rank(World& world, bool ok) {
+  return world.size() == 1 ? ok : world.max(ok ? 0.0 : 1.0) == 0.0;
+}
+
+// Where another rank ended the case: this rank stops there too, saying so.
+void stopped_by_another_rank(const char* stage, CaseResult* result) {
+  if (!result->reason.empty()) return;
+  result->status = CaseStatus::failed;
+  result->reason = fmt::format("stopped at {}: another rank failed there (see its line)", stage);
+}
+
+// Why the case's backend cannot take it (skipped); empty where it can.
+std::string backend_unusable(const Case& item) {
+  const std::string& name = item.slot->entry->name;
+  if (!item.slot->backend)
+    return fmt::format("backend {} is not usable here: {}", name, item.slot->availability.reason);
+  if (!item.slot->broken.empty())
+    return fmt::format("backend {} broke during an earlier case: {}", name, item.slot->broken);
+  return "";
+}
+
+// Why the case does not fit in host memory; empty where it does (or runs on a device).
+std::string memory_shortfall(const Case& item) {
+  const std::uint64_t needed = item.workload->device_bytes();
+  const std::uint64_t available = cpu::memory_available_bytes();
+  if (item.slot->device.kind != "cpu" || needed <= available) return "";
+  return fmt::format("does not fit in memory: needs {:.2f} GiB, {:.2f} GiB available",
+                     needed / double(1 << 30), available / double(1 << 30));
+}
+
 // Set up, validate, measure one case. Never throws.
 CaseResult run_case(Case& item, const RunOptions& options, World& world, std::uint64_t seed) {
   CaseResult result;
@@ -121,26 +154,16 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
   result.backend = item.slot->entry->name;
   result.dtype = dtype_name(item.workload->dtype());
   result.headline = item.workload->headline();
-  if (!item.slot->backend) {
+  if (result.reason = backend_unusable(item); !result.reason.empty()) {
     result.status = CaseStatus::skipped;
-    result.reason = fmt::format("backend {} is not usable here: {}", result.backend,
-                                item.slot->availability.reason);
-    return result;
-  }
-  if (!item.slot->broken.empty()) {
-    result.status = CaseStatus::skipped;
-    result.reason = fmt::format("backend {} broke during an earlier case: {}", result.backend,
-                                item.slot->broken);
     return result;
   }
   Backend& backend = *item.slot->backend;
   Workload& workload = *item.workload;
   try {
-    const std::uint64_t needed = workload.device_bytes();
-    const std::uint64_t available = cpu::memory_available_bytes();
-    if (item.slot->device.kind == "cpu" && needed > available) {
-      result.reason = fmt::format("does not fit in memory: needs {:.2f} GiB, {:.2f} GiB available",
-                                  needed / double(1 << 30), available / double(1 << 30));
+    result.reason = memory_shortfall(item);
+    if (!on_every_rank(world, result.reason.empty())) {
+      stopped_by_another_rank("the memory check", &result);
       return result;
     }
     workload.join(world);
@@ -151,6 +174,9 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
     if (!status.ok()) {
       result.status = status_for(status);
       result.reason = status.message();
+    }
+    if (!on_every_rank(world, status.ok())) {
+      stopped_by_another_rank("set-up", &result);
       return result;
     }
     // Decided at plan time: a reference kernel can take minutes per unit, and its speed is
@@ -165,13 +191,15 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
       return result;
     }
     result.validation = workload.validate();
-    if (!result.validation->passed) {
+    if (!result.validation->passed)
       result.reason = "validation failed: " + result.validation->message;
+    if (!on_every_rank(world, result.validation->passed)) {
+      stopped_by_another_rank("validation", &result);
       return result;
     }
     Measurement measurement;
     std::unique_ptr<TelemetryMonitor> telemetry = backend.start_telemetry();
-    status = measure(workload, backend, options.harness, &measurement);
+    status = measure(workload, backend, options.harness, &measurement, &world);
     if (!status.ok()) {
       result.status = status_for(status);
       result.reason = status.message();
@@ -363,17 +391,22 @@ void create_backends(const RunOptions& options, World& world, const CpuShare& sh
                   1);
 }
 
-// The cases: every requested descriptor, expanded per backend.
-std::vector<Case> make_cases(const RunOptions& options, std::vector<BackendSlot>& slots) {
+// The cases: every requested descriptor, expanded per backend. Across ranks a memory-sized
+// expansion (batch=sweep) plans for the least of the ranks' memory, so all get the same cases.
+std::vector<Case> make_cases(const RunOptions& options, std::vector<BackendSlot>& slots,
+                             World& world) {
   std::vector<Case> cases;
-  for (BackendSlot& slot : slots)
+  for (BackendSlot& slot : slots) {
+    const std::uint64_t available = static_cast<std::uint64_t>(
+        -world.max(-static_cast<double>(memory_for_expansion(slot.device))));
     for (const Descriptor& requested : options.cases)
       for (const Descriptor& descriptor :
-           expand_for_backend(requested, slot.backend.get(), slot.device)) {
+           expand_for_backend(requested, slot.backend.get(), available)) {
         std::unique_ptr<Workload> workload = create_workload(descriptor, slot.device);
         std::string canonical = workload->descriptor().to_string();
         cases.push_back({&slot, std::move(workload), std::move(canonical)});
       }
+  }
   return cases;
 }
 
@@ -425,7 +458,7 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
   nlohmann::json header = report_header(options);
   const CpuShare share = rank_cpu_share(world);
   create_backends(options, world, share, slots);
-  std::vector<Case> cases = make_cases(options, slots);
+  std::vector<Case> cases = make_cases(options, slots, world);
   header["world"] = join_ranks(world, share, slots, cases);
 
   std::optional<ReportWriter> writer;  // rank 0's
@@ -456,6 +489,8 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
     fmt::print(progress, "[{}/{}] {} elapsed, ~{} left: {} {}\n", i + 1, cases.size(),
                format_duration(elapsed), estimate, cases[i].slot->entry->name, cases[i].descriptor);
     progress.flush();
+    world.set_activity(fmt::format("case {} of {} ({} on {})", i + 1, cases.size(),
+                                   cases[i].descriptor, cases[i].slot->entry->name));
     CaseResult result =
         run_case(cases[i], options, world, case_seed(options.seed, cases[i].descriptor));
     cases[i].workload.reset();  // release its memory before the next case allocates

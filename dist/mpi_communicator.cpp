@@ -41,8 +41,8 @@ Status check_fits(const Buffer& buffer, std::size_t bytes, const char* which) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string library)
-    : library_(std::move(library)) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string library, RankWatch watch)
+    : library_(std::move(library)), watch_(std::move(watch)) {
   MPI_Comm_dup(comm, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -178,10 +178,11 @@ Status MpiCommunicator::poll() {
 
 Status MpiCommunicator::wait_all() {
   if (pending_.empty()) return Status::Ok();
-  const int code =
-      MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
+  // Spinning as MPI_Waitall would, but under the rank timeout: a peer that stopped must not
+  // hold this rank for ever inside a gradient exchange.
+  watch_.wait(pending_, "the gradient all-reduces (MPI_Iallreduce)", /*spin=*/true);
   pending_.clear();
-  return mpi_status(code, "MPI_Waitall");
+  return Status::Ok();
 }
 
 }  // namespace tb

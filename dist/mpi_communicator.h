@@ -7,13 +7,15 @@
 #include <vector>
 
 #include "backends/communicator.h"
+#include "dist/rank_watch.h"
 
 namespace tb {
 
 class MpiCommunicator final : public Communicator {
  public:
-  // Takes a duplicate of `comm`, so its traffic cannot match the World's own exchanges.
-  MpiCommunicator(MPI_Comm comm, std::string library);
+  // Takes a duplicate of `comm`, so its traffic cannot match the World's own exchanges; waits
+  // for started all-reduces under `watch`'s deadline.
+  MpiCommunicator(MPI_Comm comm, std::string library, RankWatch watch);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -45,6 +47,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Op bf16_sum_ = MPI_OP_NULL;
   MPI_Op f16_sum_ = MPI_OP_NULL;
   std::vector<MPI_Request> pending_;
+  RankWatch watch_;
 };
 
 }  // namespace tb

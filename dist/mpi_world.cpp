@@ -5,11 +5,10 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstdio>
 #include <stdexcept>
-#include <thread>
 
 #include "dist/mpi_communicator.h"
+#include "dist/rank_watch.h"
 #include "dist/world.h"
 
 namespace tb {
@@ -26,7 +25,7 @@ std::string library_version() {
 
 class MpiWorld final : public World {
  public:
-  MpiWorld(int* argc, char*** argv, std::chrono::seconds timeout) : timeout_(timeout) {
+  MpiWorld(int* argc, char*** argv, std::chrono::seconds timeout) {
     int provided = 0;
     // Only the main thread calls MPI; OpenMP's threads never do.
     if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
@@ -42,6 +41,7 @@ class MpiWorld final : public World {
     MPI_Get_processor_name(name, &length);
     host_.assign(name, static_cast<std::size_t>(length));
     library_ = library_version();
+    watch_ = std::make_unique<RankWatch>(timeout, rank_, size_, host_);
   }
   ~MpiWorld() override {
     MPI_Comm_free(&node_);
@@ -87,13 +87,8 @@ class MpiWorld final : public World {
     return strings;
   }
 
-  double max(double value) override {
-    double result = value;
-    MPI_Request request;
-    MPI_Iallreduce(&value, &result, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &request);
-    wait(&request, "a maximum over the ranks");
-    return result;
-  }
+  double max(double value) override { return reduce(value, MPI_MAX, "a maximum over the ranks"); }
+  double sum(double value) override { return reduce(value, MPI_SUM, "a sum over the ranks"); }
 
   Status barrier() override {
     MPI_Request request;
@@ -103,38 +98,29 @@ class MpiWorld final : public World {
   }
 
   [[noreturn]] void abort(const std::string& reason, int exit_code) override {
-    std::fprintf(stderr, "trainbench: rank %d of %d (%s): %s\n", rank_, size_, host_.c_str(),
-                 reason.c_str());
-    std::fflush(nullptr);
-    MPI_Abort(MPI_COMM_WORLD, exit_code);
-    std::_Exit(exit_code);  // MPI_Abort does not return; this says so to the compiler
+    watch_->abort(reason, exit_code);
   }
 
+  void set_activity(std::string activity) override { watch_->set_activity(std::move(activity)); }
+
   std::unique_ptr<Communicator> host_communicator() override {
-    return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, library_);
+    return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, library_, *watch_);
   }
 
  private:
-  // Waits for `request` until the deadline, sleeping between tests so a rank sharing a core
-  // with the one it waits for does not take its time.
-  void wait(MPI_Request* request, const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    auto pause = std::chrono::microseconds(1);
-    for (;;) {
-      int done = 0;
-      MPI_Test(request, &done, MPI_STATUS_IGNORE);
-      if (done) return;
-      if (std::chrono::steady_clock::now() > deadline) {
-        abort(fmt::format("waited {} s in {} for the other ranks: one of them died or hangs",
-                          timeout_.count(), what),
-              3);
-      }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
-    }
+  double reduce(double value, MPI_Op op, const char* what) {
+    double result = value;
+    MPI_Request request;
+    MPI_Iallreduce(&value, &result, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &request);
+    wait(&request, what);
+    return result;
   }
 
-  std::chrono::seconds timeout_;
+  void wait(MPI_Request* request, const char* what) {
+    watch_->wait(std::span<MPI_Request>(request, 1), what, /*spin=*/false);
+  }
+
+  std::unique_ptr<RankWatch> watch_;
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;

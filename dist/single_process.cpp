@@ -48,6 +48,7 @@ class SingleProcessWorld final : public World {
     return root == 0 ? std::vector<std::string>{mine} : std::vector<std::string>{};
   }
   double max(double value) override { return value; }
+  double sum(double value) override { return value; }
   Status barrier() override { return Status::Ok(); }
   [[noreturn]] void abort(const std::string& reason, int exit_code) override {
     std::fprintf(stderr, "trainbench: %s\n", reason.c_str());

@@ -55,12 +55,14 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
   throw UsageError(fmt::format("unknown workload '{}' (known: {})", kind, fmt::join(names, ", ")));
 }
 
+std::uint64_t memory_for_expansion(const DeviceInfo& device) {
+  return device.kind == "cpu" ? cpu::memory_available_bytes() : device.memory_bytes;
+}
+
 std::vector<Descriptor> expand_for_backend(const Descriptor& descriptor, Backend* backend,
-                                           const DeviceInfo& device) {
+                                           std::uint64_t available_bytes) {
   if (descriptor.kind() != "resnet50-train") return {descriptor};
-  const std::uint64_t available =
-      device.kind == "cpu" ? cpu::memory_available_bytes() : device.memory_bytes;
-  return expand_resnet50_sweep(descriptor, backend, available);
+  return expand_resnet50_sweep(descriptor, backend, available_bytes);
 }
 
 std::vector<std::string> content_lines(std::string_view text) {

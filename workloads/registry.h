@@ -27,9 +27,14 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
 std::vector<Descriptor> expand_shapes(const Descriptor& descriptor);
 
 // Expansions that depend on the backend a case runs on (resnet50-train batch=sweep: the
-// largest batch that fits). `backend` is null for a backend that is not usable here.
+// largest batch that fits in `available_bytes`). `backend` is null for a backend that is not
+// usable here. Across ranks the caller passes the least of the ranks' memory, so that every
+// rank expands to the same cases.
 std::vector<Descriptor> expand_for_backend(const Descriptor& descriptor, Backend* backend,
-                                           const DeviceInfo& device);
+                                           std::uint64_t available_bytes);
+// The memory such an expansion may plan for on `device`: free host memory for a CPU, the
+// device's memory otherwise.
+std::uint64_t memory_for_expansion(const DeviceInfo& device);
 
 // The descriptors of workloads/suites/NAME.txt, shapes expanded. Throws UsageError.
 std::vector<Descriptor> load_suite(std::string_view name);

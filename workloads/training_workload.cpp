@@ -185,6 +185,9 @@ bool TrainingWorkload::check_losses(Validation* result) {
     if (status = step_->run(true, settings_); !status.ok()) return fail(status.message());
     double loss = 0;
     if (status = step_->loss(&loss); !status.ok()) return fail(status.message());
+    // Across ranks the steps descend the global batch's loss, the mean of the ranks' own:
+    // one rank's loss on its own slice may rise while the mean falls.
+    if (ranks() > 1) loss = world_->sum(loss) / ranks();
     if (step_->steps_taken() > before) losses.push_back(loss);
   }
   if (losses.size() < 3)
@@ -218,7 +221,8 @@ Validation TrainingWorkload::validate() {
       "(relative L2; f32 1e-4, bf16 2e-2, f16 and TF32 products 5e-3; casts exact; updates by "
       "their change){}; measured network: the same op by op on one step, products larger than "
       "2^20 multiply-adds on {} sampled outputs each; loss finite, {} and falling over 3 applied "
-      "steps on the fixed batch (steps skipped by loss scaling not counted), gradients finite "
+      "steps on the fixed batch (steps skipped by loss scaling not counted; across ranks the "
+      "mean of the ranks' losses, the global batch's), gradients finite "
       "and non-zero{}",
       reduced.description,
       whole_step_check ? fmt::format(", every parameter gradient against a whole f64 step ({:g})",

@@ -3,8 +3,10 @@
 
 #include <thread>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "backends/registry.h"
@@ -274,6 +276,72 @@ TEST(CaseSeed, FollowsTheSeedAndTheDescriptor) {
   EXPECT_NE(case_seed(42, gemm), case_seed(43, gemm));
   EXPECT_NE(case_seed(42, gemm), case_seed(42, "gemm m=64 n=64 k=65 dtype=f32"));
   EXPECT_NE(case_seed(42, gemm) + 1, case_seed(43, gemm));  // mixed, not offset
+}
+
+// ---- across ranks: every decision taken once, from the slowest rank's clock ----
+
+// Rank 0 of two whose peer is always `behind` seconds slower: the largest of the ranks' values
+// is this rank's plus `behind`. Records what the harness asked and answered.
+class PeerBehindWorld final : public World {
+ public:
+  explicit PeerBehindWorld(double behind) : behind_(behind) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 2; }
+  std::string host() const override { return "test"; }
+  bool launched() const override { return true; }
+  std::string library() const override { return "none (a test's two ranks)"; }
+  Status broadcast_bytes(void*, std::size_t, int) override { return Status::Ok(); }
+  std::vector<std::string> gather(const std::string& mine, int) override { return {mine, mine}; }
+  double max(double value) override {
+    answers.push_back(value + behind_);
+    return answers.back();
+  }
+  double sum(double value) override { return 2 * value; }
+  Status barrier() override { return Status::Ok(); }
+  [[noreturn]] void abort(const std::string&, int) override { std::abort(); }
+  std::unique_ptr<Communicator> host_communicator() override { return nullptr; }
+
+  std::vector<double> answers;
+
+ private:
+  double behind_;
+};
+
+// Locally a 20 us unit would be batched 50 to a sample, warmed up for 0.3 s and sampled for
+// 0.5 s. The peer is a second behind: every budget is spent at once, so both ranks run exactly
+// the counts, one unit per sample, each sample the peer's time.
+TEST_F(Harness, AcrossRanksEveryDecisionIsTheSlowestRanks) {
+  CountingWorkload workload(2e-5, false);
+  HarnessConfig config{2, 0.3, 5, 1000, 0.5, 1e-3};
+  PeerBehindWorld peer(1.0);
+  Measurement m;
+  ASSERT_TRUE(measure(workload, *backend_, config, &m, &peer).ok());
+  EXPECT_EQ(m.warmup_runs, 2);
+  EXPECT_EQ(m.units_per_sample, 1);
+  ASSERT_EQ(m.samples_s.size(), 5u);
+  for (double s : m.samples_s) {
+    EXPECT_GE(s, 1.0);  // the peer's time, not this rank's 20 us
+    EXPECT_NE(std::find(peer.answers.begin(), peer.answers.end(), s), peer.answers.end());
+  }
+  EXPECT_EQ(workload.runs, 7);
+  // The same workload alone decides on its own clock: more warm-up, batched units, more samples.
+  CountingWorkload alone(2e-5, false);
+  ASSERT_TRUE(measure(alone, *backend_, {2, 0.2, 5, 1000, 0.05, 1e-3}, &m).ok());
+  EXPECT_GT(m.warmup_runs, 2);
+  EXPECT_GT(m.units_per_sample, 1);
+}
+
+// A rank whose timer read nothing usable fails the case on every rank, not on its own.
+TEST_F(Harness, AcrossRanksAnUnusableTimeOnAnyRankFailsEveryRank) {
+  CountingWorkload workload(1e-4, false);
+  PeerBehindWorld peer(INFINITY);
+  Measurement m;
+  const Status status = measure(workload, *backend_, {1, 0, 3, 3, 0, 0}, &m, &peer);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("another rank"), std::string::npos) << status.message();
+  EXPECT_EQ(workload.runs, 1);
 }
 
 }  // namespace

@@ -198,6 +198,37 @@ TEST_F(Ranks, AHangingRankEndsTheJobAfterTheRankTimeoutWithTheReason) {
   EXPECT_GE(read_report(report_path())["results"].size(), 1u);
 }
 
+// Data-parallel cases and a data-parallel time to train under the default harness settings
+// (warm-up time, a time budget, units per sample sized from the warm-up), rank 1 starting each
+// phase of the harness half a second late, as a rank preempted then would. Rank 0 waits that
+// half second in its first step, on its own clock: deciding alone, it would stop sampling
+// about 0.5 s of steps before rank 1 and leave it waiting in a gradient all-reduce until the
+// rank timeout (exit 3). Agreed, every case passes; the timeout, far above the seconds each
+// case takes, bounds the test.
+TEST_F(Ranks, DataParallelCasesAgreeOnTheirStepsWhenOneRankIsLate) {
+  const std::vector<std::string> args = {
+      "run",
+      "-b",
+      "cpu-onednn",
+      "-o",
+      report_path(),
+      "-w",
+      "resnet50-train batch=2 image=64 width=8 classes=10",
+      "-w",
+      "bert-train model=tiny batch=4 seq=32",
+      "-w",
+      "ttt-fashion-mnist target=0.5 subset=6400 batch=64 epochs=1"};
+  const Outcome outcome = wait_for(spawn_ranks(
+      2, args, {{"TRAINBENCH_TEST_RANK_DELAY", "1:0.5"}, {"TRAINBENCH_RANK_TIMEOUT", "240"}}));
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json report = read_report(report_path());
+  ASSERT_EQ(report["results"].size(), 3u);
+  for (const nlohmann::json& result : report["results"]) {
+    EXPECT_EQ(result["status"], "passed") << result.dump();
+    EXPECT_EQ(result["ranks"].size(), 2u);
+  }
+}
+
 // A collective at two ranks: its bus bandwidth in the report and the table; a size the ranks
 // cannot split fails its case with one line, the others still run, and the run exits 1.
 TEST_F(Ranks, CollectivesReportBusBandwidthAndAnUnsplittableSizeFailsWithOneLine) {

@@ -109,7 +109,8 @@ TEST(Suites, EveryCaseOfEverySuiteCreates) {
     const auto cases = load_suite(suite);
     EXPECT_FALSE(cases.empty()) << suite;
     for (const Descriptor& requested : cases)  // expanded per backend as the runner does
-      for (const Descriptor& d : expand_for_backend(requested, nullptr, device))
+      for (const Descriptor& d :
+           expand_for_backend(requested, nullptr, memory_for_expansion(device)))
         EXPECT_NO_THROW(create_workload(d, device)) << suite << ": " << d.to_string();
   }
   EXPECT_THROW(load_suite("nosuch"), UsageError);

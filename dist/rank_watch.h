@@ -1,0 +1,37 @@
+// How long a rank waits for the others, and what it says when they do not come: every wait on
+// another rank (the World's host-side exchanges, a communicator's started all-reduces) tests
+// its requests against one deadline and, past it, ends every rank with one line naming this
+// rank, its host, the case it was running and the call it waited in.
+#pragma once
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace tb {
+
+class RankWatch {
+ public:
+  RankWatch(std::chrono::seconds timeout, int rank, int size, std::string host);
+
+  // What this rank is doing ("case 2 of 5: bert-train ... on cpu-onednn"), for the line above.
+  void set_activity(std::string activity);
+
+  // Returns when every request is done. `spin`: test without pause (a wait inside a timed step,
+  // as MPI's own blocking wait spins); otherwise sleep between tests, up to 1 ms, so a rank
+  // sharing a core with the one it waits for does not take its time.
+  void wait(std::span<MPI_Request> requests, const char* what, bool spin) const;
+
+  // Prints `reason` with this rank's name on stderr and ends every rank (MPI_Abort).
+  [[noreturn]] void abort(const std::string& reason, int exit_code) const;
+
+ private:
+  std::chrono::seconds timeout_;
+  int rank_, size_;
+  std::string host_;
+  std::shared_ptr<std::string> activity_;  // shared with the copies communicators hold
+};
+
+}  // namespace tb
