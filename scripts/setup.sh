@@ -21,10 +21,11 @@ packages=(
   wordnet-base         # English text (WordNet's glosses) for the masked-LM time-to-train (ttt-mlm)
 )
 # --test: also what the tests need beyond the build: a headless browser for the HTML report,
-# and PyTorch (Debian's CPU build) for the tests that compare a training step with it.
+# PyTorch (Debian's CPU build) for the tests that compare a training step with it, and ccache so
+# that repeated builds (CI's among them) compile only what changed.
 # --pytorch: PyTorch and jemalloc for scripts/pytorch_reference.py's side-by-side figures.
 case "${1:-}" in
-  --test) packages+=(chromium python3-torch python3-torchvision) ;;
+  --test) packages+=(chromium python3-torch python3-torchvision ccache) ;;
   --pytorch) packages+=(python3-torch python3-torchvision libjemalloc2) ;;
 esac
 missing=()
