@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include "backends/status.h"
 #include "bench/report_commands.h"
 #include "bench/text_table.h"
+#include "models/step_breakdown.h"
 #include "reports/compare.h"
 #include "reports/projection.h"
 #include "reports/report.h"
@@ -271,8 +273,15 @@ struct Passed {
   }
 };
 
-double median(const nlohmann::json& r) {
-  return r["stats"]["median_s"].get<double>();
+// How many times `a` beats `b` on their headline metric (throughput, or a time where lower is
+// better), never on raw times: `peak dtype=bf16` runs twice the FLOPs of `peak dtype=f32` per
+// unit, so their times' ratio says nothing of their speeds. Nullopt where the two have no
+// common headline.
+std::optional<double> headline_ratio(const nlohmann::json& a, const nlohmann::json& b) {
+  const std::optional<HeadlineValue> ha = result_headline(a), hb = result_headline(b);
+  if (!ha || !hb || ha->headline.metric != hb->headline.metric || ha->value <= 0 || hb->value <= 0)
+    return std::nullopt;
+  return ha->headline.lower_is_better ? hb->value / ha->value : ha->value / hb->value;
 }
 
 // GPU over CPU speed-up, per workload and dtype: the GPU against the fastest CPU backend.
@@ -285,13 +294,14 @@ Answer speedup_answer(const Passed& passed) {
     auto& [cpu, gpu] = pairs[{(*r)["workload"], (*r)["dtype"]}];
     auto& slot = passed.kind(*r) == "gpu" ? gpu : cpu;
     if (passed.kind(*r) != "gpu" && passed.kind(*r) != "cpu") continue;
-    if (!slot || median(*r) < median(*slot)) slot = r;
+    if (!slot || headline_ratio(*r, *slot).value_or(0) > 1) slot = r;
   }
   for (const auto& [key, pair] : pairs)
     if (pair.first && pair.second) {
-      speedup.answer +=
-          fmt::format("{}{:.1f}x for {} [{}]", speedup.answer.empty() ? "" : "; ",
-                      median(*pair.first) / median(*pair.second), key.first, key.second);
+      const std::optional<double> ratio = headline_ratio(*pair.second, *pair.first);
+      if (!ratio) continue;
+      speedup.answer += fmt::format("{}{:.1f}x for {} [{}]", speedup.answer.empty() ? "" : "; ",
+                                    *ratio, key.first, key.second);
       speedup.from.push_back(measured(*pair.first));
       speedup.from.push_back(measured(*pair.second));
     }
@@ -340,15 +350,17 @@ Answer mixed_precision_answer(const Passed& passed) {
     fp32.replace(fp32.find(tag), tag.size(), " dtype=f32");
     const auto it = by_workload.find({(*r)["backend"], fp32});
     if (it == by_workload.end()) continue;
+    const std::optional<double> ratio = headline_ratio(*r, *it->second);
+    if (!ratio) continue;
     const auto& m32 = (*it->second)["metrics"];
     const auto& mlp = (*r)["metrics"];
     std::string saving;
     if (m32.contains("bytes") && mlp.contains("bytes"))
       saving = fmt::format(", {:.0f}% less memory traffic",
                            100 * (1 - mlp["bytes"].get<double>() / m32["bytes"].get<double>()));
-    mixed.answer += fmt::format("{}{} {:.2f}x{} ({} {})", mixed.answer.empty() ? "" : "; ", dtype,
-                                median(*it->second) / median(*r), saving,
-                                (*r)["backend"].get<std::string>(), descriptor_kind(workload));
+    mixed.answer +=
+        fmt::format("{}{} {:.2f}x{} ({} {})", mixed.answer.empty() ? "" : "; ", dtype, *ratio,
+                    saving, (*r)["backend"].get<std::string>(), descriptor_kind(workload));
     mixed.from.push_back(measured(*it->second));
     mixed.from.push_back(measured(*r));
   }
@@ -408,9 +420,33 @@ Answer projection_answer(const Passed& passed) {
   return projection;
 }
 
-// Where a model step's time goes: the slowest layers of the instrumented step.
-Answer breakdown_answer(const Passed& passed) {
+struct TimedLayer {
+  double seconds = 0, spread = 0;  // forward + backward: median, interquartile range
+  std::string name;
+  bool operator>(const TimedLayer& other) const { return seconds > other.seconds; }
+};
+
+// "slowest layers a 12 ms (±1), b 9 ms (±1), ...": the first is named the slowest only where it
+// leads the next by more than their spreads, else the leaders are said to be within noise.
+std::string slowest_layers(std::vector<TimedLayer> layers) {
   constexpr std::size_t kLayersShown = 3;
+  std::sort(layers.begin(), layers.end(), std::greater<>());
+  std::string listed;
+  for (std::size_t i = 0; i < std::min(kLayersShown, layers.size()); ++i)
+    listed += fmt::format("{}{} {:.1f} ms (±{:.1f})", i ? ", " : "", layers[i].name,
+                          layers[i].seconds * 1e3, layers[i].spread * 1e3 / 2);
+  if (layers.size() < 2) return "slowest layer " + listed;
+  if (slower_beyond_spread(layers[0].seconds, layers[0].spread, layers[1].seconds,
+                           layers[1].spread))
+    return fmt::format("slowest layer {} beyond the noise; then {}", layers[0].name, listed);
+  return fmt::format(
+      "no slowest layer beyond the noise: the leaders are within their spreads "
+      "(median ± half the interquartile range over the instrumented steps): {}",
+      listed);
+}
+
+// Where a model step's time goes: the slowest layers over the instrumented steps.
+Answer breakdown_answer(const Passed& passed) {
   Answer breakdown{
       "Where a training step's time goes (slowest layers, forward + backward)", "", {}};
   for (const nlohmann::json* r : passed.results) {
@@ -418,28 +454,24 @@ Answer breakdown_answer(const Passed& passed) {
     const nlohmann::json& b = (*r)["details"]["breakdown"];
     const double total = b["total_s"].get<double>();
     std::map<std::string, double> by_kind;
-    std::vector<std::pair<double, std::string>> layers;
+    std::vector<TimedLayer> layers;
     for (const auto& layer : b["layers"]) {
       const double seconds = layer["forward_s"].get<double>() + layer["backward_s"].get<double>();
       by_kind[layer.value("kind", "layer")] += seconds;
-      layers.emplace_back(seconds, layer["layer"].get<std::string>());
+      layers.push_back({seconds, layer.value("spread_s", 0.0), layer["layer"].get<std::string>()});
     }
     std::vector<std::pair<double, std::string>> kinds;
     for (const auto& [kind, seconds] : by_kind) kinds.emplace_back(seconds, kind);
     std::sort(kinds.begin(), kinds.end(), std::greater<>());
-    std::sort(layers.begin(), layers.end(), std::greater<>());
-    std::string shares, slowest;
+    std::string shares;
     for (const auto& [seconds, kind] : kinds)
       shares +=
           fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ", kind, 100 * seconds / total);
-    for (std::size_t i = 0; i < std::min(kLayersShown, layers.size()); ++i)
-      slowest +=
-          fmt::format("{}{} {:.0f} ms", i ? ", " : "", layers[i].second, layers[i].first * 1e3);
     breakdown.answer += fmt::format(
-        "{}{} {} [{}]: step {:.0f} ms: {}, optimizer {:.0f} ms; slowest layers {}",
+        "{}{} {} [{}]: step {:.0f} ms: {}, optimizer {:.0f} ms; {}",
         breakdown.answer.empty() ? "" : "; ", (*r)["backend"].get<std::string>(),
         descriptor_kind((*r)["workload"].get<std::string>()), (*r)["dtype"].get<std::string>(),
-        total * 1e3, shares, b["optimizer_s"].get<double>() * 1e3, slowest);
+        total * 1e3, shares, b["optimizer_s"].get<double>() * 1e3, slowest_layers(layers));
     breakdown.from.push_back(measured(*r));
   }
   if (breakdown.answer.empty())

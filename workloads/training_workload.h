@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/network.h"
+#include "models/step_breakdown.h"
 #include "models/training_step.h"
 #include "workloads/descriptor.h"
 #include "workloads/keys.h"
@@ -100,7 +101,11 @@ class TrainingWorkload : public Workload {
   Backend* backend_ = nullptr;
   std::uint64_t seed_ = 0;
   std::unique_ptr<TrainingStep> step_;
+  // Where a step's time goes: the medians of kBreakdownSteps instrumented steps, and spreads.
+  static constexpr int kBreakdownSteps = 5;
+  Status time_breakdown();
   StepBreakdown breakdown_;
+  BreakdownSpread breakdown_spread_;
   BucketOptions buckets_;
   World* world_ = nullptr;
   std::unique_ptr<Communicator> communicator_;  // across ranks only

@@ -569,23 +569,65 @@ TEST_F(Cli, SummaryProjectsGradientAllReduceFromTheMeasuredSweep) {
   EXPECT_FALSE(step["rows"][0].contains("measured_overlap"));
 }
 
-TEST_F(Cli, SummaryShowsWhereAStepsTimeGoes) {
+// Ratios compare the headline metric, never raw times: `peak dtype=bf16` runs twice the FLOPs
+// of `peak dtype=f32` per unit, so a bf16 unit 1.07x as long is 1.86x the throughput (the
+// report that read "bf16 0.93x").
+TEST_F(Cli, SummaryRatiosCompareTheHeadlineNotTimes) {
+  nlohmann::json report = nlohmann::json::parse(slurp(data("current_regressed.json")));
+  nlohmann::json f32 = report["results"][0];
+  f32["status"] = "passed";
+  f32["workload"] = "peak dtype=f32";
+  f32["dtype"] = "f32";
+  f32["headline"] = {{"metric", "tflops"},
+                     {"unit", "TFLOP/s"},
+                     {"figure", "peak f32"},
+                     {"lower_is_better", false}};
+  f32["metrics"] = {{"tflops", 0.4}};
+  f32["stats"]["median_s"] = 1.0;
+  nlohmann::json bf16 = f32;
+  bf16["workload"] = "peak dtype=bf16";
+  bf16["dtype"] = "bf16";
+  bf16["headline"]["figure"] = "peak bf16";
+  bf16["metrics"] = {{"tflops", 0.744}};
+  bf16["stats"]["median_s"] = 1.075;
+  report["results"] = {f32, bf16};
+  const std::string path = (dir_ / "peaks.json").string();
+  std::ofstream(path) << report.dump();
+  const Outcome outcome = run({"summary", path, "--format", "json"});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const std::string mixed = nlohmann::json::parse(outcome.out)[2]["answer"];
+  EXPECT_NE(mixed.find("bf16 1.86x"), std::string::npos) << mixed;
+  EXPECT_EQ(mixed.find("0.93x"), std::string::npos) << mixed;
+}
+
+// A layer is named the slowest only where it leads the next by more than their spreads over
+// the instrumented steps; otherwise the leaders are said to be within noise.
+TEST_F(Cli, SummaryShowsWhereAStepsTimeGoesAndNamesNoSlowestLayerWithinNoise) {
   // A passed case with a per-layer breakdown, as resnet50-train records it.
   nlohmann::json report = nlohmann::json::parse(slurp(data("current_regressed.json")));
   nlohmann::json step = report["results"][0];
   step["workload"] = "resnet50-train batch=4 image=112";
   step["status"] = "passed";
+  auto layer = [](const char* name, const char* kind, double forward, double backward,
+                  double spread) {
+    return nlohmann::json{{"layer", name},
+                          {"kind", kind},
+                          {"forward_s", forward},
+                          {"backward_s", backward},
+                          {"spread_s", spread}};
+  };
   step["details"] = {
       {"breakdown",
        {{"total_s", 1.0},
         {"optimizer_s", 0.02},
         {"layers",
-         {{{"layer", "conv1"}, {"kind", "conv"}, {"forward_s", 0.25}, {"backward_s", 0.5}},
-          {{"layer", "bn1"}, {"kind", "batch_norm"}, {"forward_s", 0.05}, {"backward_s", 0.1}},
-          {{"layer", "layer1.0"},
-           {"kind", "residual_join"},
-           {"forward_s", 0.03},
-           {"backward_s", 0.05}}}}}}};
+         {layer("conv1", "conv", 0.25, 0.5, 0.02), layer("bn1", "batch_norm", 0.05, 0.1, 0.01),
+          layer("layer1.0", "residual_join", 0.03, 0.05, 0.01)}}}}};
+  report["results"].push_back(step);
+  // The same shares, but bn1 is within its spread of conv1 (the breakdown that named a 7x7
+  // batch norm the slowest layer of ResNet-50 on one noisy step).
+  step["details"]["breakdown"]["layers"][0] = layer("conv1", "conv", 0.05, 0.11, 0.01);
+  step["details"]["breakdown"]["layers"][1] = layer("bn1", "batch_norm", 0.05, 0.1, 0.04);
   report["results"].push_back(step);
   const std::string path = (dir_ / "model.json").string();
   std::ofstream(path) << report.dump();
@@ -593,8 +635,12 @@ TEST_F(Cli, SummaryShowsWhereAStepsTimeGoes) {
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
   const std::string answer = nlohmann::json::parse(outcome.out)[5]["answer"];
   EXPECT_NE(answer.find("conv 75%, batch_norm 15%, residual_join 8%"), std::string::npos) << answer;
-  EXPECT_NE(answer.find("slowest layers conv1 750 ms, bn1 150 ms, layer1.0 80 ms"),
+  EXPECT_NE(answer.find("slowest layer conv1 beyond the noise; then conv1 750.0 ms (±10.0), "
+                        "bn1 150.0 ms (±5.0), layer1.0 80.0 ms (±5.0)"),
             std::string::npos)
+      << answer;
+  EXPECT_NE(answer.find("no slowest layer beyond the noise"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("conv1 160.0 ms (±5.0), bn1 150.0 ms (±20.0)"), std::string::npos)
       << answer;
 }
 
