@@ -181,6 +181,46 @@ std::pair<double, double> log_moments(std::span<const double> values) {
 
 }  // namespace
 
+namespace {
+
+// One current run against several baseline runs (the usual CI job: a history of baselines, one
+// run of the change): the current run's log time against the 95% prediction interval for one
+// more baseline run, mean +- t(n-1) s sqrt(1 + 1/n) (Student's t, s the baselines' standard
+// deviation). Past the threshold and outside the interval: slower or faster. Past the threshold
+// but inside it, or within the threshold while the interval is wider than the threshold (a
+// change of the threshold's size would not show): inconclusive. Otherwise unchanged.
+void compare_one_current_run(std::span<const double> baseline_medians, double current,
+                             double threshold, RunComparison* c) {
+  const std::size_t n = baseline_medians.size();
+  const auto [base_mean, base_squares] = log_moments(baseline_medians);
+  const double deviation = std::sqrt(base_squares / static_cast<double>(n - 1));
+  const double half_width =
+      student_t_975(n - 1) * deviation * std::sqrt(1 + 1 / static_cast<double>(n));
+  const double difference = std::log(current) - base_mean;
+  c->tested = true;
+  c->noise = std::exp(deviation) - 1;
+  c->ci_low = std::exp(difference - half_width);
+  c->ci_high = std::exp(difference + half_width);
+  const bool beyond_slower = c->time_ratio > 1 + threshold,
+             beyond_faster = c->time_ratio < 1 / (1 + threshold);
+  const bool detectable = half_width < std::log(1 + threshold);
+  if (beyond_slower && difference > half_width)
+    c->verdict = Verdict::slower;
+  else if (beyond_faster && difference < -half_width)
+    c->verdict = Verdict::faster;
+  else if (beyond_slower || beyond_faster || !detectable)
+    c->verdict = Verdict::inconclusive;
+  else
+    c->verdict = Verdict::unchanged;
+  c->note = fmt::format(
+      "run-to-run noise {:.1f}%; one current run against the 95% prediction interval of {} "
+      "baseline runs{}",
+      100 * c->noise, n,
+      detectable ? "" : ": wider than the threshold, so a change of its size would not show");
+}
+
+}  // namespace
+
 RunComparison compare_runs(std::span<const double> baseline_medians,
                            std::span<const double> current_medians, double threshold) {
   RunComparison c;
@@ -189,9 +229,13 @@ RunComparison compare_runs(std::span<const double> baseline_medians,
   if (baseline_medians.empty() || current_medians.empty()) return c;
   c.time_ratio = median_of({current_medians.begin(), current_medians.end()}) /
                  median_of({baseline_medians.begin(), baseline_medians.end()});
+  const std::size_t n = c.baseline_runs, m = c.current_runs;
+  if (n >= kMinRunsTested && m == 1) {
+    compare_one_current_run(baseline_medians, current_medians[0], threshold, &c);
+    return c;
+  }
   const bool beyond_slower = c.time_ratio > 1 + threshold,
              beyond_faster = c.time_ratio < 1 / (1 + threshold);
-  const std::size_t n = c.baseline_runs, m = c.current_runs;
   const bool noise_known = n >= 2 && m >= 2;
   double mean_difference = 0, pooled = 0;
   if (noise_known) {

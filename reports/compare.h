@@ -71,6 +71,10 @@ std::vector<std::string> condition_differences(const nlohmann::json& baseline,
 //     nor its absence is shown (untested, or the interval reaches past the threshold), or the
 //     ratio passes the threshold but the interval holds 1;
 //   unchanged: otherwise.
+// With kMinRunsTested baseline runs or more and one current run (a CI job's history against
+// one run of the change), the current run is judged against the 95% prediction interval of one
+// more baseline run instead: slower / faster past the threshold and outside the interval;
+// inconclusive past the threshold inside it, or where the interval is wider than the threshold.
 inline constexpr std::size_t kMinRunsTested = 3;
 struct RunComparison {
   std::size_t baseline_runs = 0, current_runs = 0;

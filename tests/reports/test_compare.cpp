@@ -183,6 +183,31 @@ TEST(CompareRuns, RunMediansAreTheObservations) {
   EXPECT_NE(untested.note.find("significance not tested"), std::string::npos);
 }
 
+// One current run against five baseline runs, as a CI job has them: judged against the
+// prediction interval of the baselines, never against the threshold alone.
+TEST(CompareRuns, OneCurrentRunIsJudgedAgainstThePredictionIntervalOfTheBaselines) {
+  const std::vector<double> quiet = {1.00, 1.01, 0.99, 1.005, 0.995};  // 0.8% noise
+  const RunComparison slow = compare_runs(quiet, std::vector<double>{1.15}, 0.05);
+  EXPECT_EQ(slow.verdict, Verdict::slower);
+  EXPECT_TRUE(slow.tested);
+  EXPECT_GT(slow.ci_low, 1.05);
+  EXPECT_NE(slow.note.find("prediction interval of 5 baseline runs"), std::string::npos)
+      << slow.note;
+  EXPECT_EQ(compare_runs(quiet, std::vector<double>{0.85}, 0.05).verdict, Verdict::faster);
+  EXPECT_EQ(compare_runs(quiet, std::vector<double>{1.02}, 0.05).verdict, Verdict::unchanged);
+  // 6% slower than the baselines' mean but inside the interval of baselines this noisy (the
+  // threshold alone said "slower" to 4 of 6 identical runs at 13% noise).
+  const std::vector<double> noisy = {1.0, 1.13, 0.9, 1.05, 0.95};
+  const RunComparison inside = compare_runs(noisy, std::vector<double>{1.06}, 0.05);
+  EXPECT_EQ(inside.verdict, Verdict::inconclusive);
+  EXPECT_NE(inside.note.find("run-to-run noise"), std::string::npos) << inside.note;
+  EXPECT_NE(inside.note.find("would not show"), std::string::npos) << inside.note;
+  // A slow-down far outside even that interval is still found.
+  EXPECT_EQ(compare_runs(noisy, std::vector<double>{2.0}, 0.05).verdict, Verdict::slower);
+  // Two baselines: too few for an interval, the old rule (the threshold, unless noisy) holds.
+  EXPECT_FALSE(compare_runs(std::vector<double>{1.0, 1.01}, std::vector<double>{1.2}, 0.05).tested);
+}
+
 // Noise between runs larger than half the threshold: never "slower" on a ratio that the noise
 // explains, and "inconclusive" with the noise where a threshold-sized change is not excluded.
 TEST(CompareRuns, NoisyRunsAreInconclusiveNotSlower) {
