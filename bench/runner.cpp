@@ -65,8 +65,10 @@ CaseMetrics compute_metrics(const WorkCounts& counts, double seconds, DType dtyp
     const auto peak = slot.peaks.find(std::string(dtype_name(dtype)));
     if (peak != slot.peaks.end()) {
       const double gflops = counts.flops / seconds / 1e9;
-      if (peak->second.measured_gflops)
+      if (peak->second.measured_gflops) {
         metrics.percent_of_peak = 100 * gflops / *peak->second.measured_gflops;
+        metrics.above_measured_peak = *metrics.percent_of_peak > 100;
+      }
       if (peak->second.theoretical_gflops)
         metrics.percent_of_theoretical_peak = 100 * gflops / *peak->second.theoretical_gflops;
     }
@@ -248,13 +250,18 @@ void print_row(std::ostream& table, const CaseResult& r) {
       metrics.busbw_gbps ? number(metrics.busbw_gbps, "{:.3g}") : number(metrics.gbps, "{:.1f}");
   fmt::print(table, "{:<11} {:<13} {:>11} {:>9} {:>9} {:>7} {:>7}  {}\n", r.backend,
              status_with_marks(r), median, number(metrics.tflops, "{:.3f}"), gbps,
-             number(metrics.percent_of_peak, "{:.1f}"),
+             number(metrics.percent_of_peak, metrics.above_measured_peak ? "{:.1f}!" : "{:.1f}"),
              number(metrics.percent_of_theoretical_peak, "{:.1f}"), r.workload);
   if (r.status != CaseStatus::passed) fmt::print(table, "{:<11} ^ {}\n", "", r.reason);
   if (r.status == CaseStatus::passed && !r.reference_kernels.empty())
     fmt::print(table, "{:<11} ^ reference kernels: {}\n", "",
                reference_kernel_summary(r.reference_kernels));
   if (r.bf16_emulated) fmt::print(table, "{:<11} ^ bf16 emulated: the CPU lacks AVX512_BF16\n", "");
+  if (metrics.above_measured_peak)
+    fmt::print(table,
+               "{:<11} ^ above the measured {} peak (!): the peak probe fell short of the "
+               "instruction's throughput here, or the case's FLOP count is wrong\n",
+               "", r.dtype);
   table.flush();
 }
 

@@ -314,6 +314,11 @@ std::string result_caveats(const nlohmann::json& result) {
   }
   if (result.value("bf16_emulated", false))
     caveats += caveats.empty() ? "[bf16 emulated]" : " [bf16 emulated]";
+  if (const auto metrics = result.find("metrics"); metrics != result.end() &&
+                                                   metrics->is_object() &&
+                                                   metrics->value("above_measured_peak", false))
+    caveats += fmt::format("{}[above the measured peak: {:.1f}%]", caveats.empty() ? "" : " ",
+                           metrics->value("percent_of_peak", 0.0));
   return caveats;
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/compare.h"
 #include "reports/report.h"
 
 namespace tb {
@@ -168,6 +169,7 @@ std::string bars(const std::vector<Machine>& machines) {
   struct Bar {
     std::string series;
     double value;
+    std::string caveats;  // "[above the measured peak: 103.9%]", "[bf16 emulated]"
   };
   std::map<std::string, std::vector<Bar>> groups;  // "workload [dtype] (unit)" -> bars
   std::map<std::string, std::size_t> series_index;
@@ -181,7 +183,7 @@ std::string bars(const std::vector<Machine>& machines) {
       series_index.emplace(series, series_index.size());
       groups[fmt::format("{} [{}] ({})", result["workload"].get<std::string>(),
                          result["dtype"].get<std::string>(), unit)]
-          .push_back({series, figure->value});
+          .push_back({series, figure->value, result_caveats(result)});
     }
   const double row = 16, label_width = 520, bar_width = 300;
   double height = 10;
@@ -198,10 +200,10 @@ std::string bars(const std::vector<Machine>& machines) {
     for (const Bar& bar : group) {
       const double w = best > 0 ? bar.value / best * bar_width : 0;
       svg += fmt::format(
-          R"(<text x="{:.0f}" y="{:.1f}" class="tick" text-anchor="end">{}</text><rect class="mark" x="{:.0f}" y="{:.1f}" width="{:.1f}" height="{:.0f}" fill="{}"><title>{}: {:.4g}</title></rect><text x="{:.1f}" y="{:.1f}" class="tick">{:.4g}</text>)",
+          R"(<text x="{:.0f}" y="{:.1f}" class="tick" text-anchor="end">{}</text><rect class="mark" x="{:.0f}" y="{:.1f}" width="{:.1f}" height="{:.0f}" fill="{}"><title>{}: {:.4g} {}</title></rect><text x="{:.1f}" y="{:.1f}" class="tick">{:.4g} {}</text>)",
           label_width - 6, y + 11, escape(bar.series), label_width, y + 2, std::max(w, 1.0),
           row - 4, color(series_index[bar.series]), escape(bar.series), bar.value,
-          label_width + w + 4, y + 11, bar.value);
+          escape(bar.caveats), label_width + w + 4, y + 11, bar.value, escape(bar.caveats));
       y += row;
     }
   }

@@ -75,6 +75,7 @@ nlohmann::json to_json(const CaseResult& r) {
     put("tokens_per_s", r.metrics->tokens_per_s);
     put("percent_of_peak", r.metrics->percent_of_peak);
     put("percent_of_theoretical_peak", r.metrics->percent_of_theoretical_peak);
+    if (r.metrics->above_measured_peak) m["above_measured_peak"] = true;
     put("seconds", r.metrics->seconds);
     put("algbw_gbps", r.metrics->algbw_gbps);
     put("busbw_gbps", r.metrics->busbw_gbps);

@@ -25,6 +25,9 @@ std::string_view case_status_name(CaseStatus status);
 struct CaseMetrics {
   std::optional<double> flops, bytes, tflops, gbps, samples_per_s, tokens_per_s, percent_of_peak,
       percent_of_theoretical_peak;
+  // Faster than the dtype's measured peak: the probe fell short of the instruction's throughput
+  // here, or the case's FLOP count is wrong. Never shown as a bare percentage over 100.
+  bool above_measured_peak = false;
   // Collectives (nccl-tests' definitions): the median of the slowest rank's time per collective,
   // algorithm and bus bandwidth in GB/s (1e9 bytes).
   std::optional<double> seconds, algbw_gbps, busbw_gbps;

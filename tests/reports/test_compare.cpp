@@ -290,6 +290,18 @@ TEST(CheckReports, ReferenceKernelsAndEmulatedBf16AreShown) {
   }
 }
 
+// A case measured above its dtype's measured peak carries the flag, and every reader shows the
+// percentage with it, never bare (the bf16 convolution at 103.9% of a 12-chain probe).
+TEST(CheckReports, AFigureAboveTheMeasuredPeakIsFlagged) {
+  nlohmann::json result = read_report(data("baseline.json"))["results"][0];
+  result["metrics"]["percent_of_peak"] = 103.9;
+  EXPECT_EQ(result_caveats(result), "");  // the flag, not the number, says it is over
+  result["metrics"]["above_measured_peak"] = true;
+  EXPECT_EQ(result_caveats(result), "[above the measured peak: 103.9%]");
+  result["bf16_emulated"] = true;
+  EXPECT_EQ(result_caveats(result), "[bf16 emulated] [above the measured peak: 103.9%]");
+}
+
 TEST(Fingerprint, DistinguishesMachines) {
   EXPECT_EQ(machine_fingerprint(read_report(data("baseline.json"))),
             machine_fingerprint(read_report(data("current_same.json"))));
