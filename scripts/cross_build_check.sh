@@ -87,11 +87,12 @@ fi
 # ---- the cross build ----
 build="${CROSS_BUILD_DIR:-$root/build/cross-$arch}"
 start=$SECONDS
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+# build.sh: Release, through ccache where installed. The root has no MPI (FindMPI would take the
+# host's mpicxx); dist/ is portable C++.
+bash "$root/scripts/build.sh" "$build" \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/$triplet.cmake" -DTRAINBENCH_SYSROOT="$sysroot" \
   -DTRAINBENCH_WARNINGS_AS_ERRORS=ON -DTRAINBENCH_BACKEND_ONEDNN=ON -DTRAINBENCH_BACKEND_OPENBLAS=ON \
-  -DTRAINBENCH_MPI=OFF >/dev/null  # the root has no MPI (FindMPI would take the host's mpicxx); dist/ is portable C++
-cmake --build "$build" --parallel "$(nproc)"
+  -DTRAINBENCH_MPI=OFF
 say "cross build ($arch) in $((SECONDS - start)) s: $build"
 file "$build/bench/trainbench" | grep -q "ARM aarch64" || { say "FAILED: not an $arch binary"; exit 1; }
 [ "$mode" = "--build-only" ] && exit 0

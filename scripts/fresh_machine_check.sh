@@ -73,6 +73,18 @@ say "root built in $((SECONDS - start)) s ($($sudo du -sh "$target" | cut -f1))"
   say "note: the checkout has uncommitted changes; the root gets HEAD $(git -C "$root" rev-parse --short HEAD) without them"
 $sudo git -c safe.directory='*' clone -q --no-hardlinks "$root" "$target/trainbench"
 
+# The host's compiler cache, shared with the root's builds (setup.sh installs ccache there too):
+# the root's compiler is the same package from the same mirror, so what the host compiled hits.
+# A cache cannot hide a missing package: configure, the headers ccache checks, and linking run
+# for real. FRESH_CHECK_CCACHE=0 builds the root cold.
+cache=""
+if [ "${FRESH_CHECK_CCACHE:-1}" = 1 ] && command -v ccache >/dev/null; then
+  cache="$(ccache -k cache_dir 2>/dev/null || true)"
+  [ -d "$cache" ] || cache=""
+fi
+$sudo mkdir -p "$target/root/.cache/ccache"
+[ -z "$cache" ] || say "sharing the host's compiler cache ($cache) with the root"
+
 start=$SECONDS
 say "running in the root: $command"
 status=0
@@ -81,11 +93,12 @@ status=0
 # shellcheck disable=SC2016  # $1 and $2 are the inner shell's arguments
 $sudo unshare --mount --pid --fork --kill-child -- sh -c '
   mount -t proc proc "$1/proc" && mount --rbind /sys "$1/sys" && mount --rbind /dev "$1/dev" &&
+  { [ -z "$3" ] || mount --bind "$3" "$1/root/.cache/ccache"; } &&
   exec chroot "$1" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     ${http_proxy:+http_proxy="$http_proxy"} ${https_proxy:+https_proxy="$https_proxy"} \
     ${no_proxy:+no_proxy="$no_proxy"} bash -c "cd /trainbench && $2"
-' sh "$target" "$command" || status=$?
+' sh "$target" "$command" "$cache" || status=$?
 if [ "$status" -ne 0 ]; then
   say "FAILED: '$command' exited with status $status in the Debian 12 root after $((SECONDS - start)) s"
   [ "$status" -ne 77 ] || status=1  # 77 means skipped

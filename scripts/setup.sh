@@ -4,6 +4,7 @@
 set -euo pipefail
 packages=(
   g++ cmake ninja-build git pkg-config
+  ccache               # builds compile only what changed, also from another clone (scripts/build.sh)
   libdnnl-dev          # oneDNN 2.6: the cpu-onednn backend
   # Debian built libdnnl-dev with the OpenCL GPU runtime, so its CMake package
   # (dnnl-config.cmake) does find_package(OpenCL REQUIRED); the package only recommends it.
@@ -21,11 +22,10 @@ packages=(
   wordnet-base         # English text (WordNet's glosses) for the masked-LM time-to-train (ttt-mlm)
 )
 # --test: also what the tests need beyond the build: a headless browser for the HTML report,
-# PyTorch (Debian's CPU build) for the tests that compare a training step with it, and ccache so
-# that repeated builds (CI's among them) compile only what changed.
+# and PyTorch (Debian's CPU build) for the tests that compare a training step with it.
 # --pytorch: PyTorch and jemalloc for scripts/pytorch_reference.py's side-by-side figures.
 case "${1:-}" in
-  --test) packages+=(chromium python3-torch python3-torchvision ccache) ;;
+  --test) packages+=(chromium python3-torch python3-torchvision) ;;
   --pytorch) packages+=(python3-torch python3-torchvision libjemalloc2) ;;
 esac
 missing=()
