@@ -96,8 +96,10 @@ TEST_F(Harness, TheWarmupCountIsRunEvenWithoutBudget) {
 }
 
 TEST_F(Harness, WarmupTimeBeyondTheCountStopsAtTheBudget) {
-  CountingWorkload workload(1e-3, false);
-  HarnessConfig config{1, 10.0, 1, 1, 0.05, 0};
+  // 0.1 ms units against a 0.2 s budget: more than one warm-up run unless the machine stalls
+  // this process for 0.2 s; the 10 s asked are cut long before the 5 s bound below.
+  CountingWorkload workload(1e-4, false);
+  HarnessConfig config{1, 10.0, 1, 1, 0.2, 0};
   Measurement m;
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(measure(workload, *backend_, config, &m).ok());
