@@ -1,11 +1,29 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds and runs the whole test suite (ctest).
 # --sanitize builds and tests with AddressSanitizer + UndefinedBehaviorSanitizer instead.
+# Arguments after -- go to ctest (e.g. -- -LE slow).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/release"
 extra=()
-if [ "${1:-}" = "--sanitize" ]; then
+ctest_args=()
+sanitize=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize) sanitize=1 ;;
+    --)
+      shift
+      ctest_args=("$@")
+      break
+      ;;
+    *)
+      echo "usage: scripts/test.sh [--sanitize] [-- CTEST_ARGS...]" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+if [ "$sanitize" = 1 ]; then
   build="$root/build/sanitize"
   # -g1: line tables, all a sanitizer's report needs (full -g compiled report_commands.cpp 1.4x
   # as long here, the whole build about 7% longer).
@@ -19,4 +37,4 @@ fi
 bash "$root/scripts/setup.sh" --test
 bash "$root/scripts/build.sh" "$build" -DTRAINBENCH_WARNINGS_AS_ERRORS=ON "${extra[@]}"
 cd "$build"
-ctest --output-on-failure --timeout 900 -j 2
+ctest --output-on-failure --timeout 900 -j 2 "${ctest_args[@]}"
