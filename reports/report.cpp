@@ -228,9 +228,12 @@ class GbenchRuns {
     base.repetitions = static_cast<int64_t>(samples.size());
     const nlohmann::json metrics =
         result["metrics"].is_object() ? result["metrics"] : nlohmann::json::object();
-    for (const auto& [key, value] : metrics.items())
-      if (key != "flops" && key != "bytes")
-        base.counters[key] = benchmark::Counter(value.get<double>());
+    // Counters are numbers: a flag (above_measured_peak) is 1 or 0, a null metric left out.
+    for (const auto& [key, value] : metrics.items()) {
+      if (key == "flops" || key == "bytes") continue;
+      if (value.is_number()) base.counters[key] = benchmark::Counter(value.get<double>());
+      if (value.is_boolean()) base.counters[key] = benchmark::Counter(value.get<bool>() ? 1 : 0);
+    }
     for (std::size_t i = 0; i < samples.size(); ++i) {
       Run run = base;
       run.repetition_index = static_cast<int64_t>(i);

@@ -7,13 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tb {
 
@@ -43,7 +46,12 @@ class Cli : public testing::Test {
                        testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  // A failed test shows what each run printed: an exit code alone does not say why.
+  void TearDown() override {
+    if (HasFailure())
+      for (const std::string& entry : transcript_) std::fprintf(stderr, "%s\n", entry.c_str());
+    fs::remove_all(dir_);
+  }
 
   pid_t spawn(std::vector<std::string> args,
               const std::vector<std::pair<std::string, std::string>>& env = {}) {
@@ -68,6 +76,7 @@ class Cli : public testing::Test {
       execv(argv[0], argv.data());
       _exit(127);
     }
+    commands_[pid] = fmt::format("{}", fmt::join(args, " "));
     return pid;
   }
 
@@ -81,8 +90,11 @@ class Cli : public testing::Test {
   Outcome wait_for(pid_t pid) {
     int status = 0;
     waitpid(pid, &status, 0);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-            slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
+    Outcome outcome{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+                    slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
+    transcript_.push_back(fmt::format("--- {}\n--- exit {}; stderr:\n{}", commands_[pid],
+                                      outcome.exit_code, outcome.err));
+    return outcome;
   }
 
   std::string report_path() const { return (dir_ / "report.json").string(); }
@@ -98,6 +110,10 @@ class Cli : public testing::Test {
   }
 
   fs::path dir_;
+
+ private:
+  std::map<pid_t, std::string> commands_;  // each spawned child's command line
+  std::vector<std::string> transcript_;    // each finished run: command, exit code, stderr
 };
 
 }  // namespace tb

@@ -209,5 +209,19 @@ TEST_F(ReportFiles, GbenchFormatComesFromGoogleBenchmarksReporter) {
   EXPECT_EQ(runs[6]["error_occurred"], true);
 }
 
+// A case above its measured peak (a tiny GEMM against a probe slowed by a loaded machine)
+// carries a boolean flag among its metrics: a counter of 1, not an error.
+TEST_F(ReportFiles, GbenchFormatCarriesTheAboveThePeakFlag) {
+  nlohmann::json report = minimal_header();
+  CaseResult above = passed_case();
+  above.metrics->percent_of_peak = 130;
+  above.metrics->above_measured_peak = true;
+  report["results"] = nlohmann::json::array({to_json(above)});
+  ASSERT_TRUE(report["results"][0]["metrics"]["above_measured_peak"].is_boolean());
+  const nlohmann::json gbench = nlohmann::json::parse(to_gbench_json(report));
+  EXPECT_EQ(gbench["benchmarks"][0]["above_measured_peak"], 1);
+  EXPECT_EQ(gbench["benchmarks"][0]["percent_of_peak"], 130);
+}
+
 }  // namespace
 }  // namespace tb
