@@ -8,24 +8,34 @@
 
 namespace tb {
 
-std::vector<char> to_bytes(const std::vector<double>& values, DType dtype) {
-  std::vector<char> bytes(values.size() * dtype_size(dtype));
-  if (dtype == DType::f64) {
-    std::memcpy(bytes.data(), values.data(), bytes.size());
-  } else if (dtype == DType::i32) {
-    std::vector<std::int32_t> integers(values.begin(), values.end());
-    std::memcpy(bytes.data(), integers.data(), bytes.size());
-  } else if (dtype == DType::bf16 || dtype == DType::f16) {
-    std::vector<std::uint16_t> narrow(values.size());
+void to_bytes(const std::vector<double>& values, DType dtype, std::vector<char>* bytes) {
+  bytes->resize(values.size() * dtype_size(dtype));
+  char* out = bytes->data();
+  auto narrow = [&]<typename T>(T) {
     for (std::size_t i = 0; i < values.size(); ++i) {
-      const float value = static_cast<float>(values[i]);
-      narrow[i] = dtype == DType::bf16 ? cpu::float_to_bf16(value) : cpu::float_to_f16(value);
+      T value;
+      if constexpr (std::is_same_v<T, std::uint16_t>) {
+        const float single = static_cast<float>(values[i]);
+        value = dtype == DType::bf16 ? cpu::float_to_bf16(single) : cpu::float_to_f16(single);
+      } else {
+        value = static_cast<T>(values[i]);
+      }
+      std::memcpy(out + i * sizeof(T), &value, sizeof(T));
     }
-    std::memcpy(bytes.data(), narrow.data(), bytes.size());
-  } else {
-    std::vector<float> narrow(values.begin(), values.end());
-    std::memcpy(bytes.data(), narrow.data(), bytes.size());
-  }
+  };
+  if (dtype == DType::f64)
+    std::memcpy(out, values.data(), bytes->size());
+  else if (dtype == DType::i32)
+    narrow(std::int32_t{});
+  else if (dtype == DType::bf16 || dtype == DType::f16)
+    narrow(std::uint16_t{});
+  else
+    narrow(float{});
+}
+
+std::vector<char> to_bytes(const std::vector<double>& values, DType dtype) {
+  std::vector<char> bytes;
+  to_bytes(values, dtype, &bytes);
   return bytes;
 }
 

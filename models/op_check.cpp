@@ -20,10 +20,11 @@
 namespace tb {
 namespace {
 
+// `scratch` holds the bytes, its storage kept from call to call (see HostPool).
 Status import_values(Backend& backend, const Plan& plan, int index,
-                     const std::vector<double>& values, Buffer buffer) {
-  const std::vector<char> bytes = to_bytes(values, plan.operands()[index].dtype);
-  return backend.import_operand(plan, index, bytes.data(), buffer);
+                     const std::vector<double>& values, Buffer buffer, std::vector<char>* scratch) {
+  to_bytes(values, plan.operands()[index].dtype, scratch);
+  return backend.import_operand(plan, index, scratch->data(), buffer);
 }
 
 // The same op in f64 on plain layouts: what the shared CPU code computes as the reference.
@@ -72,6 +73,7 @@ bool reads_output(const OpDesc& desc, const std::string& name) {
 // An op over every parameter, checked on sampled tensors where the model is large
 // (OpCheckOptions::full_update_limit): at least this many values (a few tensors).
 constexpr std::int64_t kUpdateSampleElements = std::int64_t{1} << 20;
+constexpr std::int64_t kUpdateSampleTensorLimit = std::int64_t{1} << 22;
 
 // The sums of absolute terms behind a normalization's reductions, by group: batch norm's per
 // channel (forward mean: |x| averaged; backward diff_beta: |dy|, diff_gamma: |dy xhat|), layer
@@ -214,7 +216,8 @@ class OpChecker::Checker {
   // masks and indices stand in for the step's opaque ones.
   Status read_inputs(const Op& op, std::vector<std::vector<double>>* inputs) {
     const std::vector<OperandSpec>& specs = op.plan->operands();
-    inputs->resize(specs.size());
+    // Grown, never shrunk: each vector keeps its storage for the next op (see HostPool).
+    if (inputs->size() < specs.size()) inputs->resize(specs.size());
     for (std::size_t i = 0; i < specs.size(); ++i) {
       (*inputs)[i].clear();
       if (specs[i].is_output && !reads_output(op.desc, specs[i].name)) continue;
@@ -335,17 +338,24 @@ class OpChecker::Checker {
         desc);
   }
 
-  // Seeded parameter tensors holding at least kUpdateSampleElements values between them.
+  // Seeded parameter tensors holding at least kUpdateSampleElements values between them, none
+  // over kUpdateSampleTensorLimit where another can be taken: a vocabulary's embedding (BERT's
+  // 23 million values) would cost more in f64 copies than the rest of the check. The op runs
+  // the same code over every tensor of the flat buffer, and the reduced network checks them all.
   std::vector<int> sampled_parameters() const {
-    std::vector<int> order(s_.network.parameters().size());
+    const std::vector<Parameter>& parameters = s_.network.parameters();
+    std::vector<int> order(parameters.size());
     for (std::size_t p = 0; p < order.size(); ++p) order[p] = static_cast<int>(p);
     std::sort(order.begin(), order.end(), [](int a, int b) {
       return mix64(static_cast<std::uint64_t>(a)) < mix64(static_cast<std::uint64_t>(b));
     });
+    std::stable_partition(order.begin(), order.end(), [&](int p) {
+      return static_cast<std::int64_t>(parameters[p].elements()) <= kUpdateSampleTensorLimit;
+    });
     std::int64_t taken = 0;
     std::size_t n = 0;
     while (n < order.size() && taken < kUpdateSampleElements)
-      taken += s_.network.parameters()[order[n++]].elements();
+      taken += static_cast<std::int64_t>(parameters[order[n++]].elements());
     order.resize(n);
     return order;
   }
@@ -413,7 +423,7 @@ class OpChecker::Checker {
         for (std::size_t i = 0; i < specs.size(); ++i)
           if (!specs[i].is_output || reads_output(op.desc, specs[i].name))
             TB_RETURN_IF_ERROR(import_values(*host_, *plan, static_cast<int>(i), range.inputs[i],
-                                             pool_.operand[i]));
+                                             pool_.operand[i], &scratch_));
         TB_RETURN_IF_ERROR(host_->execute(*plan, pool_.operand, pool_.workspace));
       }
       for (std::size_t n = 0; n < compared.size(); ++n) {
@@ -474,8 +484,8 @@ class OpChecker::Checker {
     const std::vector<OperandSpec>& specs = plan->operands();
     for (std::size_t i = 0; i < specs.size(); ++i)
       if (!specs[i].is_output || reads_output(op.desc, specs[i].name))
-        TB_RETURN_IF_ERROR(
-            import_values(*host_, *plan, static_cast<int>(i), inputs[i], buffers.operand[i]));
+        TB_RETURN_IF_ERROR(import_values(*host_, *plan, static_cast<int>(i), inputs[i],
+                                         buffers.operand[i], &scratch_));
     TB_RETURN_IF_ERROR(s_.execute(op));
     TB_RETURN_IF_ERROR(host_->execute(*plan, buffers.operand, buffers.workspace));
     std::span<Output> outputs;
@@ -487,7 +497,7 @@ class OpChecker::Checker {
           export_values(*host_, *plan, index, buffers.operand[i], &output.want, &scratch_));
       if (opaque_operand(specs[i].name)) {
         TB_RETURN_IF_ERROR(step_decisions(op, index, &output.want));
-        reference_state_[s_.memory.root(op.slots[i])] = std::move(output.want);
+        reference_state_[s_.memory.root(op.slots[i])] = output.want;
         continue;
       }
       TB_RETURN_IF_ERROR(step_values(op, index, &output.got));
@@ -506,8 +516,8 @@ class OpChecker::Checker {
       for (std::size_t i = 0; i < specs.size(); ++i) {
         if (specs[i].is_output) continue;
         for (double& v : inputs[i]) v = std::fabs(v);
-        TB_RETURN_IF_ERROR(
-            import_values(*host_, *plan, static_cast<int>(i), inputs[i], buffers.operand[i]));
+        TB_RETURN_IF_ERROR(import_values(*host_, *plan, static_cast<int>(i), inputs[i],
+                                         buffers.operand[i], &scratch_));
       }
       TB_RETURN_IF_ERROR(host_->execute(*plan, buffers.operand, buffers.workspace));
       for (Output& output : outputs)

@@ -201,8 +201,7 @@ bool TrainingWorkload::check_losses(Validation* result) {
   std::vector<NamedTensor> grads;
   if (status = step_->gradients(&grads); !status.ok()) return fail(status.message());
   for (const NamedTensor& grad : grads) {
-    const Validation finite =
-        check_finite_and_nonzero(std::vector<float>(grad.values.begin(), grad.values.end()));
+    const Validation finite = check_finite_and_nonzero(grad.values);
     if (!finite.passed) return fail(fmt::format("gradient of {}: {}", grad.name, finite.message));
   }
   losses_ = losses;
