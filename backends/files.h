@@ -1,5 +1,5 @@
-// Writing a file so that a reader never sees half of it: what reports, baselines and weight
-// files share, whatever layer writes them.
+// Writing a file so that a reader never sees half of it, and never over something that is not
+// a report: what reports, baselines, pages and weight files share, whatever layer writes them.
 #pragma once
 
 #include <stdexcept>
@@ -13,8 +13,16 @@ class FileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Writes `content` to a temporary file beside `path`, syncs it, then renames it over `path`.
-// Throws FileError naming the path and the system's reason.
+// Where a write to `path` lands, or FileError saying why nothing may be written there. A
+// symbolic link is written through: the path of its final target. What is there may be
+// replaced only if it is a regular file with a write permission bit set (for root too, who
+// passes every permission check: a read-only report stays). A directory, a device, a pipe or
+// a socket is refused, and so is a missing parent directory.
+std::string output_path(const std::string& path);
+
+// Writes `content` to a temporary file beside output_path(path), syncs it, then renames it
+// over that path, keeping a replaced file's permissions. Throws FileError naming the path and
+// the reason.
 void write_file_atomically(const std::string& path, const std::string& content);
 
 }  // namespace tb

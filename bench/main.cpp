@@ -10,6 +10,7 @@
 #include <fmt/ostream.h>
 #include <CLI/CLI.hpp>
 
+#include "backends/files.h"
 #include "backends/registry.h"
 #include "bench/inventory.h"
 #include "bench/report_commands.h"
@@ -276,6 +277,17 @@ double test_phase_delay(const World& world) {
   return rank == world.rank() ? seconds : 0;
 }
 
+// A path a command will write, checked before anything runs: bad input (a device, a
+// directory, a read-only file) is a usage error, and no measured result waits on it.
+const std::string& checked_output(const std::string& path) {
+  try {
+    output_path(path);
+  } catch (const FileError& e) {
+    throw UsageError(e.what());
+  }
+  return path;
+}
+
 // Turns the run subcommand's options into the runner's (suite or workloads, backends, report
 // path) and runs it.
 int run_command(RunState& s, const std::string& command_line, World& world) {
@@ -308,6 +320,7 @@ int run_command(RunState& s, const std::string& command_line, World& world) {
   std::string stamp = utc_now();
   std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
   options.out_path = out.empty() ? fmt::format("trainbench-report-{}.json", stamp) : out;
+  if (world.rank() == 0) checked_output(options.out_path);  // rank 0 writes the report
   options.command_line = command_line;
   options.harness.phase_delay_seconds = test_phase_delay(world);
   return run_benchmarks(options, world, std::cout, std::cerr);
@@ -522,7 +535,10 @@ Subcommand register_history(CLI::App& app) {
   return {history, [s, add, list, trend] {
             s->options.format = parse_table_format(s->format);
             s->options.threshold = parse_threshold(s->threshold);
-            if (*add) return history_add_command(s->options);
+            if (*add) {
+              checked_output(s->options.database);
+              return history_add_command(s->options);
+            }
             if (*list) return history_list_command(s->options);
             return history_trend_command(s->options);
           }};
@@ -533,7 +549,10 @@ Subcommand register_report(CLI::App& app) {
   auto options = std::make_shared<HtmlOptions>();
   report->add_option("--html", options->out, "the HTML file to write")->required();
   report->add_option("reports", options->reports, "report files")->required();
-  return {report, [options] { return html_report_command(*options); }};
+  return {report, [options] {
+            checked_output(options->out);
+            return html_report_command(*options);
+          }};
 }
 
 int main_impl(int argc, char** argv, World& world) {

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -841,6 +842,32 @@ TEST_F(Cli, HtmlReportNeverWritesOverAnInput) {
   EXPECT_EQ(run({"report", "--html", (dir_ / "x.html").string(), (dir_ / "missing.json").string()})
                 .exit_code,
             2);
+}
+
+// Every written path (-o, --html, history's --db) replaces only a regular file the user may
+// write: a device, a directory or a read-only report is refused before anything runs, exit 2.
+TEST_F(Cli, OutputPathsNeverReplaceWhatIsNotAWritableReport) {
+  const std::string kept = (dir_ / "kept.json").string();
+  fs::copy_file(data("baseline.json"), kept);
+  fs::permissions(kept, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  const std::string before = slurp(kept);
+  for (const std::string& path : {std::string("/dev/null"), dir_.string(), kept}) {
+    const Outcome outcome = run({"run", "-b", "cpu-onednn", "-w", "gemm m=8", "-o", path});
+    EXPECT_EQ(outcome.exit_code, 2) << path;
+    EXPECT_NE(outcome.err.find("will not write " + path), std::string::npos) << outcome.err;
+    EXPECT_EQ(outcome.err.find("[1/1]"), std::string::npos) << "nothing runs: " << outcome.err;
+    EXPECT_EQ(run({"report", "--html", path, data("baseline.json")}).exit_code, 2) << path;
+    EXPECT_EQ(run({"history", "--db", path, "add", data("baseline.json")}).exit_code, 2) << path;
+  }
+  struct stat info {};
+  ASSERT_EQ(::stat("/dev/null", &info), 0);
+  EXPECT_TRUE(S_ISCHR(info.st_mode));
+  EXPECT_EQ(slurp(kept), before);
+  const std::string link = (dir_ / "latest.json").string();  // written through, said so
+  fs::create_symlink(report_path(), link);
+  EXPECT_EQ(run({"run", "-b", "cpu-onednn", "-w", "gemm m=8", "-o", link}).exit_code, 0);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_report(report_path())["results"].size(), 1u);
 }
 
 TEST_F(Cli, KilledMidRunLeavesAValidReportWithFinishedCases) {
