@@ -1,5 +1,6 @@
 // trainbench: measures deep-learning training work on CPUs and GPUs through interchangeable
 // backends and writes validated, versioned JSON reports.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -326,6 +327,20 @@ int run_command(RunState& s, const std::string& command_line, World& world) {
   return run_benchmarks(options, world, std::cout, std::cerr);
 }
 
+// A finite number >= 0. CLI11's NonNegativeNumber lets "nan" through (no comparison holds for
+// it), and a NaN time budget would be written as null, a report trainbench's readers reject.
+CLI::Validator finite_non_negative() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !(std::isfinite(value) && value >= 0))
+          return fmt::format("expected a finite number >= 0, got '{}'", text);
+        return "";
+      },
+      "FINITE>=0");
+}
+
 Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
   CLI::App* run = app.add_subcommand("run", "run a suite or workloads and write a report");
   auto s = std::make_shared<RunState>();
@@ -344,17 +359,17 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--warmup-time", options.harness.warmup_seconds,
                   "warm-up seconds, at least, up to --time-budget")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_non_negative());
   run->add_option("--min-reps", options.harness.min_repetitions, "samples per case, at least")
       ->check(CLI::PositiveNumber);
   run->add_option("--max-reps", options.harness.max_repetitions, "samples per case, at most")
       ->check(CLI::PositiveNumber);
   run->add_option("--time-budget", options.harness.time_budget_seconds,
                   "seconds of sampling per case")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_non_negative());
   run->add_option("--min-sample-time", options.harness.min_sample_seconds,
                   "short units are repeated so one sample lasts at least this long (seconds)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_non_negative());
   run->add_flag(
       "--flush-caches", options.harness.flush_caches,
       "evict the caches before every sample (each sample then times one unit from cold caches)");

@@ -164,7 +164,7 @@ double parse_threshold(const std::string& text) {
       value /= 100;
     else if (used != text.size())
       throw std::invalid_argument(text);
-    if (value < 0 || value >= 10) throw std::out_of_range(text);
+    if (!(value >= 0 && value < 10)) throw std::out_of_range(text);  // nan too
     return value;
   } catch (const std::logic_error&) {
     throw UsageError(fmt::format(

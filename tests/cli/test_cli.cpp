@@ -844,6 +844,20 @@ TEST_F(Cli, HtmlReportNeverWritesOverAnInput) {
             2);
 }
 
+// Numbers are finite and in range: nan compares false with every bound, so a check written as
+// "fail below 0" lets it through (check --threshold nan passed a run twice as slow).
+TEST_F(Cli, NumbersAreFiniteAndInRange) {
+  for (const char* option : {"--time-budget", "--warmup-time", "--min-sample-time"})
+    for (const char* number : {"nan", "inf", "-1", "2s"})
+      expect_usage_error({"run", "-w", "gemm m=8", option, number}, option);
+  for (const char* threshold : {"nan", "nan%", "inf", "-5%"}) {
+    const Outcome outcome = run({"check", "--baseline", data("baseline.json"), "--current",
+                                 data("current_same.json"), "--threshold", threshold});
+    EXPECT_EQ(outcome.exit_code, 2) << threshold;
+    EXPECT_NE(outcome.err.find("bad threshold"), std::string::npos) << outcome.err;
+  }
+}
+
 // Every written path (-o, --html, history's --db) replaces only a regular file the user may
 // write: a device, a directory or a read-only report is refused before anything runs, exit 2.
 TEST_F(Cli, OutputPathsNeverReplaceWhatIsNotAWritableReport) {
