@@ -31,6 +31,11 @@ struct Buffer {
   MemoryKind kind = MemoryKind::device;
 };
 
+// `bytes` of `buffer` from `offset_bytes` on, in the same kind of memory.
+inline Buffer slice(Buffer buffer, std::size_t offset_bytes, std::size_t bytes) {
+  return {static_cast<char*>(buffer.data) + offset_bytes, bytes, buffer.kind};
+}
+
 // One operand of a plan, in the order execute() takes them.
 struct OperandSpec {
   std::string name;  // "a", "b", "c", "src", "weights", "diff_dst", ...

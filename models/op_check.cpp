@@ -366,8 +366,8 @@ class OpChecker::Checker {
     const DType dtype = storage_dtype(op.plan->operands()[index].dtype);
     const Buffer whole = s_.memory.buffer(op.slots[index]);
     const std::size_t size = dtype_size(dtype);
-    const Buffer part{static_cast<char*>(whole.data) + static_cast<std::size_t>(offset) * size,
-                      static_cast<std::size_t>(count) * size, whole.kind};
+    const Buffer part = slice(whole, static_cast<std::size_t>(offset) * size,
+                              static_cast<std::size_t>(count) * size);
     scratch_.resize(part.bytes);
     TB_RETURN_IF_ERROR(s_.backend.download(part, scratch_.data(), part.bytes));
     from_bytes(scratch_.data(), static_cast<std::size_t>(count), dtype, out);

@@ -232,8 +232,7 @@ constexpr std::int64_t kInitializeChunk = std::int64_t{1} << 20;
 Status upload_zeros(Backend& backend, Buffer buffer, std::size_t bytes) {
   const std::vector<char> zeros(std::min<std::size_t>(bytes, kInitializeChunk * sizeof(double)));
   for (std::size_t done = 0; done < bytes; done += zeros.size()) {
-    const Buffer part{static_cast<char*>(buffer.data) + done, std::min(zeros.size(), bytes - done),
-                      buffer.kind};
+    const Buffer part = slice(buffer, done, std::min(zeros.size(), bytes - done));
     TB_RETURN_IF_ERROR(backend.upload(zeros.data(), part, part.bytes));
   }
   return Status::Ok();
@@ -251,6 +250,7 @@ Status TrainingStep::initialize_parameters(std::uint64_t seed) {
   for (int slot : s.optimizer_state_slots)
     TB_RETURN_IF_ERROR(upload_zeros(s.backend, s.memory[slot].buffer, flat_bytes));
   std::vector<double> values;
+  std::vector<char> bytes;
   const std::vector<Parameter>& parameters = s.network.parameters();
   for (std::size_t p = 0; p < parameters.size(); ++p) {
     const Parameter& parameter = parameters[p];
@@ -261,11 +261,11 @@ Status TrainingStep::initialize_parameters(std::uint64_t seed) {
 #pragma omp parallel for schedule(static)
       for (std::int64_t i = 0; i < count; ++i)
         values[static_cast<std::size_t>(i)] = initial_value(parameter, stream, first + i);
-      const std::vector<char> bytes = to_bytes(values, s.policy.master);
+      to_bytes(values, s.policy.master, &bytes);
       const std::size_t offset =
           static_cast<std::size_t>(s.parameter_offsets[p] + first) * master_size;
-      const Buffer part{static_cast<char*>(params.data) + offset, bytes.size(), params.kind};
-      TB_RETURN_IF_ERROR(s.backend.upload(bytes.data(), part, bytes.size()));
+      TB_RETURN_IF_ERROR(
+          s.backend.upload(bytes.data(), slice(params, offset, bytes.size()), bytes.size()));
     }
   }
   for (const auto& [mean, variance] : s.running) {

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace tb::testing_support {
@@ -25,5 +27,13 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// The whole text of a file; empty when it cannot be read.
+inline std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 }  // namespace tb::testing_support

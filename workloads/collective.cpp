@@ -96,10 +96,6 @@ std::uint64_t allocation(std::uint64_t bytes) {
   return std::max<std::uint64_t>(bytes, 2u << 20);
 }
 
-Buffer slice(Buffer buffer, std::size_t offset_bytes, std::size_t bytes) {
-  return {static_cast<char*>(buffer.data) + offset_bytes, bytes, buffer.kind};
-}
-
 class CollectiveWorkload final : public Workload {
  public:
   explicit CollectiveWorkload(CollectiveCase c) : case_(c) {}

@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "backends/files.h"
 #include "tests/temp_dir.h"
@@ -15,14 +14,8 @@ namespace tb {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_support::file_text;
 using testing_support::TempDir;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The message of the FileError that writing `path` throws; empty when it writes.
 std::string refusal(const std::string& path) {
@@ -40,7 +33,7 @@ TEST(OutputPaths, ARegularFileIsReplacedKeepingItsPermissions) {
   std::ofstream(report) << "old\n";
   ::chmod(report.c_str(), 0600);
   EXPECT_EQ(refusal(report), "");
-  EXPECT_EQ(slurp(report), "new\n");
+  EXPECT_EQ(file_text(report), "new\n");
   struct stat info {};
   ASSERT_EQ(::stat(report.c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 07777, 0600u);
@@ -56,11 +49,11 @@ TEST(OutputPaths, ASymbolicLinkIsWrittenThroughAndStaysALink) {
   EXPECT_EQ(output_path(link), (fs::path(dir.path()) / "reports/r.json").string());
   EXPECT_EQ(refusal(link), "");
   EXPECT_TRUE(fs::is_symlink(link));
-  EXPECT_EQ(slurp(target), "new\n");
+  EXPECT_EQ(file_text(target), "new\n");
   const std::string dangling = dir.file("dangling.json");  // to a file not made yet
   fs::create_symlink(dir.file("reports/next.json"), dangling);
   EXPECT_EQ(refusal(dangling), "");
-  EXPECT_EQ(slurp(dir.file("reports/next.json")), "new\n");
+  EXPECT_EQ(file_text(dir.file("reports/next.json")), "new\n");
   const std::string loop = dir.file("loop");
   fs::create_symlink(loop, loop);
   EXPECT_NE(refusal(loop).find("too many levels of symbolic links"), std::string::npos);
@@ -72,7 +65,7 @@ TEST(OutputPaths, WhatIsNotARegularWritableFileIsRefusedAndKept) {
   std::ofstream(read_only) << "old\n";
   ::chmod(read_only.c_str(), 0444);
   EXPECT_NE(refusal(read_only).find("read-only"), std::string::npos);  // root included
-  EXPECT_EQ(slurp(read_only), "old\n");
+  EXPECT_EQ(file_text(read_only), "old\n");
   EXPECT_NE(refusal(dir.path()).find("a directory"), std::string::npos);
   EXPECT_NE(refusal("/dev/null").find("a character device"), std::string::npos);
   struct stat info {};

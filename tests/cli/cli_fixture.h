@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "tests/temp_dir.h"
+
 namespace tb {
 
 namespace fs = std::filesystem;
@@ -28,10 +30,7 @@ struct Outcome {
 };
 
 inline std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return testing_support::file_text(path);
 }
 
 // Small, fast harness settings for every run in these tests.

@@ -13,13 +13,6 @@
 namespace tb {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string joined(const std::vector<std::string>& lines) {
   std::string text;
   for (const std::string& line : lines) text += line + "\n";
@@ -46,7 +39,8 @@ std::string damaged(std::string text, const std::string& anchor, const std::stri
 TEST(KeyTables, DocsAgreeWithTheCode) {
   const std::string path = std::string(TRAINBENCH_SOURCE_DIR) + "/docs/workloads.md";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not written yet";
-  const auto differences = key_table_differences(workload_kinds(), read_file(path));
+  const auto differences =
+      key_table_differences(workload_kinds(), testing_support::file_text(path));
   EXPECT_TRUE(differences.empty()) << path << " (trainbench list --markdown prints the tables):\n"
                                    << joined(differences);
 }
@@ -58,7 +52,7 @@ TEST(KeyTables, AMatchingDocPassesAndADamagedOneNamesTheKey) {
     std::ofstream out(path);
     out << "# Workloads\n\nSome prose.\n\n" << key_tables_markdown(workload_kinds());
   }
-  const std::string doc = read_file(path);
+  const std::string doc = testing_support::file_text(path);
   EXPECT_TRUE(key_table_differences(workload_kinds(), doc).empty())
       << joined(key_table_differences(workload_kinds(), doc));
 
