@@ -43,7 +43,10 @@ Status check_fits(const Buffer& buffer, std::size_t bytes, const char* which) {
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string library, RankWatch watch)
     : library_(std::move(library)), watch_(std::move(watch)) {
-  MPI_Comm_dup(comm, &comm_);
+  {
+    const auto blocked = watch_.blocking("MPI_Comm_dup");
+    MPI_Comm_dup(comm, &comm_);
+  }
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   MPI_Op_create(&sum_16_bit<cpu::bf16_to_float, cpu::float_to_bf16>, 1, &bf16_sum_);
@@ -51,8 +54,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string library, RankWatch w
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  if (!pending_.empty())
-    MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
+  if (!pending_.empty()) watch_.wait(pending_, "the gradient all-reduces (MPI_Iallreduce)", false);
   MPI_Op_free(&bf16_sum_);
   MPI_Op_free(&f16_sum_);
   MPI_Comm_free(&comm_);
@@ -93,6 +95,7 @@ Status MpiCommunicator::all_reduce(Buffer send, Buffer recv, std::size_t count, 
     if (!s.ok()) return s;
   }
   const void* source = send.data == recv.data ? MPI_IN_PLACE : send.data;
+  const auto blocked = watch_.blocking("MPI_Allreduce");
   return mpi_status(MPI_Allreduce(source, recv.data, n, type.datatype, type.sum, comm_),
                     "MPI_Allreduce");
 }
@@ -109,6 +112,7 @@ Status MpiCommunicator::reduce_scatter(Buffer send, Buffer recv, std::size_t rec
   // In place: the receive buffer is this rank's chunk of the send buffer (NCCL's convention);
   // MPI's in-place form reads and writes the whole send buffer, so the chunk is moved after.
   const bool in_place = static_cast<char*>(send.data) + rank_ * bytes == recv.data;
+  const auto blocked = watch_.blocking("MPI_Reduce_scatter_block");
   const int code =
       in_place ? MPI_Reduce_scatter_block(MPI_IN_PLACE, send.data, static_cast<int>(recv_count),
                                           type.datatype, type.sum, comm_)
@@ -128,6 +132,7 @@ Status MpiCommunicator::all_gather(Buffer send, Buffer recv, std::size_t send_co
   }
   const bool in_place = static_cast<char*>(recv.data) + rank_ * bytes == send.data;
   const void* source = in_place ? MPI_IN_PLACE : send.data;
+  const auto blocked = watch_.blocking("MPI_Allgather");
   return mpi_status(MPI_Allgather(source, static_cast<int>(send_count), type.datatype, recv.data,
                                   static_cast<int>(send_count), type.datatype, comm_),
                     "MPI_Allgather");
@@ -150,6 +155,7 @@ Status MpiCommunicator::broadcast(Buffer send, Buffer recv, std::size_t count, D
     if (Status s = check_fits(send, bytes, "send"); !s.ok()) return s;
     std::memcpy(recv.data, send.data, bytes);
   }
+  const auto blocked = watch_.blocking("MPI_Bcast");
   return mpi_status(MPI_Bcast(recv.data, n, type.datatype, root, comm_), "MPI_Bcast");
 }
 

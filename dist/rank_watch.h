@@ -1,6 +1,6 @@
 // How long a rank waits for the others, and what it says when they do not come: every wait on
-// another rank (the World's host-side exchanges, a communicator's started all-reduces) tests
-// its requests against one deadline and, past it, ends every rank with one line naming this
+// another rank (the World's host-side exchanges, a communicator's collectives, its started
+// all-reduces) runs under one deadline and, past it, ends the job with one line naming this
 // rank, its host, the case it was running and the call it waited in.
 #pragma once
 #include <mpi.h>
@@ -24,14 +24,30 @@ class RankWatch {
   // sharing a core with the one it waits for does not take its time.
   void wait(std::span<MPI_Request> requests, const char* what, bool spin) const;
 
+  // While one lives, this thread is inside the blocking MPI call `what` (a collective measured
+  // as MPI runs it, not through its slower non-blocking form). Past the deadline a watchdog
+  // thread prints the line and ends this process with exit 3 (it makes no MPI call: MPI may
+  // be entered by one thread only), and the launcher then ends the other ranks. Costs two
+  // atomic stores.
+  class Blocking {
+   public:
+    ~Blocking();
+    Blocking(const Blocking&) = delete;
+    Blocking& operator=(const Blocking&) = delete;
+
+   private:
+    friend class RankWatch;
+    struct Shared;
+    explicit Blocking(Shared& shared) : shared_(shared) {}
+    Shared& shared_;
+  };
+  Blocking blocking(const char* what) const;
+
   // Prints `reason` with this rank's name on stderr and ends every rank (MPI_Abort).
   [[noreturn]] void abort(const std::string& reason, int exit_code) const;
 
  private:
-  std::chrono::seconds timeout_;
-  int rank_, size_;
-  std::string host_;
-  std::shared_ptr<std::string> activity_;  // shared with the copies communicators hold
+  std::shared_ptr<Blocking::Shared> shared_;  // shared with the copies communicators hold
 };
 
 }  // namespace tb
