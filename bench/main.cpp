@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "backends/files.h"
+#include "backends/numbers.h"
 #include "backends/registry.h"
 #include "bench/inventory.h"
 #include "bench/report_commands.h"
@@ -187,7 +189,39 @@ int info_command(const BackendConfig& config, bool as_json) {
 struct Subcommand {
   CLI::App* app;
   std::function<int()> run;
+  // Reads reports (and history databases): content the schema admits but the command cannot
+  // read (a details entry of another shape) is bad input, exit 2, never a crash.
+  bool reads_reports = false;
 };
+
+// A finite number in `range`, read by the one number parser (backends/numbers.h). CLI11's
+// NonNegativeNumber lets "nan" through (no comparison holds for it), and a NaN time budget would
+// be written as null, a report trainbench's readers reject.
+CLI::Validator number_in(NumberRange range) {
+  return CLI::Validator(
+      [range](std::string& text) -> std::string {
+        if (!parse_number(text, range))
+          return fmt::format("expected a finite number {}, got '{}'", range.words(), text);
+        return "";
+      },
+      "NUMBER " + range.words());
+}
+
+// A whole number in [min, max]: CLI11 alone turns an out-of-range --seed into 2^64 - 1.
+CLI::Validator whole_number_in(std::int64_t min, std::int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        if (!parse_whole_number(text, min, max))
+          return fmt::format("expected a whole number from {} to {}, got '{}'", min, max, text);
+        return "";
+      },
+      fmt::format("INT in [{}, {}]", min, max));
+}
+
+constexpr NumberRange kNonNegative{.min = 0};
+constexpr NumberRange kPositive{.min = 0, .min_excluded = true};
+// Counts of runs and samples: beyond any run that could finish, small enough not to wrap.
+constexpr std::int64_t kMostRuns = 1'000'000;
 
 constexpr const char* kDefaultThreshold = "5%";
 constexpr const char* kDefaultTableFormat = "table";
@@ -220,7 +254,7 @@ RunStatistic parse_run_statistic(const std::string& name) {
 void add_backend_options(CLI::App* command, BackendConfig& config, std::string& pin) {
   command
       ->add_option("--threads", config.threads, "worker threads (default 0: one per physical core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number_in(0, std::numeric_limits<int>::max()));
   pin = "cores";
   command->add_option("--pin", pin, "thread pinning: cores (one CPU per thread) or none")
       ->check(CLI::IsMember({"cores", "none"}));
@@ -268,14 +302,16 @@ struct RunState {
 double test_phase_delay(const World& world) {
   const char* text = std::getenv("TRAINBENCH_TEST_RANK_DELAY");
   if (!text) return 0;
-  int rank = -1;
-  double seconds = 0;
-  char tail = 0;
-  if (std::sscanf(text, "%d:%lf%c", &rank, &seconds, &tail) != 2 || rank < 0 ||
-      !(seconds >= 0 && seconds <= 60))
+  const std::string_view value = text;
+  const std::size_t colon = value.find(':');
+  const auto rank = parse_whole_number(value.substr(0, colon), 0, std::numeric_limits<int>::max());
+  const auto seconds = colon == std::string_view::npos
+                           ? std::nullopt
+                           : parse_number(value.substr(colon + 1), {.min = 0, .max = 60});
+  if (!rank || !seconds)
     throw UsageError(fmt::format(
         "TRAINBENCH_TEST_RANK_DELAY='{}': expected RANK:SECONDS, seconds in [0, 60]", text));
-  return rank == world.rank() ? seconds : 0;
+  return *rank == world.rank() ? *seconds : 0;
 }
 
 // A path a command will write, checked before anything runs: bad input (a device, a
@@ -297,7 +333,10 @@ int run_command(RunState& s, const std::string& command_line, World& world) {
   config.pin = parse_pin_policy(pin);
   if (options.harness.max_repetitions < options.harness.min_repetitions)
     throw UsageError("--max-reps must be at least --min-reps");
-  if (!suite.empty() || workloads.empty()) {
+  if (!suite.empty() && !workloads.empty())
+    throw UsageError(
+        "give --suite or -w (--workload), not both: -w names the cases instead of a suite");
+  if (workloads.empty()) {
     options.suite = suite.empty() ? "quick" : suite;
     options.cases = load_suite(*options.suite);
   }
@@ -327,20 +366,6 @@ int run_command(RunState& s, const std::string& command_line, World& world) {
   return run_benchmarks(options, world, std::cout, std::cerr);
 }
 
-// A finite number >= 0. CLI11's NonNegativeNumber lets "nan" through (no comparison holds for
-// it), and a NaN time budget would be written as null, a report trainbench's readers reject.
-CLI::Validator finite_non_negative() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(text.c_str(), &end);
-        if (end == text.c_str() || *end != '\0' || !(std::isfinite(value) && value >= 0))
-          return fmt::format("expected a finite number >= 0, got '{}'", text);
-        return "";
-      },
-      "FINITE>=0");
-}
-
 Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
   CLI::App* run = app.add_subcommand("run", "run a suite or workloads and write a report");
   auto s = std::make_shared<RunState>();
@@ -356,26 +381,27 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
       ->delimiter(',');
   add_backend_options(run, config, pin);
   run->add_option("--warmup", options.harness.warmup_runs, "untimed warm-up runs, at least")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number_in(0, kMostRuns));
   run->add_option("--warmup-time", options.harness.warmup_seconds,
                   "warm-up seconds, at least, up to --time-budget")
-      ->check(finite_non_negative());
+      ->check(number_in(kNonNegative));
   run->add_option("--min-reps", options.harness.min_repetitions, "samples per case, at least")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_in(1, kMostRuns));
   run->add_option("--max-reps", options.harness.max_repetitions, "samples per case, at most")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_in(1, kMostRuns));
   run->add_option("--time-budget", options.harness.time_budget_seconds,
                   "seconds of sampling per case")
-      ->check(finite_non_negative());
+      ->check(number_in(kNonNegative));
   run->add_option("--min-sample-time", options.harness.min_sample_seconds,
                   "short units are repeated so one sample lasts at least this long (seconds)")
-      ->check(finite_non_negative());
+      ->check(number_in(kNonNegative));
   run->add_flag(
       "--flush-caches", options.harness.flush_caches,
       "evict the caches before every sample (each sample then times one unit from cold caches)");
   run->add_option("--seed", options.seed,
                   "seed of the random inputs: each case's seed mixes it with a hash of the "
-                  "case's descriptor line, so a descriptor gets the same inputs in any suite");
+                  "case's descriptor line, so a descriptor gets the same inputs in any suite")
+      ->check(whole_number_in(0, std::numeric_limits<std::int64_t>::max()));
   run->add_flag("--allow-reference-kernels", options.allow_reference_kernels,
                 "time cases whose plans run reference kernels (flagged in the table and the "
                 "report); without it such a case is unimplemented, named, and not timed");
@@ -384,7 +410,7 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
                   "the case's seed (--seed mixed with a hash of its descriptor line), reported "
                   "as MLPerf's aggregate (a missed target counts as infinitely slow; a case's "
                   "own runs= wins)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_in(1, 1000));
   run->add_option("-o,--out", out, "report file (default trainbench-report-<UTC time>.json)");
   run->add_option(
       "--child-env", child_environments,
@@ -414,18 +440,22 @@ Subcommand register_compare(CLI::App& app) {
   compare
       ->add_option("--price-per-hour", s->options.price_per_hour,
                    "USD per hour of each machine, in report order")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(number_in(kNonNegative));
   compare
       ->add_option("--watts", s->options.watts, "power of each machine in watts, in report order")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(number_in(kPositive));
   compare->add_option("--costs", s->options.costs_file,
                       "JSON file {\"REPORT\": {\"price_per_hour\": USD, \"watts\": W}}");
   add_format(compare, s->format, kTableFormatsWithCsv);
-  return {compare, [s] {
+  return {compare,
+          [s] {
             s->options.threshold = parse_threshold(s->threshold);
             s->options.format = parse_table_format(s->format);
             return compare_command(s->options);
-          }};
+          },
+          true};
 }
 
 // --run-statistic: what one run contributes (check, ab).
@@ -456,7 +486,7 @@ Subcommand register_check(CLI::App& app) {
   check
       ->add_option("--history-runs", options.history_runs,
                    "baseline runs taken from --baseline-history (default 5)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_in(1, kMostRuns));
   check
       ->add_option("--current", options.currents,
                    "reports of the build to check, one per run (3 or more for significance)")
@@ -472,12 +502,14 @@ Subcommand register_check(CLI::App& app) {
                   "list cases measured in the baseline and skipped, unimplemented or absent now "
                   "without failing");
   add_format(check, s->format, kTableFormats);
-  return {check, [s] {
+  return {check,
+          [s] {
             s->options.threshold = parse_threshold(s->threshold);
             s->options.format = parse_table_format(s->format);
             s->options.statistic = parse_run_statistic(s->statistic);
             return check_command(s->options);
-          }};
+          },
+          true};
 }
 
 Subcommand register_ab(CLI::App& app) {
@@ -494,7 +526,8 @@ Subcommand register_ab(CLI::App& app) {
   ab->add_option("--baseline-bin", options.baseline_bin, "the old trainbench binary")->required();
   ab->add_option("--current-bin", options.current_bin, "the new trainbench binary")->required();
   ab->add_option("--rounds", options.rounds,
-                 "rounds, each one run of each build (default 5, at least 3)");
+                 "rounds, each one run of each build (default 5, at least 3)")
+      ->check(whole_number_in(1, kMostRuns));
   ab->add_flag("--allow-lost", options.allow_lost, "lost cases do not fail (see check)");
   add_run_statistic(ab, s->statistic, "median (default) or min (see check)");
   add_threshold(ab, s->threshold, "slow-down that fails");
@@ -502,13 +535,15 @@ Subcommand register_ab(CLI::App& app) {
                  "keep every round's report and the combined ones here");
   add_format(ab, s->format, kTableFormats, "--ab-format");
   ab->allow_extras();
-  return {ab, [s, ab] {
+  return {ab,
+          [s, ab] {
             s->options.threshold = parse_threshold(s->threshold);
             s->options.format = parse_table_format(s->format);
             s->options.statistic = parse_run_statistic(s->statistic);
             s->options.run_arguments = ab->remaining();
             return ab_command(s->options);
-          }};
+          },
+          true};
 }
 
 Subcommand register_summary(CLI::App& app) {
@@ -520,10 +555,12 @@ Subcommand register_summary(CLI::App& app) {
   auto s = std::make_shared<State>();
   summary->add_option("report", s->options.report, "report file")->required();
   add_format(summary, s->format, kTableFormats);
-  return {summary, [s] {
+  return {summary,
+          [s] {
             s->options.format = parse_table_format(s->format);
             return summary_command(s->options);
-          }};
+          },
+          true};
 }
 
 Subcommand register_history(CLI::App& app) {
@@ -547,7 +584,8 @@ Subcommand register_history(CLI::App& app) {
   trend->add_option("--machine", options.fingerprint,
                     "machine fingerprint (default: the newest report's)");
   add_threshold(trend, s->threshold, "smallest change marked");
-  return {history, [s, add, list, trend] {
+  return {history,
+          [s, add, list, trend] {
             s->options.format = parse_table_format(s->format);
             s->options.threshold = parse_threshold(s->threshold);
             if (*add) {
@@ -556,7 +594,8 @@ Subcommand register_history(CLI::App& app) {
             }
             if (*list) return history_list_command(s->options);
             return history_trend_command(s->options);
-          }};
+          },
+          true};
 }
 
 Subcommand register_report(CLI::App& app) {
@@ -564,10 +603,12 @@ Subcommand register_report(CLI::App& app) {
   auto options = std::make_shared<HtmlOptions>();
   report->add_option("--html", options->out, "the HTML file to write")->required();
   report->add_option("reports", options->reports, "report files")->required();
-  return {report, [options] {
+  return {report,
+          [options] {
             checked_output(options->out);
             return html_report_command(*options);
-          }};
+          },
+          true};
 }
 
 int main_impl(int argc, char** argv, World& world) {
@@ -588,8 +629,16 @@ int main_impl(int argc, char** argv, World& world) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(e.what());  // every parse error: one line, exit 2
   }
-  for (const Subcommand& subcommand : subcommands)
-    if (*subcommand.app) return subcommand.run();
+  for (const Subcommand& subcommand : subcommands) {
+    if (!*subcommand.app) continue;
+    try {
+      return subcommand.run();
+    } catch (const nlohmann::json::exception& e) {
+      if (!subcommand.reads_reports) throw;
+      throw UsageError(fmt::format("a report holds what {} cannot read: {}",
+                                   subcommand.app->get_name(), e.what()));
+    }
+  }
   throw UsageError("a subcommand is required");
 }
 

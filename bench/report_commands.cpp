@@ -10,12 +10,14 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "workloads/descriptor.h"
 
+#include "backends/numbers.h"
 #include "backends/status.h"
 #include "bench/text_table.h"
 #include "reports/compare.h"
@@ -110,6 +112,16 @@ std::string headline_text(const nlohmann::json& line) {
   return text;
 }
 
+// A price (>= 0) or a power (> 0) from a costs file, a UsageError naming the file otherwise.
+double cost_figure(const nlohmann::json& entry, const char* key, NumberRange range,
+                   const std::string& file) {
+  const nlohmann::json& value = entry.at(key);
+  if (!value.is_number() || !range.contains(value.get<double>()))
+    throw UsageError(fmt::format("costs file {}: {} must be a number {}, not {}", file, key,
+                                 range.words(), value.dump()));
+  return value.get<double>();
+}
+
 std::vector<Costs> load_costs(const CompareOptions& options) {
   std::vector<Costs> costs(options.reports.size());
   for (const auto* list : {&options.price_per_hour, &options.watts})
@@ -131,14 +143,23 @@ std::vector<Costs> load_costs(const CompareOptions& options) {
       throw UsageError(
           fmt::format("costs file {} is not valid JSON: {}", *options.costs_file, e.what()));
     }
+    if (!file.is_object())
+      throw UsageError(
+          fmt::format("costs file {} is not a JSON object of reports", *options.costs_file));
     for (std::size_t i = 0; i < options.reports.size(); ++i) {
       const std::string name = std::filesystem::path(options.reports[i]).filename().string();
       for (const std::string& key : {options.reports[i], name})
         if (file.contains(key)) {
           const auto& entry = file[key];
+          if (!entry.is_object())
+            throw UsageError(fmt::format("costs file {}: the entry of {} is not an object",
+                                         *options.costs_file, key));
           if (entry.contains("price_per_hour"))
-            costs[i].price_per_hour = entry["price_per_hour"].get<double>();
-          if (entry.contains("watts")) costs[i].watts = entry["watts"].get<double>();
+            costs[i].price_per_hour =
+                cost_figure(entry, "price_per_hour", {.min = 0}, *options.costs_file);
+          if (entry.contains("watts"))
+            costs[i].watts =
+                cost_figure(entry, "watts", {.min = 0, .min_excluded = true}, *options.costs_file);
         }
     }
   }
@@ -157,18 +178,24 @@ TableFormat parse_table_format(const std::string& name) {
 }
 
 double parse_threshold(const std::string& text) {
-  try {
-    std::size_t used = 0;
-    double value = std::stod(text, &used);
-    if (used < text.size() && text.substr(used) == "%")
-      value /= 100;
-    else if (used != text.size())
-      throw std::invalid_argument(text);
-    if (!(value >= 0 && value < 10)) throw std::out_of_range(text);  // nan too
-    return value;
-  } catch (const std::logic_error&) {
+  const bool percent = text.ends_with('%');
+  const std::string_view number(text.data(), text.size() - (percent ? 1 : 0));
+  const auto value =
+      parse_number(number, {.min = 0, .max = percent ? 1000.0 : 10.0, .max_excluded = true});
+  if (!value)
     throw UsageError(fmt::format(
-        "bad threshold '{}' (expected a percentage like 5% or a fraction like 0.05)", text));
+        "bad threshold '{}' (expected a percentage like 5% or a fraction like 0.05, below 1000%)",
+        text));
+  return percent ? *value / 100 : *value;
+}
+
+// The history database a command was given: one that cannot be opened (to read: a missing one)
+// or is not a trainbench history is bad input.
+std::unique_ptr<History> open_history(const std::string& path, History::Access access) {
+  try {
+    return std::make_unique<History>(path, access);
+  } catch (const HistoryError& e) {
+    throw UsageError(e.what());
   }
 }
 
@@ -431,9 +458,9 @@ int check_command(const CheckOptions& options) {
   for (const std::string& path : options.baselines) baselines.push_back(read_input_report(path));
   if (options.history) {
     // The newest reports of this machine measured under the current run's conditions.
-    History history(*options.history);
+    const auto history = open_history(*options.history, History::Access::read);
     std::size_t other_conditions = 0;
-    for (nlohmann::json& report : history.reports_of(machine_fingerprint(currents.front()))) {
+    for (nlohmann::json& report : history->reports_of(machine_fingerprint(currents.front()))) {
       if (static_cast<int>(baselines.size()) == options.history_runs) break;
       const auto is_report = [&](const nlohmann::json& current) {
         return report.value("started_at", "") == current.value("started_at", "") &&
@@ -560,20 +587,20 @@ int ab_command(const AbOptions& options) {
 int history_add_command(const HistoryOptions& options) {
   std::vector<nlohmann::json> reports;  // all checked before any is added
   for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
-  History history(options.database);
+  const auto history = open_history(options.database, History::Access::write);
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const bool added =
-        history.add(reports[i], std::filesystem::absolute(options.reports[i]).string());
+        history->add(reports[i], std::filesystem::absolute(options.reports[i]).string());
     fmt::print("{} {}\n", added ? "added" : "already there:", options.reports[i]);
   }
   return 0;
 }
 
 int history_list_command(const HistoryOptions& options) {
-  History history(options.database);
+  const auto history = open_history(options.database, History::Access::read);
   TextTable table({"id", "started", "commit", "cases", "machine", "source"});
   nlohmann::json out = nlohmann::json::array();
-  for (const HistoryReport& r : history.list()) {
+  for (const HistoryReport& r : history->list()) {
     table.add({std::to_string(r.id), r.started_at, r.git_commit.substr(0, 12),
                std::to_string(r.cases), r.fingerprint, r.source});
     out.push_back({{"id", r.id},
@@ -588,11 +615,11 @@ int history_list_command(const HistoryOptions& options) {
 }
 
 int history_trend_command(const HistoryOptions& options) {
-  History history(options.database);
+  const auto history = open_history(options.database, History::Access::read);
   TextTable table({"backend", "dtype", "workload", "started", "commit", "median", "change"});
   nlohmann::json out = nlohmann::json::array();
   for (const TrendSeries& series :
-       history.trend(options.workload, options.fingerprint, options.threshold)) {
+       history->trend(options.workload, options.fingerprint, options.threshold)) {
     nlohmann::json points = nlohmann::json::array();
     for (const TrendPoint& p : series.points) {
       table.add({series.backend, series.dtype, series.workload, p.started_at,

@@ -450,15 +450,19 @@ Answer breakdown_answer(const Passed& passed) {
   Answer breakdown{
       "Where a training step's time goes (slowest layers, forward + backward)", "", {}};
   for (const nlohmann::json* r : passed.results) {
+    // details is free-form in the schema: at() throws for a missing entry (bad input) where
+    // the const operator[] would read past the map.
     if (!r->contains("details") || !(*r)["details"].contains("breakdown")) continue;
     const nlohmann::json& b = (*r)["details"]["breakdown"];
-    const double total = b["total_s"].get<double>();
+    const double total = b.at("total_s").get<double>();
     std::map<std::string, double> by_kind;
     std::vector<TimedLayer> layers;
-    for (const auto& layer : b["layers"]) {
-      const double seconds = layer["forward_s"].get<double>() + layer["backward_s"].get<double>();
+    for (const auto& layer : b.at("layers")) {
+      const double seconds =
+          layer.at("forward_s").get<double>() + layer.at("backward_s").get<double>();
       by_kind[layer.value("kind", "layer")] += seconds;
-      layers.push_back({seconds, layer.value("spread_s", 0.0), layer["layer"].get<std::string>()});
+      layers.push_back(
+          {seconds, layer.value("spread_s", 0.0), layer.at("layer").get<std::string>()});
     }
     std::vector<std::pair<double, std::string>> kinds;
     for (const auto& [kind, seconds] : by_kind) kinds.emplace_back(seconds, kind);
@@ -471,7 +475,7 @@ Answer breakdown_answer(const Passed& passed) {
         "{}{} {} [{}]: step {:.0f} ms: {}, optimizer {:.0f} ms; {}",
         breakdown.answer.empty() ? "" : "; ", (*r)["backend"].get<std::string>(),
         descriptor_kind((*r)["workload"].get<std::string>()), (*r)["dtype"].get<std::string>(),
-        total * 1e3, shares, b["optimizer_s"].get<double>() * 1e3, slowest_layers(layers));
+        total * 1e3, shares, b.at("optimizer_s").get<double>() * 1e3, slowest_layers(layers));
     breakdown.from.push_back(measured(*r));
   }
   if (breakdown.answer.empty())

@@ -6,11 +6,14 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tb {
 namespace {
 
 constexpr std::uint8_t kUnsignedByte = 0x08;
+// Far above any dataset read here (Fashion-MNIST's training images: 47 million bytes).
+constexpr std::size_t kLargestIdxValues = std::size_t{1} << 32;
 
 struct GzCloser {
   void operator()(gzFile_s* file) const { gzclose(file); }
@@ -55,7 +58,12 @@ Status read_idx_file(const std::string& path, std::size_t expected_dims, IdxArra
     if (dim <= 0 || dim > (1 << 28))
       return Status::InvalidArgument(fmt::format("{}: dimension {} is {}", path, d, dim));
     out->dims.push_back(dim);
-    count *= static_cast<std::size_t>(dim);
+    count *= static_cast<std::size_t>(dim);  // at most 2^32 x 2^28 here: no wrap
+    // The header is checked before it sizes an allocation.
+    if (count > kLargestIdxValues)
+      return Status::InvalidArgument(
+          fmt::format("{}: the header declares more than {} values (dimensions {})", path,
+                      kLargestIdxValues, fmt::join(out->dims, " x ")));
   }
   out->values.resize(count);
   if (!read_exactly(file.get(), out->values.data(), count))

@@ -3,6 +3,11 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "backends/numbers.h"
+#include "backends/status.h"
+
 namespace tb {
 
 #ifdef TRAINBENCH_WITH_MPI
@@ -12,13 +17,13 @@ std::unique_ptr<World> make_mpi_world(int* argc, char*** argv, std::chrono::seco
 std::chrono::seconds rank_timeout_from_environment() {
   const char* text = std::getenv("TRAINBENCH_RANK_TIMEOUT");
   if (!text) return kDefaultRankTimeout;
-  char* end = nullptr;
-  const long seconds = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || seconds <= 0)
-    throw std::invalid_argument(
-        std::string("TRAINBENCH_RANK_TIMEOUT must be a positive number of seconds, not '") + text +
-        "'");
-  return std::chrono::seconds(seconds);
+  // At most a week: a deadline of now + timeout must not wrap the clock.
+  const auto seconds = parse_whole_number(text, 1, kLongestRankTimeout.count());
+  if (!seconds)
+    throw UsageError(fmt::format(
+        "TRAINBENCH_RANK_TIMEOUT must be a whole number of seconds from 1 to {}, not '{}'",
+        kLongestRankTimeout.count(), text));
+  return std::chrono::seconds(*seconds);
 }
 
 std::unique_ptr<World> make_world(int* argc, char*** argv, std::chrono::seconds rank_timeout) {

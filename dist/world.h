@@ -16,8 +16,9 @@ std::string detected_launcher();
 // How long a rank waits in a host-side exchange for the others before it ends the job: a rank
 // that died or hangs must not leave the rest waiting for ever.
 inline constexpr std::chrono::seconds kDefaultRankTimeout{1800};
-// TRAINBENCH_RANK_TIMEOUT (whole seconds) where set, else the default; throws
-// std::invalid_argument for a value that is not a positive integer.
+inline constexpr std::chrono::seconds kLongestRankTimeout{7 * 24 * 3600};
+// TRAINBENCH_RANK_TIMEOUT (whole seconds) where set, else the default; throws UsageError for a
+// value that is not a whole number from 1 to kLongestRankTimeout.
 std::chrono::seconds rank_timeout_from_environment();
 
 // The World of this process. Under a launcher (and when MPI is built in) MPI is initialised,

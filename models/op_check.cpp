@@ -18,6 +18,18 @@
 #include "models/sampled_reference.h"
 
 namespace tb {
+
+void OpCheck::add_output(double error, double tolerance, const std::string& output) {
+  auto excess = [](double e, double t) {
+    return std::isnan(e) || std::isnan(t) ? INFINITY : e / std::max(t, 1e-300);
+  };
+  if (++outputs_compared == 1 || excess(error, tolerance) > excess(worst_error, worst_tolerance)) {
+    worst_error = error;
+    worst_tolerance = tolerance;
+    worst_output = output;
+  }
+}
+
 namespace {
 
 // `scratch` holds the bytes, its storage kept from call to call (see HostPool).
@@ -290,13 +302,7 @@ class OpChecker::Checker {
       const DType stored = op.plan->operands()[output.index].dtype;
       tolerance += 2 * unit_roundoff(stored) * want_norm / std::max(l2_norm(want_change), 1e-300);
     }
-    ++out_->outputs_compared;
-    if (error / tolerance > out_->worst_error / std::max(out_->worst_tolerance, 1e-300) ||
-        out_->outputs_compared == 1) {
-      out_->worst_error = error;
-      out_->worst_tolerance = tolerance;
-      out_->worst_output = output_name(op, output.index);
-    }
+    out_->add_output(error, tolerance, output_name(op, output.index));
     if (!(error <= tolerance)) out_->passed = false;
   }
 

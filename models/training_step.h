@@ -102,6 +102,11 @@ struct OpCheck {
   double worst_tolerance = 0;
   std::string worst_output;  // "layer1.0.conv1 conv diff_src"
   bool passed = false;
+
+  // Counts a compared output, and takes its error as the worst where it is further past its
+  // tolerance than the worst so far (or is the first). A NaN error is the worst there is, so a
+  // failure names the output that failed, never one that passed.
+  void add_output(double error, double tolerance, const std::string& output);
 };
 
 // How check_ops() runs. A product op (GEMM, convolution, fully connected) whose f64 reference

@@ -57,15 +57,20 @@ class Statement {
 
 }  // namespace
 
-History::History(const std::string& path) : path_(path) {
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
-      SQLITE_OK) {
+History::History(const std::string& path, Access access) : path_(path) {
+  const int flags =
+      access == Access::read ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
     const std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     throw HistoryError(fmt::format("cannot open history {}: {}", path, message));
   }
   try {
     sqlite3_busy_timeout(db_, 60'000);  // wait for another writer rather than fail
+    if (access == Access::read) {
+      execute("SELECT id FROM reports LIMIT 0; SELECT report_id FROM cases LIMIT 0");
+      return;
+    }
     execute("PRAGMA journal_mode=WAL");
     execute(
         "CREATE TABLE IF NOT EXISTS reports ("

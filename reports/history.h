@@ -39,7 +39,10 @@ struct TrendSeries {
 
 class History {
  public:
-  explicit History(const std::string& path);  // opens or creates; throws HistoryError
+  enum class Access { read, write };
+  // Opens the database; `write` creates it where it is missing. Throws HistoryError where it
+  // cannot be opened (to read: missing) or is not a trainbench history.
+  explicit History(const std::string& path, Access access = Access::write);
   ~History();
   History(const History&) = delete;
   History& operator=(const History&) = delete;

@@ -28,6 +28,9 @@ std::string escape(const std::string& text) {
       case '"':
         out += "&quot;";
         break;
+      case '\'':
+        out += "&#39;";
+        break;
       default:
         out += c;
     }
@@ -149,7 +152,7 @@ std::string roofline(const std::vector<Machine>& machines) {
                             frame.x(frame.x_max), frame.y(peak));
       svg += fmt::format(
           R"(<polyline class="roof" points="{}" stroke="{}" stroke-dasharray="{}"><title>{} {} peak {:.0f} GFLOP/s, bandwidth {:.1f} GB/s</title></polyline>)",
-          points, color(r), dtype == "f32" ? "none" : "6,3", escape(roof.name), dtype, peak,
+          points, color(r), dtype == "f32" ? "none" : "6,3", escape(roof.name), escape(dtype), peak,
           roof.bandwidth);
     }
     for (const auto& [intensity, gflops, title] : roof.points)
@@ -232,7 +235,7 @@ std::string curves(const std::vector<Machine>& machines) {
   if (found.empty()) return "<p>No time-to-train results in these reports.</p>";
   double t_max = 1;
   for (const auto& [name, curve] : found)
-    for (const auto& point : *curve) t_max = std::max(t_max, point["time_s"].get<double>());
+    for (const auto& point : *curve) t_max = std::max(t_max, point.at("time_s").get<double>());
   const double width = 720, height = 320, left = 60, bottom = 40;
   std::string svg = fmt::format(
       R"(<svg class="chart" id="curves" width="{}" height="{}" role="img"><title>Time to train</title>)",
@@ -241,8 +244,8 @@ std::string curves(const std::vector<Machine>& machines) {
     std::string points;
     for (const auto& point : *found[i].second)
       points += fmt::format(
-          "{:.1f},{:.1f} ", left + point["time_s"].get<double>() / t_max * (width - left - 20),
-          height - bottom - point["quality"].get<double>() * (height - bottom - 20));
+          "{:.1f},{:.1f} ", left + point.at("time_s").get<double>() / t_max * (width - left - 20),
+          height - bottom - point.at("quality").get<double>() * (height - bottom - 20));
     svg += fmt::format(
         R"(<polyline class="mark" points="{}" fill="none" stroke="{}" stroke-width="2"><title>{}</title></polyline>)",
         points, color(i), escape(found[i].first));

@@ -171,12 +171,12 @@ std::vector<MeasuredSweep> all_reduce_sweeps(const std::vector<const nlohmann::j
 // model whose gradients a data-parallel step exchanges; null for any other result.
 std::optional<MeasuredModel> measured_model(const nlohmann::json& r) {
   const auto headline = result_headline(r);
-  const nlohmann::json& details = r["details"];
+  const nlohmann::json details = r.value("details", nlohmann::json::object());
   if (!headline || headline->headline.metric != "samples_per_s" || !details.is_object() ||
       !details.contains("parameters"))
     return std::nullopt;
   const Descriptor d = Descriptor::parse(r["workload"].get<std::string>());
-  const double parameters = details["parameters"];
+  const double parameters = details.at("parameters");
   MeasuredModel m{fmt::format("{}{} ({:.3g} M parameters)", d.kind(),
                               d.has("model") ? " " + *d.get("model") : "", parameters / 1e6),
                   r["backend"],
@@ -192,11 +192,13 @@ std::optional<MeasuredModel> measured_model(const nlohmann::json& r) {
   m.step_s = dp.value("one_rank_step_s", m.step_s);
   m.gradient_bytes = dp.value("gradient_bytes", m.gradient_bytes);
   m.measured_ranks = dp.value("world_size", 0);
-  if (dp.contains("overlap_on")) m.measured_efficiency = dp["overlap_on"]["scaling_efficiency"];
+  if (dp.contains("overlap_on"))
+    m.measured_efficiency = dp.at("overlap_on").at("scaling_efficiency");
   const double communication = dp.value("communication_s", 0.0);
   if (communication > 0 && dp.contains("overlap_on"))
     m.hidden_fraction = std::clamp(
-        1 - dp["overlap_on"]["unhidden_communication_s"].get<double>() / communication, 0.0, 1.0);
+        1 - dp.at("overlap_on").at("unhidden_communication_s").get<double>() / communication, 0.0,
+        1.0);
   return m;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -174,10 +175,21 @@ const nlohmann::json& report_schema() {
 nlohmann::json read_report(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ReportError(fmt::format("cannot read report {}: {}", path, std::strerror(errno)));
+  if (std::filesystem::is_directory(path))
+    throw ReportError(fmt::format("cannot read report {}: it is a directory", path));
   nlohmann::json report;
+  // Far deeper than any report trainbench writes (under 10 levels): the readers that walk a
+  // report (the schema check, serialisation into the history) recurse once per level.
+  constexpr int kDeepestReport = 64;
+  const auto depth_limit = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kDeepestReport)
+      throw ReportError(
+          fmt::format("corrupt report {}: nested deeper than {} levels", path, kDeepestReport));
+    return true;
+  };
   try {
-    report = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+    report = nlohmann::json::parse(in, depth_limit);
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, a number out of range
     throw ReportError(fmt::format("corrupt report {}: not valid JSON ({})", path, e.what()));
   }
   if (!report.is_object() || !report.contains("schema_version"))
@@ -191,6 +203,12 @@ nlohmann::json read_report(const std::string& path) {
     throw ReportError(
         fmt::format("corrupt report {}: {}{}", path, errors.front(),
                     errors.size() > 1 ? fmt::format(" (and {} more)", errors.size() - 1) : ""));
+  // What the schema cannot say: a passed result was timed.
+  for (const auto& result : report["results"])
+    if (result["status"] == "passed" &&
+        (!result["stats"].is_object() || result["samples_s"].empty()))
+      throw ReportError(fmt::format("corrupt report {}: the passed result '{}' has no samples",
+                                    path, result["workload"].get<std::string>()));
   return report;
 }
 

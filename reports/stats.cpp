@@ -139,6 +139,27 @@ RankTest mann_whitney(std::span<const double> first, std::span<const double> sec
   return test;
 }
 
+BootstrapMedian::BootstrapMedian(std::span<const double> samples)
+    : sorted_(samples.begin(), samples.end()) {
+  std::sort(sorted_.begin(), sorted_.end());
+}
+
+double BootstrapMedian::draw(std::mt19937_64& rng) const {
+  const std::size_t n = sorted_.size();
+  const std::size_t k = (n + 1) / 2;  // the rank (from 1) of the median, the lower one for even n
+  auto beta = [&rng](double a, double b) {
+    const double x = std::gamma_distribution<double>(a)(rng);
+    const double y = std::gamma_distribution<double>(b)(rng);
+    return x / (x + y);
+  };
+  auto at = [&](double u) { return sorted_[std::min(n - 1, static_cast<std::size_t>(u * n))]; };
+  const double u = beta(static_cast<double>(k), static_cast<double>(n + 1 - k));
+  if (n % 2) return at(u);
+  // Given U_(k) = u, the other n - k draws are uniform on (u, 1): the next is their minimum.
+  const double next = u + (1 - u) * beta(1, static_cast<double>(n - k));
+  return 0.5 * (at(u) + at(next));
+}
+
 RatioInterval median_ratio(std::span<const double> first, std::span<const double> second,
                            int resamples) {
   RatioInterval interval;
@@ -146,12 +167,9 @@ RatioInterval median_ratio(std::span<const double> first, std::span<const double
   interval.ratio =
       median_of({second.begin(), second.end()}) / median_of({first.begin(), first.end()});
   std::mt19937_64 rng(0x7261746966ull);
-  std::vector<double> ratios, a(first.size()), b(second.size());
-  for (int r = 0; r < resamples; ++r) {
-    for (double& v : a) v = first[rng() % first.size()];
-    for (double& v : b) v = second[rng() % second.size()];
-    ratios.push_back(median_of(b) / median_of(a));
-  }
+  const BootstrapMedian a(first), b(second);
+  std::vector<double> ratios;
+  for (int r = 0; r < resamples; ++r) ratios.push_back(b.draw(rng) / a.draw(rng));
   std::sort(ratios.begin(), ratios.end());
   interval.low = ratios[static_cast<std::size_t>(0.025 * (resamples - 1))];
   interval.high = ratios[static_cast<std::size_t>(0.975 * (resamples - 1))];

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <random>
 #include <span>
+#include <vector>
 
 namespace tb {
 
@@ -27,6 +29,19 @@ struct RankTest {
   double min_p = 1;    // the smallest p these set sizes can ever give (2 / C(n1 + n2, n1))
 };
 RankTest mann_whitney(std::span<const double> first, std::span<const double> second);
+
+// The bootstrap distribution of a sample's median, drawn in O(1) per resample after one sort:
+// the k-th smallest of n indices drawn uniformly is floor(n U_(k)), where U_(k) follows
+// Beta(k, n + 1 - k). No resample is built or sorted, so a report of millions of samples
+// compares in about the time of one sort, where 2,000 sorted resamples took minutes.
+class BootstrapMedian {
+ public:
+  explicit BootstrapMedian(std::span<const double> samples);  // at least one sample
+  double draw(std::mt19937_64& rng) const;
+
+ private:
+  std::vector<double> sorted_;
+};
 
 // Ratio of medians second / first with a 95% percentile-bootstrap interval (seeded, so the
 // same samples always give the same interval).

@@ -44,14 +44,14 @@ std::int64_t parse_size(const std::string& text, const std::string& descriptor) 
     unit = std::int64_t{1} << (10 * (1 + std::string_view("KMG").find(digits.back())));
     digits.pop_back();
   }
-  const bool numeric = !digits.empty() && digits.size() <= 12 &&
-                       std::all_of(digits.begin(), digits.end(), ::isdigit);
-  if (!numeric || std::stoll(digits) == 0)
+  const auto count = parse_whole_number(digits, 1);
+  const auto bytes = count ? checked_product({*count, unit}) : std::nullopt;
+  if (!bytes)
     throw UsageError(
-        fmt::format("'{}' in '{}' is not a size in bytes (8, 64K, 1G: K, M, G are "
+        fmt::format("'{}' in '{}' is not a size in bytes from 1 to 2^62 (8, 64K, 1G: K, M, G are "
                     "powers of 1024, as nccl-tests reads them)",
                     text, descriptor));
-  return std::stoll(digits) * unit;
+  return *bytes;
 }
 
 struct CollectiveCase {
@@ -409,7 +409,8 @@ std::vector<KeySpec> collective_keys(std::string_view name) {
                      split ? "1: the rank's chunk of the larger buffer is the smaller one"
                            : "1: the output overwrites the input"),
           {.name = "sizes",
-           .help = "MIN:MAX:xFACTOR (or :+STEP): one case per size, as nccl-tests' -b -e -f (-i)"}};
+           .help = "MIN:MAX:xFACTOR (or :+STEP): one case per size, as nccl-tests' -b -e -f (-i); "
+                   "at most 1000 cases"}};
 }
 
 }  // namespace
@@ -488,11 +489,17 @@ std::vector<Descriptor> expand_collective_sizes(const Descriptor& descriptor) {
     throw UsageError(fmt::format("sizes='{}' in '{}': needs MIN <= MAX and a factor of 2 or more",
                                  *sweep, line));
   std::vector<Descriptor> expanded;
-  for (std::int64_t bytes = min; bytes <= max; bytes = multiply ? bytes * by : bytes + by) {
+  for (std::int64_t bytes = min;;) {
+    if (expanded.size() == kMostSweepCases)
+      throw UsageError(fmt::format("sizes='{}' in '{}' makes more than {} cases", *sweep, line,
+                                   kMostSweepCases));
     Descriptor one(descriptor.kind());  // bytes= where sizes= was
     for (const auto& [key, value] : descriptor.params())
       one.set(key == "sizes" ? "bytes" : key, key == "sizes" ? std::to_string(bytes) : value);
     expanded.push_back(std::move(one));
+    // The next size, unless it would pass max (tested before it is computed: no wrap).
+    if (multiply ? bytes > max / by : bytes > max - by) break;
+    bytes = multiply ? bytes * by : bytes + by;
   }
   return expanded;
 }

@@ -243,6 +243,12 @@ std::unique_ptr<Workload> make_conv(const Descriptor& descriptor) {
   op.sw = reader.integer("sw");
   op.ph = reader.integer("ph");
   op.pw = reader.integer("pw");
+  // Bounds every size, FLOP and byte count below, and the padded extents (each factor < 2^59).
+  reader.checked_product({op.mb, op.ic, op.oc, op.ih, op.iw, op.kh, op.kw, 8},
+                         "mb x ic x oc x ih x iw x kh x kw x 8");
+  if (op.ph >= op.kh || op.pw >= op.kw)
+    throw UsageError(
+        fmt::format("'{}': padding must be smaller than the kernel", descriptor.to_string()));
   const std::string dir = reader.choice("dir");
   op.direction = dir == "fwd"        ? ConvDirection::forward
                  : dir == "bwd_data" ? ConvDirection::backward_data
@@ -259,9 +265,6 @@ std::unique_ptr<Workload> make_conv(const Descriptor& descriptor) {
   if (op.ih + 2 * op.ph < op.kh || op.iw + 2 * op.pw < op.kw)
     throw UsageError(
         fmt::format("'{}': the kernel is larger than the padded input", descriptor.to_string()));
-  if (op.ph >= op.kh || op.pw >= op.kw)
-    throw UsageError(
-        fmt::format("'{}': padding must be smaller than the kernel", descriptor.to_string()));
   return std::make_unique<ConvWorkload>(op, name);
 }
 

@@ -59,7 +59,8 @@ Status restart_from_seed_weights(World& world, TrainingStep& step, std::uint64_t
 KeySpec bucket_mb_key() {
   return omitted_at_default(
       integer_key("bucket_mb", "25",
-                  "data parallel: MB of gradients per all-reduce bucket (DDP's bucket_cap_mb)"));
+                  "data parallel: MB of gradients per all-reduce bucket (DDP's bucket_cap_mb)", 1,
+                  std::int64_t{1} << 20));
 }
 
 KeySpec overlap_key() {

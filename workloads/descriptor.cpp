@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "backends/numbers.h"
 #include "backends/status.h"
 
 namespace tb {
@@ -71,30 +72,8 @@ Descriptor& Descriptor::erase(std::string_view key) {
 }
 
 std::optional<std::int64_t> parse_integer(std::string_view text) {
-  std::int64_t value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr == text.data()) return std::nullopt;
-  const std::string_view suffix(ptr, end - ptr);
-  std::int64_t scale = 1;
-  if (suffix.empty())
-    scale = 1;
-  else if (suffix == "Ki")
-    scale = std::int64_t{1} << 10;
-  else if (suffix == "Mi")
-    scale = std::int64_t{1} << 20;
-  else if (suffix == "Gi")
-    scale = std::int64_t{1} << 30;
-  else if (suffix == "k")
-    scale = 1'000;
-  else if (suffix == "M")
-    scale = 1'000'000;
-  else if (suffix == "G")
-    scale = 1'000'000'000;
-  else
-    return std::nullopt;
-  if (value != 0 && (value > INT64_MAX / scale || value < INT64_MIN / scale)) return std::nullopt;
-  return value * scale;
+  return parse_whole_number(text, std::numeric_limits<std::int64_t>::min(),
+                            std::numeric_limits<std::int64_t>::max(), /*suffixes=*/true);
 }
 
 const KeySpec& DescriptorReader::spec(std::string_view key, KeyType type) const {
@@ -117,16 +96,31 @@ void DescriptorReader::fail(std::string_view key, const std::string& value,
 }
 
 std::int64_t DescriptorReader::checked_integer(const KeySpec& spec, const std::string& text) const {
-  const auto value = parse_integer(text);
-  if (!value || *value < spec.min) fail(spec.name, text, fmt::format("an integer >= {}", spec.min));
+  const auto value = parse_whole_number(text, spec.min, spec.max, /*suffixes=*/true);
+  if (!value)
+    fail(spec.name, text,
+         spec.max == std::numeric_limits<std::int64_t>::max()
+             ? fmt::format("an integer >= {}", spec.min)
+             : fmt::format("an integer from {} to {}", spec.min, spec.max));
   return *value;
 }
 
 double DescriptorReader::checked_number(const KeySpec& spec, const std::string& text) const {
-  double value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size()) fail(spec.name, text, "a number");
-  return value;
+  const auto value = parse_number(text, spec.range);
+  if (!value) {
+    const std::string range = spec.range.words();
+    fail(spec.name, text, range.empty() ? "a finite number" : "a finite number " + range);
+  }
+  return *value;
+}
+
+std::int64_t DescriptorReader::checked_product(std::initializer_list<std::int64_t> factors,
+                                               std::string_view what) const {
+  const auto product = tb::checked_product(factors);
+  if (!product)
+    throw UsageError(
+        fmt::format("'{}' is too large: {} would exceed 2^62", descriptor_.to_string(), what));
+  return *product;
 }
 
 std::int64_t DescriptorReader::integer(std::string_view key) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +56,11 @@ class DescriptorReader {
   double number_or(std::string_view key, double derived);
   // Throws for any key no accessor asked for.
   void reject_unknown_keys() const;
+  // The product of sizes read from the descriptor (with their element size), a UsageError
+  // naming `what` ("op(A)'s bytes") where it would exceed 2^62: checked before any memory check
+  // or allocation computes with it.
+  std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
+                               std::string_view what) const;
 
  private:
   const KeySpec& spec(std::string_view key, KeyType type) const;
@@ -73,7 +79,8 @@ inline std::string descriptor_kind(std::string_view line) {
   return std::string(line.substr(0, line.find(' ')));
 }
 
-// Sizes may be written with a binary suffix: 64Ki, 16Mi, 1Gi (or k/M/G for powers of ten).
+// Sizes may be written with a binary suffix: 64Ki, 16Mi, 1Gi (or k/M/G for powers of ten);
+// nullopt where the value with its suffix does not fit in 64 bits.
 std::optional<std::int64_t> parse_integer(std::string_view text);
 
 }  // namespace tb

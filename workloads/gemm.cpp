@@ -146,8 +146,8 @@ const WorkloadKind& gemm_kind() {
        choice_key("out", "f32", {"f32", "bf16", "f16", "f64"}, "type of C"),
        choice_key("ta", "n", {"n", "t"}, "A transposed"),
        choice_key("tb", "n", {"n", "t"}, "B transposed"),
-       number_key("alpha", "1", "scale of op(A) op(B)"),
-       number_key("beta", "0", "scale of C added"),
+       number_key("alpha", "1", "scale of op(A) op(B)", kScale),
+       number_key("beta", "0", "scale of C added", kScale),
        choice_key("layout", "plain", {"plain", "prepacked"},
                   "prepacked: B reordered into the library's layout outside the timed region"),
        choice_key("accum", "exact", {"exact", "fast"},
@@ -165,6 +165,7 @@ std::unique_ptr<Workload> make_gemm(const Descriptor& descriptor) {
   op.n = reader.integer("n");
   op.k = reader.integer("k");
   op.batch = reader.integer("batch");
+  reader.checked_product({op.batch, op.m, op.n, op.k, 8}, "batch x m x n x k x 8");
   op.a_type = op.b_type = parse_dtype(reader.choice("dtype"));
   op.c_type = parse_dtype(reader.choice("out"));
   op.trans_a = reader.choice("ta") == "t";

@@ -31,11 +31,13 @@ KeySpec choice_key(std::string name, std::string fallback, std::vector<std::stri
           .help = std::move(help)};
 }
 
-KeySpec integer_key(std::string name, std::string fallback, std::string help, std::int64_t min) {
+KeySpec integer_key(std::string name, std::string fallback, std::string help, std::int64_t min,
+                    std::int64_t max) {
   return {.name = std::move(name),
           .type = KeyType::integer,
           .fallback = std::move(fallback),
           .min = min,
+          .max = max,
           .help = std::move(help)};
 }
 
@@ -52,10 +54,11 @@ KeySpec integer_like_key(std::string name, std::string other, std::string help, 
           .help = std::move(help)};
 }
 
-KeySpec number_key(std::string name, std::string fallback, std::string help) {
+KeySpec number_key(std::string name, std::string fallback, std::string help, NumberRange range) {
   return {.name = std::move(name),
           .type = KeyType::number,
           .fallback = std::move(fallback),
+          .range = range,
           .help = std::move(help)};
 }
 
@@ -107,7 +110,7 @@ std::string type_words(const KeySpec& spec) {
                   : fmt::format("integer from {} to {}", spec.min, spec.max);
       break;
     case KeyType::number:
-      words = "number";
+      words = spec.range.words().empty() ? "number" : "number " + spec.range.words();
       break;
     case KeyType::text:
       words = "text";

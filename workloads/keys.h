@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/numbers.h"
+
 namespace tb {
 
 class Descriptor;
@@ -25,6 +27,7 @@ struct KeySpec {
   std::vector<std::string> choices{};  // KeyType::choice
   std::int64_t min = 1;                // KeyType::integer: the smallest value accepted
   std::int64_t max = std::numeric_limits<std::int64_t>::max();  // and the largest
+  NumberRange range{};    // KeyType::number: finite, and within this range
   std::string same_as{};  // the default is this other key's value
   std::string derived{};  // the default, worked out by the workload, in words
   std::string also{};     // accepted besides the type, in words ("`sweep`")
@@ -33,15 +36,27 @@ struct KeySpec {
   std::string help{};
 };
 
+// The common ranges of number keys: a probability or fraction in [0, 1), a learning rate in
+// (0, 10], a GEMM scale that stays finite in fp32 with room for its sums.
+inline constexpr NumberRange kProbability{.min = 0, .max = 1, .max_excluded = true};
+inline constexpr NumberRange kLearningRate{.min = 0, .max = 10, .min_excluded = true};
+inline constexpr NumberRange kScale{.min = -1e6, .max = 1e6};
+// The bounds of the training workloads' sizes: far past any machine's memory, and small enough
+// that no activation, parameter or byte count of their networks can wrap.
+inline constexpr std::int64_t kLargestBatch = 1 << 16, kLongestSequence = 1 << 16,
+                              kLargestImage = 2048, kWidestStage = 1024, kMostClasses = 1 << 20;
+
 // The common rows, and a spec left out of the canonical descriptor at its default.
 KeySpec choice_key(std::string name, std::string fallback, std::vector<std::string> choices,
                    std::string help);
-KeySpec integer_key(std::string name, std::string fallback, std::string help, std::int64_t min = 1);
+KeySpec integer_key(std::string name, std::string fallback, std::string help, std::int64_t min = 1,
+                    std::int64_t max = std::numeric_limits<std::int64_t>::max());
 KeySpec required_integer_key(std::string name, std::string help);
 // An integer whose default is the value of key `other`.
 KeySpec integer_like_key(std::string name, std::string other, std::string help,
                          std::int64_t min = 1);
-KeySpec number_key(std::string name, std::string fallback, std::string help);
+KeySpec number_key(std::string name, std::string fallback, std::string help,
+                   NumberRange range = {});
 KeySpec omitted_at_default(KeySpec spec);
 KeySpec label_key();   // name=LABEL, kept in the descriptor (gemm, conv)
 KeySpec shapes_key();  // shapes=LIST, expanded before the workload is made (gemm, conv)

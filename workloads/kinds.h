@@ -43,7 +43,9 @@ bool is_collective(std::string_view kind);
 const WorkloadKind& collective_kind(std::string_view name);
 std::unique_ptr<Workload> make_collective(const Descriptor& descriptor);
 // sizes=MIN:MAX:xFACTOR (or :+STEP): one descriptor per size, bytes= set, as nccl-tests' -b -e
-// -f (-i) sweep; a descriptor without `sizes` expands to itself. Throws UsageError.
+// -f (-i) sweep, of at most kMostSweepCases sizes; a descriptor without `sizes` expands to
+// itself. Throws UsageError.
+inline constexpr std::size_t kMostSweepCases = 1000;
 std::vector<Descriptor> expand_collective_sizes(const Descriptor& descriptor);
 // nccl-tests' factor from algorithm to bus bandwidth (busbw = algbw x factor) at `ranks`:
 // allreduce 2(n-1)/n, reduce_scatter and allgather (n-1)/n, broadcast 1. Written once, here.

@@ -64,6 +64,7 @@ const WorkloadKind& peak_kind() {
        {.name = "iterations",
         .type = KeyType::integer,
         .fallback = std::to_string(PeakOp{}.iterations),
+        .max = kPeakMaxIterations,
         .help = fmt::format("rounds of every chain, at most {} (the probe stays exact)",
                             kPeakMaxIterations)}}};
   return kind;
@@ -74,9 +75,6 @@ std::unique_ptr<Workload> make_peak(const Descriptor& descriptor) {
   PeakOp op;
   op.dtype = parse_dtype(reader.choice("dtype"));
   op.iterations = reader.integer("iterations");
-  if (op.iterations > kPeakMaxIterations)
-    throw UsageError(fmt::format("'{}': iterations must be at most {} (the probe must stay exact)",
-                                 descriptor.to_string(), kPeakMaxIterations));
   reader.reject_unknown_keys();
   return std::make_unique<PeakWorkload>(op);
 }

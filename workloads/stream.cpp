@@ -223,6 +223,7 @@ std::unique_ptr<Workload> make_stream(const Descriptor& descriptor, const Device
         std::min(array_bytes, std::max<std::uint64_t>(device.memory_bytes / 8, 64u << 20));
   const std::int64_t default_n = static_cast<std::int64_t>(array_bytes / 8);
   op.n = reader.integer_or("n", default_n);
+  reader.checked_product({op.n, 3, 8}, "3 arrays of n doubles");
   reader.reject_unknown_keys();
   return std::make_unique<StreamWorkload>(op);
 }

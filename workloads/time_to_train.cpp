@@ -109,24 +109,24 @@ std::vector<std::int64_t> shuffled(std::int64_t count, std::uint64_t seed) {
 }
 
 std::vector<KeySpec> budget_keys(const TimeToTrainBudget& defaults) {
-  return {number_key("target", fmt::format("{:g}", defaults.target),
-                     "the quality that ends a run, in (0, 1]"),
-          integer_key("batch", std::to_string(defaults.batch),
-                      "training examples per step (per rank across several ranks)"),
-          choice_key("dtype", std::string(dtype_name(defaults.dtype)), {"f32", "bf16"},
-                     "the step's precision"),
-          integer_key("epochs", std::to_string(defaults.epochs), "the epoch budget of a run"),
-          number_key("lr", fmt::format("{:g}", defaults.peak_lr), "peak learning rate"),
-          integer_key(
-              "runs", std::to_string(defaults.runs),
-              "runs with successive seeds (MLPerf's aggregate over 3 or more); --runs sets it")};
+  return {
+      number_key("target", fmt::format("{:g}", defaults.target), "the quality that ends a run",
+                 {.min = 0, .max = 1, .min_excluded = true}),
+      integer_key("batch", std::to_string(defaults.batch),
+                  "training examples per step (per rank across several ranks)", 1, kLargestBatch),
+      choice_key("dtype", std::string(dtype_name(defaults.dtype)), {"f32", "bf16"},
+                 "the step's precision"),
+      integer_key("epochs", std::to_string(defaults.epochs), "the epoch budget of a run", 1,
+                  10'000),
+      number_key("lr", fmt::format("{:g}", defaults.peak_lr), "peak learning rate", kLearningRate),
+      integer_key("runs", std::to_string(defaults.runs),
+                  "runs with successive seeds (MLPerf's aggregate over 3 or more); --runs sets it",
+                  1, 1000)};
 }
 
 TimeToTrainBudget read_budget(DescriptorReader& reader, const TimeToTrainBudget& defaults) {
   TimeToTrainBudget budget = defaults;
   budget.target = reader.number("target");
-  if (!(budget.target > 0 && budget.target <= 1))
-    throw UsageError(fmt::format("target {} is not in (0, 1]", budget.target));
   budget.batch = reader.integer("batch");
   budget.dtype = parse_dtype(reader.choice("dtype"));
   budget.epochs = reader.integer("epochs");

@@ -121,6 +121,7 @@ std::unique_ptr<Workload> make_transfer(const Descriptor& descriptor) {
                  : direction == "d2h" ? TransferDirection::device_to_host
                                       : TransferDirection::device_to_device;
   op.bytes = reader.integer("bytes");
+  reader.checked_product({op.bytes, 2}, "a host and a device buffer of bytes");
   if (op.bytes % 8 != 0)
     throw UsageError(fmt::format("'{}': bytes must be a multiple of 8", descriptor.to_string()));
   if (op.direction != TransferDirection::device_to_device)

@@ -227,12 +227,7 @@ const WorkloadKind& ttt_mlm_kind() {
     const MlmRecipe recipe;
     auto bounded = [](const char* name, std::int64_t fallback, std::int64_t low, std::int64_t high,
                       const char* help) {
-      return KeySpec{.name = name,
-                     .type = KeyType::integer,
-                     .fallback = std::to_string(fallback),
-                     .min = low,
-                     .max = high,
-                     .help = help};
+      return integer_key(name, std::to_string(fallback), help, low, high);
     };
     WorkloadKind kind{"ttt-mlm",
                       "time-to-train: a small BERT's masked-LM on WordNet's glosses (Debian's "
@@ -246,9 +241,9 @@ const WorkloadKind& ttt_mlm_kind() {
                       bounded("hidden", recipe.hidden, 64, 1024,
                               "hidden size, a multiple of 64 (the head size)"),
                       number_key("dropout", fmt::format("{:g}", recipe.dropout),
-                                 "dropout probability, in [0, 1)"),
+                                 "dropout probability", kProbability),
                       number_key("warmup", fmt::format("{:g}", recipe.warmup),
-                                 "learning-rate warm-up, a fraction of the budget in [0, 1)"),
+                                 "learning-rate warm-up, a fraction of the budget", kProbability),
                       omitted_at_default(integer_key(
                           "subset", std::to_string(recipe.subset),
                           "train on the first N sequences only (0: all), for quick checks", 0))});
@@ -261,22 +256,15 @@ std::unique_ptr<Workload> make_ttt_mlm(const Descriptor& descriptor) {
   DescriptorReader reader(descriptor, ttt_mlm_kind());
   const TimeToTrainBudget budget = read_budget(reader, kBudget);
   MlmRecipe recipe;
-  auto bounded = [&](const char* key) {
-    const std::int64_t value = reader.integer(key), high = ttt_mlm_kind().at(key).max;
-    if (value > high) throw UsageError(fmt::format("ttt-mlm {}={} is above {}", key, value, high));
-    return value;
-  };
-  recipe.sequence = bounded("seq");
-  recipe.vocab = bounded("vocab");
-  recipe.layers = bounded("layers");
-  recipe.hidden = bounded("hidden");
+  recipe.sequence = reader.integer("seq");
+  recipe.vocab = reader.integer("vocab");
+  recipe.layers = reader.integer("layers");
+  recipe.hidden = reader.integer("hidden");
   if (recipe.hidden % 64 != 0)
     throw UsageError(
         fmt::format("ttt-mlm hidden={} is not a multiple of 64 (the head size)", recipe.hidden));
   recipe.dropout = static_cast<float>(reader.number("dropout"));
   recipe.warmup = reader.number("warmup");
-  if (!(recipe.warmup >= 0 && recipe.warmup < 1) || !(recipe.dropout >= 0 && recipe.dropout < 1))
-    throw UsageError("ttt-mlm warmup (a fraction of the budget) and dropout must be in [0, 1)");
   recipe.subset = reader.integer("subset");
   reader.reject_unknown_keys();
   return std::make_unique<TttMlm>(budget, recipe);

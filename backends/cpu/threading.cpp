@@ -76,6 +76,12 @@ ThreadPlacement configure_threads(const BackendConfig& config, const HostInvento
     throw UsageError("thread count must be 0 (one per core) or positive, got " +
                      std::to_string(config.threads));
   const std::vector<int> cpus = cpus_in_pinning_order(host);
+  // OpenMP runtimes abort, rather than fail, when they cannot start thousands of threads.
+  const int most = kMostThreadsPerCpu * std::max<int>(1, static_cast<int>(cpus.size()));
+  if (config.threads > most)
+    throw UsageError(
+        fmt::format("--threads {} is more than {} ({} per CPU this process may use, {} CPUs)",
+                    config.threads, most, kMostThreadsPerCpu, cpus.size()));
   ThreadPlacement placement;
   placement.threads = choose_thread_count(config, host, &placement.note);
   placement.affinity.assign(placement.threads, -1);

@@ -21,7 +21,8 @@ struct ThreadPlacement {
 // Default: one thread per physical core in the process's affinity mask, each pinned to the
 // first hardware thread of its core, and no more than the cgroup CPU quota rounded up (more
 // threads than the quota's CPUs would be throttled in turn, not run at once). Throws
-// UsageError for a thread count below 0.
+// UsageError for a thread count below 0 or above kMostThreadsPerCpu per CPU the process may use.
+inline constexpr int kMostThreadsPerCpu = 4;
 ThreadPlacement configure_threads(const BackendConfig& config, const HostInventory& host);
 
 // The threads a cgroup quota of `cpus` CPUs runs at once: ceil(cpus); 0 for no quota.

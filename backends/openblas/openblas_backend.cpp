@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -28,6 +31,17 @@ std::string parallel_mode() {
     default:
       return "unknown";
   }
+}
+
+// OpenBLAS takes sizes and leading dimensions as blasint (32 bits in Debian's builds): a larger
+// one would be truncated, so it is unimplemented here, named.
+Status fits_blasint(std::initializer_list<std::pair<const char*, std::int64_t>> sizes) {
+  for (const auto& [name, size] : sizes)
+    if (size > std::numeric_limits<blasint>::max())
+      return Status::Unimplemented(
+          fmt::format("cpu-openblas: {} = {} exceeds OpenBLAS's {}-bit integer (blasint)", name,
+                      size, 8 * sizeof(blasint)));
+  return Status::Ok();
 }
 
 std::string kernel_description() {
@@ -231,6 +245,7 @@ class OpenBlasBackend final : public cpu::CpuBackend {
   static Status plan_fully_connected(const FullyConnectedOp& op, std::unique_ptr<Plan>* out) {
     if (op.dtype != DType::f32)
       return Status::Unimplemented("cpu-openblas: the fully connected layer is fp32 only");
+    TB_RETURN_IF_ERROR(fits_blasint({{"mb", op.mb}, {"in", op.in}, {"out", op.out}}));
     *out = std::make_unique<FullyConnectedPlan>(op);
     return Status::Ok();
   }
@@ -248,6 +263,12 @@ class OpenBlasBackend final : public cpu::CpuBackend {
     }
     if (op.prepacked_b)
       return Status::Unimplemented("cpu-openblas: OpenBLAS has no pre-packed GEMM interface");
+    TB_RETURN_IF_ERROR(fits_blasint({{"m", op.m},
+                                     {"n", op.n},
+                                     {"k", op.k},
+                                     {"lda", gemm_layout(op, GemmOperand::a).ld},
+                                     {"ldb", gemm_layout(op, GemmOperand::b).ld},
+                                     {"ldc", gemm_layout(op, GemmOperand::c).ld}}));
     *out = std::make_unique<GemmPlan>(op);
     return Status::Ok();
   }
@@ -258,6 +279,8 @@ class OpenBlasBackend final : public cpu::CpuBackend {
     if (op.dtype != DType::f32)
       return Status::Unimplemented(fmt::format(
           "cpu-openblas: the im2col convolution is fp32 only, not {}", dtype_name(op.dtype)));
+    TB_RETURN_IF_ERROR(fits_blasint(
+        {{"oc", op.oc}, {"ic x kh x kw", op.ic * op.kh * op.kw}, {"oh x ow", op.oh() * op.ow()}}));
     const cpu::CpuKernels* kernels = nullptr;
     if (Status status = cpu::kernels_from_environment(&kernels); !status.ok()) return status;
     *out = std::make_unique<ConvPlan>(op, kernels);

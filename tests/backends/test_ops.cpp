@@ -75,6 +75,25 @@ class BackendOps : public testing::TestWithParam<std::string> {
   int unimplemented_ = 0;
 };
 
+// OpenBLAS takes 32-bit sizes (blasint): a larger one is unimplemented, named, never truncated.
+// Planning allocates nothing, so the 2^31-row GEMM costs no memory here.
+TEST(OpenBlasSizes, AboveItsIntegerAreUnimplementedNotTruncated) {
+  const BackendEntry* entry = find_backend("cpu-openblas");
+  if (!entry || !entry->probe().usable) GTEST_SKIP() << "cpu-openblas is not usable here";
+  std::unique_ptr<Backend> backend;
+  ASSERT_TRUE(entry->create(BackendConfig{}, &backend).ok());
+  std::unique_ptr<Plan> plan;
+  const std::int64_t past = std::int64_t{1} << 31;
+  for (const OpDesc& op :
+       {OpDesc{GemmOp{.m = past, .n = 1, .k = 1}}, OpDesc{GemmOp{.m = 1, .n = 1, .k = past}},
+        OpDesc{FullyConnectedOp{.mb = past}}}) {
+    const Status status = backend->plan(op, &plan);
+    EXPECT_EQ(status.code(), StatusCode::unimplemented) << status.message();
+    EXPECT_NE(status.message().find("blasint"), std::string::npos) << status.message();
+  }
+  EXPECT_TRUE(backend->plan(GemmOp{.m = 8, .n = 8, .k = 8}, &plan).ok());
+}
+
 TEST_P(BackendOps, GemmAwkwardShapes) {
   for (const char* shape :
        {"m=1 n=1 k=1", "m=7 n=1 k=1000", "m=1000 n=7 k=1", "m=13 n=1000 k=7", "m=64 n=48 k=96"})

@@ -856,6 +856,90 @@ TEST_F(Cli, NumbersAreFiniteAndInRange) {
     EXPECT_EQ(outcome.exit_code, 2) << threshold;
     EXPECT_NE(outcome.err.find("bad threshold"), std::string::npos) << outcome.err;
   }
+  // Whole numbers: CLI11 alone turned an out-of-range seed into 2^64 - 1.
+  for (const char* seed : {"18446744073709551616", "99999999999999999999999", "-1", "1.5"})
+    expect_usage_error({"run", "-w", "gemm m=8", "--seed", seed}, "--seed");
+  expect_usage_error({"run", "-w", "gemm m=8", "--threads", "99999999999"}, "--threads");
+  expect_usage_error({"run", "--suite", "quick", "-w", "gemm m=8"}, "not both");
+  expect_usage_error({"run", "-b", "cpu-onednn", "-w", "gemm m=8", "--threads", "1000000"},
+                     "--threads 1000000 is more than");
+  for (const char* timeout : {"99999999999999999999", "9223372036854775807", "0", "1e3"}) {
+    const Outcome outcome =
+        run({"run", "-w", "gemm m=8"}, true, {{"TRAINBENCH_RANK_TIMEOUT", timeout}});
+    EXPECT_EQ(outcome.exit_code, 2) << timeout;
+    EXPECT_NE(outcome.err.find("TRAINBENCH_RANK_TIMEOUT"), std::string::npos) << outcome.err;
+  }
+  // A costs file's prices are numbers: a string or a negative price is bad input, not exit 1.
+  const std::string costs = (dir_ / "costs.json").string();
+  for (const char* file :
+       {R"({"baseline.json": {"price_per_hour": "2"}})", R"({"baseline.json": {"watts": -5}})",
+        R"({"baseline.json": 3})", R"([1, 2])"}) {
+    std::ofstream(costs) << file;
+    const Outcome outcome =
+        run({"compare", data("baseline.json"), data("current_same.json"), "--costs", costs});
+    EXPECT_EQ(outcome.exit_code, 2) << file << ": " << outcome.err;
+    EXPECT_NE(outcome.err.find("costs file"), std::string::npos) << outcome.err;
+  }
+  for (const char* price : {"nan", "-1", "inf"})
+    EXPECT_EQ(run({"compare", data("baseline.json"), data("current_same.json"), "--watts",
+                   std::string(price) + ",5"})
+                  .exit_code,
+              2)
+        << price;
+}
+
+// A report or a history database that trainbench cannot read is bad input to every reader
+// (exit 2, one line), and reading a history never creates one.
+TEST_F(Cli, UnreadableReportsAndDatabasesAreBadInput) {
+  const nlohmann::json good = nlohmann::json::parse(slurp(data("baseline.json")));
+  std::vector<std::string> bad;
+  auto write = [&](const std::string& name, const std::string& text) {
+    bad.push_back((dir_ / name).string());
+    std::ofstream(bad.back()) << text;
+  };
+  write("deep.json", std::string(100000, '[') + std::string(100000, ']'));
+  std::string overflow = good.dump();
+  overflow.replace(overflow.find("\"seed\":42"), 9, "\"seed\":1e999");
+  write("overflow.json", overflow);
+  nlohmann::json null_stats = good;
+  null_stats["results"][0]["stats"] = nullptr;
+  write("null_stats.json", null_stats.dump());
+  nlohmann::json negative = good;
+  negative["results"][0]["stats"]["median_s"] = -1.0;
+  write("negative_median.json", negative.dump());
+  bad.push_back(dir_.string());  // a directory
+  for (const std::string& report : bad) {
+    SCOPED_TRACE(report);
+    for (const std::vector<std::string>& command :
+         {std::vector<std::string>{"summary", report},
+          {"compare", data("baseline.json"), report},
+          {"history", "--db", (dir_ / "h.db").string(), "add", report},
+          {"report", "--html", (dir_ / "page.html").string(), report}}) {
+      const Outcome outcome = run(command);
+      EXPECT_EQ(outcome.exit_code, 2) << command[0] << " " << report << ": " << outcome.err;
+      EXPECT_EQ(std::count(outcome.err.begin(), outcome.err.end(), '\n'), 1) << outcome.err;
+    }
+  }
+  // details are free-form in the schema: a breakdown without its totals is bad input to summary
+  nlohmann::json broken = good;
+  broken["results"][0]["details"] = {{"breakdown", {{"layers", nlohmann::json::array()}}}};
+  const std::string broken_path = (dir_ / "broken_details.json").string();
+  std::ofstream(broken_path) << broken.dump();
+  const Outcome summary = run({"summary", broken_path});
+  EXPECT_EQ(summary.exit_code, 2) << summary.err;
+  EXPECT_NE(summary.err.find("cannot read"), std::string::npos) << summary.err;
+  const std::string missing = (dir_ / "missing.db").string();
+  EXPECT_EQ(run({"history", "--db", missing, "list"}).exit_code, 2);
+  EXPECT_EQ(run({"history", "--db", missing, "trend", "--workload", "gemm"}).exit_code, 2);
+  EXPECT_FALSE(fs::exists(missing));
+  const std::string not_a_database = (dir_ / "text.db").string();
+  std::ofstream(not_a_database) << "not a database, but long enough to be read as one's header\n";
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"history", "--db", not_a_database, "list"},
+        {"history", "--db", not_a_database, "add", data("baseline.json")}}) {
+    const Outcome outcome = run(command);
+    EXPECT_EQ(outcome.exit_code, 2) << command[3] << ": " << outcome.err;
+  }
 }
 
 // Every written path (-o, --html, history's --db) replaces only a regular file the user may

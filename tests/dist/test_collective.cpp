@@ -221,6 +221,20 @@ TEST(CollectiveWorkloads, SizesSweepExpandsLikeNcclTests) {
   EXPECT_THROW(expand_shapes(Descriptor::parse("allreduce sizes=8:1G:x1")), UsageError);
   EXPECT_THROW(create_workload(Descriptor::parse("allreduce sizes=8:64"), DeviceInfo{}),
                UsageError);
+  // A size or a sweep step that would wrap is refused, and a sweep has at most 1000 cases.
+  for (const char* wraps :
+       {"allreduce bytes=999999999999G", "allreduce bytes=8589934592G", "allreduce bytes=-8",
+        "allreduce sizes=8:999999999999G", "allreduce sizes=1G:4G:x99999999999999G",
+        "allreduce sizes=8:8589934592G:x2"})
+    EXPECT_THROW(for (const Descriptor& one
+                      : expand_shapes(Descriptor::parse(wraps))) create_workload(one, DeviceInfo{}),
+                 UsageError)
+        << wraps;
+  EXPECT_THROW(expand_shapes(Descriptor::parse("allreduce sizes=8:1G:+8")), UsageError);
+  EXPECT_EQ(expand_shapes(Descriptor::parse("allreduce sizes=1:1000:+1")).size(), 1000u);
+  // The last step stops at the largest size, not past it with a wrapped one.
+  const auto top = expand_shapes(Descriptor::parse("allreduce sizes=2G:4611686018427387904:x2"));
+  EXPECT_EQ(top.back().get("bytes"), std::to_string(std::int64_t{1} << 62));
   // Canonical: bytes as a plain count, whatever suffix it was written with.
   EXPECT_EQ(collective("allgather bytes=1M")->descriptor().to_string(),
             "allgather bytes=1048576 dtype=f32 inplace=0");

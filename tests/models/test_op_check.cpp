@@ -3,6 +3,7 @@
 // the update fails it.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -103,6 +104,20 @@ TEST(SampledReferenceScope, ProductsOnlyAndNotWhenCIsRead) {
   EXPECT_FALSE(has_sampled_reference(accumulating));
   EXPECT_FALSE(has_sampled_reference(BatchNormOp{}));
   EXPECT_EQ(reference_multiply_adds(BatchNormOp{}), 0);
+}
+
+// A NaN error names its output as the worst: the failure message must point at what failed.
+TEST(OpCheckWorst, ANanErrorIsTheWorstThereIs) {
+  OpCheck check;
+  check.add_output(0.5, 1, "passed");
+  check.add_output(NAN, 1, "failed with NaN");
+  check.add_output(5, 1, "five times over");
+  EXPECT_EQ(check.worst_output, "failed with NaN");
+  EXPECT_EQ(check.outputs_compared, 3);
+  OpCheck tolerance_nan;
+  tolerance_nan.add_output(2, 1, "twice over");
+  tolerance_nan.add_output(0, NAN, "NaN tolerance");
+  EXPECT_EQ(tolerance_nan.worst_output, "NaN tolerance");
 }
 
 // --- The step's check, undamaged and damaged -------------------------------------------------

@@ -53,6 +53,11 @@ TEST(IdxFile, ReadsAndRefusesMalformedFiles) {
   floats[2] = 0x0d;  // float data
   write_gz(dir.file("floats.gz"), floats);
   EXPECT_FALSE(read_idx_file(dir.file("floats.gz"), 2, &array).ok());
+  // 2^28 x 2^28 x 2^28 promised: refused by the header, naming the file, before any allocation.
+  write_gz(dir.file("huge.gz"), {0, 0, 8, 3, 16, 0, 0, 0, 16, 0, 0, 0, 16, 0, 0, 0, 1});
+  status = read_idx_file(dir.file("huge.gz"), 3, &array);
+  EXPECT_NE(status.message().find("huge.gz: the header declares more than"), std::string::npos)
+      << status.message();
   status = read_idx_file(dir.file("absent.gz"), 2, &array);
   EXPECT_NE(status.message().find("absent.gz"), std::string::npos);
   FashionMnist data;

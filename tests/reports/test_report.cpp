@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/html.h"
 #include "reports/json_schema.h"
 #include "reports/report.h"
 
@@ -221,6 +222,25 @@ TEST_F(ReportFiles, GbenchFormatCarriesTheAboveThePeakFlag) {
   const nlohmann::json gbench = nlohmann::json::parse(to_gbench_json(report));
   EXPECT_EQ(gbench["benchmarks"][0]["above_measured_peak"], 1);
   EXPECT_EQ(gbench["benchmarks"][0]["percent_of_peak"], 130);
+}
+
+// Every text a report carries is escaped in the page: keys (a peak's dtype, an environment
+// variable) as well as values, so a report cannot put markup or a script into it.
+TEST(HtmlPage, EveryTextFromAReportIsEscaped) {
+  std::ifstream in(std::string(TRAINBENCH_TEST_DATA) + "/baseline.json");
+  nlohmann::json report = nlohmann::json::parse(in);
+  report["backends"][0]["peaks"]["<script>alert(1)</script>"] = {{"measured_gflops", 100.0}};
+  report["results"][0]["workload"] = "gemm m=8 <img src=x onerror=alert(2)>";
+  report["host"]["environment"]["<b>NAME</b>"] = "\"'><svg onload=alert(3)>";
+  const std::string page = render_html({{"<i>label</i>", report}});
+  for (const char* markup : {"<script>alert", "<img", "<b>NAME", "<svg onload", "<i>label"})
+    EXPECT_EQ(page.find(markup), std::string::npos) << markup;
+  EXPECT_NE(page.find("&lt;script&gt;alert(1)"), std::string::npos);
+  std::size_t scripts = 0;
+  for (std::size_t at = page.find("<script"); at != std::string::npos;
+       at = page.find("<script", at + 1))
+    ++scripts;
+  EXPECT_EQ(scripts, 1u);  // the page's own
 }
 
 }  // namespace

@@ -85,6 +85,42 @@ TEST(Descriptor, WorkloadsRejectBadInput) {
     EXPECT_THROW(create_workload(Descriptor::parse(bad), device), UsageError) << bad;
 }
 
+// Numbers are finite and in range, and sizes whose product would wrap are refused before any
+// memory check or allocation computes with them.
+TEST(Descriptor, NumbersAreFiniteAndSizesNeverWrap) {
+  const DeviceInfo device;
+  for (const char* bad : {"gemm m=4 alpha=nan",
+                          "gemm m=4 beta=inf",
+                          "gemm m=4 alpha=-inf",
+                          "gemm m=4 alpha=1e999",
+                          "gemm m=4 alpha=1e300",
+                          "bert-train model=tiny dropout=1",
+                          "bert-train dropout=nan",
+                          "bert-train lr=0",
+                          "bert-train lr=nan",
+                          "resnet50-train lr=-0.1",
+                          "resnet50-train lr=inf",
+                          "ttt-fashion-mnist target=0",
+                          "ttt-fashion-mnist target=1.5",
+                          "ttt-mlm warmup=1",
+                          "stream n=2305843009213693952",
+                          "stream n=9223372036854775807",
+                          "gemm m=4294967296 n=4294967296 k=1",
+                          "gemm m=2147483648 batch=2147483648 n=1 k=1",
+                          "conv mb=4611686018427387904 ic=3 ih=8 oc=4 kh=3",
+                          "conv ic=3 ih=8 oc=4 kh=4611686018427387904 ph=4611686018427387903",
+                          "transfer bytes=4611686018427387904",
+                          "resnet50-train batch=99999999",
+                          "resnet50-train image=1000000",
+                          "bert-train seq=9999999",
+                          "ttt-mlm seq=513",
+                          "gemm m=99999999999999999999"})
+    EXPECT_THROW(create_workload(Descriptor::parse(bad), device), UsageError) << bad;
+  for (const char* good : {"gemm m=4 alpha=-2.5e3 beta=1e-3", "bert-train dropout=0 lr=1e-5",
+                           "stream n=1Mi", "ttt-fashion-mnist target=1"})
+    EXPECT_NO_THROW(create_workload(Descriptor::parse(good), device)) << good;
+}
+
 TEST(Shapes, ExpandMergesKeysAndUserKeysWin) {
   const auto cases =
       expand_shapes(Descriptor::parse("conv shapes=resnet50 mb=32 dir=bwd_data dtype=bf16"));
