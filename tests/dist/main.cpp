@@ -2,6 +2,7 @@
 // its own), and a test that failed on any rank fails the program on every rank.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "dist/world.h"
@@ -19,7 +20,10 @@ World& world() {
 }  // namespace tb::test
 
 int main(int argc, char** argv) {
-  std::unique_ptr<tb::World> world = tb::make_world(&argc, &argv, std::chrono::seconds(120));
+  // 120 s unless the test sets TRAINBENCH_RANK_TIMEOUT (a stopped rank's test waits it out).
+  const auto timeout = std::getenv("TRAINBENCH_RANK_TIMEOUT") ? tb::rank_timeout_from_environment()
+                                                              : std::chrono::seconds(120);
+  std::unique_ptr<tb::World> world = tb::make_world(&argc, &argv, timeout);
   tb::test::the_world = world.get();
   testing::InitGoogleTest(&argc, argv);
   const int failed = RUN_ALL_TESTS();

@@ -2,6 +2,7 @@
 // place, in each dtype it sums; the non-blocking all-reduce; the World's own exchanges.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -192,6 +193,22 @@ TEST(WorldExchanges, GatherMaxBroadcastAndBarrierSeeEveryRank) {
   EXPECT_GE(world.local_size(), 1);
   EXPECT_LT(world.local_rank(), world.local_size());
   EXPECT_EQ(world.launched(), !detected_launcher().empty());
+}
+
+// Rank 1 stops itself (SIGSTOP) before an all-reduce that rank 0 then waits in, inside MPI:
+// rank 0's watchdog must end the job after the rank timeout with its one line. Run only by the
+// ctest Dist.AStoppedRankEndsTheJobInsideACollective, which reads that line (DISABLED_ keeps
+// it out of every other run: the job ends in it by design).
+TEST(StoppedRank, DISABLED_EndsTheJobInsideACollective) {
+  World& world = test::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs 2 ranks (mpiexec)";
+  std::unique_ptr<Communicator> comm = world.host_communicator();
+  float value = 1;
+  const Buffer buffer{&value, sizeof(value), MemoryKind::host_pageable};
+  ASSERT_TRUE(world.barrier().ok());
+  if (world.rank() == 1) raise(SIGSTOP);
+  EXPECT_TRUE(comm->all_reduce(buffer, buffer, 1, DType::f32).ok());
+  ADD_FAILURE() << "rank " << world.rank() << " left an all-reduce that a stopped rank is in";
 }
 
 }  // namespace
