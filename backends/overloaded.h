@@ -8,5 +8,8 @@ template <typename... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+// C++20 deduces this for an aggregate; clang before 17 needs the guide (the fuzzers' build).
+template <typename... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 }  // namespace tb

@@ -1,5 +1,5 @@
-// trainbench: measures deep-learning training work on CPUs and GPUs through interchangeable
-// backends and writes validated, versioned JSON reports.
+#include "bench/command_line.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -192,6 +192,9 @@ struct Subcommand {
   // Reads reports (and history databases): content the schema admits but the command cannot
   // read (a details entry of another shape) is bad input, exit 2, never a crash.
   bool reads_reports = false;
+  // CommandLineMode::check_only: checks what run() would check before it starts (none: the
+  // parse alone).
+  std::function<void()> check = nullptr;
 };
 
 // A finite number in `range`, read by the one number parser (backends/numbers.h). CLI11's
@@ -326,8 +329,8 @@ const std::string& checked_output(const std::string& path) {
 }
 
 // Turns the run subcommand's options into the runner's (suite or workloads, backends, report
-// path) and runs it.
-int run_command(RunState& s, const std::string& command_line, World& world) {
+// path), every one checked.
+RunOptions run_options(RunState& s, const std::string& command_line, World& world) {
   auto& [suite, workloads, backends, config, pin, format, out, options, training_runs,
          child_environments] = s;
   config.pin = parse_pin_policy(pin);
@@ -363,7 +366,7 @@ int run_command(RunState& s, const std::string& command_line, World& world) {
   if (world.rank() == 0) checked_output(options.out_path);  // rank 0 writes the report
   options.command_line = command_line;
   options.harness.phase_delay_seconds = test_phase_delay(world);
-  return run_benchmarks(options, world, std::cout, std::cerr);
+  return options;
 }
 
 Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
@@ -422,7 +425,12 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
       ->check(CLI::IsMember({"json", "gbench"}));
 
   const std::string command_line = quoted_command_line(argc, argv);
-  return {run, [s, command_line, &world] { return run_command(*s, command_line, world); }};
+  return {run,
+          [s, command_line, &world] {
+            return run_benchmarks(run_options(*s, command_line, world), world, std::cout,
+                                  std::cerr);
+          },
+          false, [s, command_line, &world] { run_options(*s, command_line, world); }};
 }
 Subcommand register_compare(CLI::App& app) {
   CLI::App* compare = app.add_subcommand(
@@ -611,7 +619,9 @@ Subcommand register_report(CLI::App& app) {
           true};
 }
 
-int main_impl(int argc, char** argv, World& world) {
+}  // namespace
+
+int run_command_line(int argc, char** argv, World& world, CommandLineMode mode) {
   CLI::App app{
       "trainbench: deep-learning training benchmarks on CPUs and GPUs, validated, as JSON reports"};
   app.require_subcommand(1);
@@ -631,6 +641,10 @@ int main_impl(int argc, char** argv, World& world) {
   }
   for (const Subcommand& subcommand : subcommands) {
     if (!*subcommand.app) continue;
+    if (mode == CommandLineMode::check_only) {
+      if (subcommand.check) subcommand.check();
+      return 0;
+    }
     try {
       return subcommand.run();
     } catch (const nlohmann::json::exception& e) {
@@ -642,30 +656,4 @@ int main_impl(int argc, char** argv, World& world) {
   throw UsageError("a subcommand is required");
 }
 
-}  // namespace
 }  // namespace tb
-
-namespace {
-
-// One line and the exit code; across ranks the whole job ends with it (a rank that stopped
-// alone would leave the others waiting for it).
-int fail(tb::World* world, const char* what, int exit_code) {
-  if (world && world->size() > 1) world->abort(fmt::format("error: {}", what), exit_code);
-  fmt::print(stderr, "trainbench: error: {}\n", what);
-  return exit_code;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::unique_ptr<tb::World> world;
-  try {
-    // First: under a launcher MPI_Init may take arguments of its own.
-    world = tb::make_world(&argc, &argv, tb::rank_timeout_from_environment());
-    return tb::main_impl(argc, argv, *world);
-  } catch (const tb::UsageError& e) {
-    return fail(world.get(), e.what(), 2);
-  } catch (const std::exception& e) {
-    return fail(world.get(), e.what(), 1);
-  }
-}

@@ -22,10 +22,11 @@ packages=(
   wordnet-base         # English text (WordNet's glosses) for the masked-LM time-to-train (ttt-mlm)
 )
 # --test: also what the tests need beyond the build: a headless browser for the HTML report,
-# and PyTorch (Debian's CPU build) for the tests that compare a training step with it.
+# PyTorch (Debian's CPU build) for the tests that compare a training step with it, and clang
+# with its OpenMP and sanitizer/libFuzzer runtimes for the fuzzers (scripts/fuzz.sh).
 # --pytorch: PyTorch and jemalloc for scripts/pytorch_reference.py's side-by-side figures.
 case "${1:-}" in
-  --test) packages+=(chromium python3-torch python3-torchvision) ;;
+  --test) packages+=(chromium python3-torch python3-torchvision clang libomp-dev libclang-rt-dev) ;;
   --pytorch) packages+=(python3-torch python3-torchvision libjemalloc2) ;;
 esac
 missing=()

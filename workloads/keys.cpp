@@ -270,10 +270,13 @@ std::vector<std::string> key_table_differences(const std::vector<WorkloadKind>& 
         differences.push_back(fmt::format("{}: key '{}' is in the docs but not in the code",
                                           kind.name, unquoted(cells[0])));
   }
-  for (const auto& [name, rows] : tables)
+  for (const auto& table : tables) {
+    const std::string& name =
+        table.first;  // a lambda may not capture a structured binding (clang 14)
     if (std::none_of(kinds.begin(), kinds.end(), [&](auto& kind) { return kind.name == name; }))
       differences.push_back(
           fmt::format("'## {}': a table for a workload kind the code lacks", name));
+  }
   return differences;
 }
 

@@ -7,6 +7,9 @@
 #include <sys/auxv.h>
 #include <sys/prctl.h>
 #endif
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <fmt/format.h>
 
@@ -30,6 +33,16 @@ std::optional<Isa> parse_isa(std::string_view name) {
   return std::nullopt;
 }
 
+#if defined(__x86_64__)
+namespace {
+// F16C from CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know it.
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+}
+}  // namespace
+#endif
+
 bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::portable:
@@ -37,7 +50,7 @@ bool isa_supported(Isa isa) {
 #if defined(__x86_64__)
     case Isa::avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+             has_f16c() && __builtin_cpu_supports("bmi2");
     case Isa::avx512:
       return isa_supported(Isa::avx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512cd") &&
