@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/onednn/onednn_api.h"
 #include "backends/onednn/onednn_plan.h"
 #include "backends/operands.h"
 #include "backends/overloaded.h"
@@ -178,23 +179,26 @@ class OneDnnBackend final : public cpu::CpuBackend {
                        b_plain = desc(GemmOperand::b, op.k, op.n, op.b_type),
                        c = desc(GemmOperand::c, op.m, op.n, op.c_type);
     const memory::desc b_planned =
-        op.prepacked_b ? memory::desc(b_plain.dims(), to_dnnl(op.b_type), tag::any) : b_plain;
+        op.prepacked_b ? memory::desc(onednn::api::dims_of(b_plain), to_dnnl(op.b_type), tag::any)
+                       : b_plain;
 
     dnnl::primitive_attr attr = base_attr();
-    if (op.alpha != 1.0f) attr.set_output_scales(0, {op.alpha});
+    const int alpha_arg = onednn::api::set_product_scale(attr, op.alpha);
     if (op.beta != 0.0f) {
       dnnl::post_ops post_ops;
       post_ops.append_sum(op.beta);  // C = alpha * A B + beta * C: C is read, then written
       attr.set_post_ops(post_ops);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b_planned, c), attr, engine_);
+    const auto pd = onednn::api::matmul(engine_, a, b_planned, c, attr);
     const std::vector<OperandSpec> specs = gemm_operands(op);
     std::vector<OneDnnPlan::Operand> operands = {
         {specs[0], DNNL_ARG_SRC, a, a},
         {specs[1], DNNL_ARG_WEIGHTS, b_plain, pd.weights_desc()},
         {specs[2], DNNL_ARG_DST, c, c}};
-    *out =
+    auto plan =
         std::make_unique<OneDnnPlan>(engine_, stream_, dnnl::matmul(pd), pd, std::move(operands));
+    if (alpha_arg != 0) plan->bind_scalar(alpha_arg, op.alpha);
+    *out = std::move(plan);
     return Status::Ok();
   }
 

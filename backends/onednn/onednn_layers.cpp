@@ -9,6 +9,7 @@
 
 #include "backends/cpu/fully_connected_gemm.h"
 #include "backends/cpu/training_ops.h"
+#include "backends/onednn/onednn_api.h"
 #include "backends/onednn/onednn_plan.h"
 #include "backends/operands.h"
 
@@ -148,15 +149,13 @@ Status plan_conv_epilogue(const dnnl::engine& engine, dnnl::stream& stream, cons
   dnnl::primitive_attr fused_attr = base_attr();
   if (op.epilogue == ConvEpilogue::bias_relu) {
     dnnl::post_ops relu;
-    relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    api::append_relu(relu);
     fused_attr.set_post_ops(relu);
   }
   const memory::desc bias_plain({op.oc}, m.dt, tag::x);
-  dnnl::convolution_forward::primitive_desc fused(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, m.algorithm, m.src(),
-                                      m.weights(m.dt), bias_plain, m.dst(), m.strides, m.padding,
-                                      m.padding),
-      fused_attr, engine);
+  const auto fused = api::conv_forward(engine, dnnl::prop_kind::forward_training, m.algorithm,
+                                       m.src(), m.weights(m.dt), bias_plain, m.dst(), m.strides,
+                                       m.padding, m.padding, fused_attr);
   return make(out, engine, stream, dnnl::convolution_forward(fused), fused,
               bind_operands(conv_operands(op),
                             {m.src_binding(DNNL_ARG_SRC, fused.src_desc()),
@@ -170,10 +169,9 @@ Status plan_conv_computing(const dnnl::engine& engine, dnnl::stream& stream, con
                            std::unique_ptr<Plan>* out) {
   const ConvMemories m(op, shared, computing);
   const dnnl::primitive_attr attr = base_attr();
-  dnnl::convolution_forward::primitive_desc forward(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, m.algorithm, m.src(),
-                                      m.weights(m.dt), m.dst(), m.strides, m.padding, m.padding),
-      attr, engine);
+  const auto forward =
+      api::conv_forward(engine, dnnl::prop_kind::forward_training, m.algorithm, m.src(),
+                        m.weights(m.dt), {}, m.dst(), m.strides, m.padding, m.padding, attr);
   if (op.epilogue != ConvEpilogue::none) return plan_conv_epilogue(engine, stream, op, m, out);
   const std::vector<OperandSpec> specs = conv_operands(op);
   switch (op.direction) {
@@ -184,10 +182,9 @@ Status plan_conv_computing(const dnnl::engine& engine, dnnl::stream& stream, con
                                 m.weights_binding(DNNL_ARG_WEIGHTS, m.dt, forward.weights_desc()),
                                 m.dst_binding(DNNL_ARG_DST, forward.dst_desc())}));
     case ConvDirection::backward_data: {
-      dnnl::convolution_backward_data::primitive_desc pd(
-          dnnl::convolution_backward_data::desc(m.algorithm, m.src(), m.weights(m.dt), m.dst(),
-                                                m.strides, m.padding, m.padding),
-          attr, engine, forward);
+      const auto pd =
+          api::conv_backward_data(engine, m.algorithm, m.src(), m.weights(m.dt), m.dst(), m.strides,
+                                  m.padding, m.padding, attr, forward);
       return make(
           out, engine, stream, dnnl::convolution_backward_data(pd), pd,
           bind_operands(specs, {m.dst_binding(DNNL_ARG_DIFF_DST, pd.diff_dst_desc()),
@@ -195,11 +192,9 @@ Status plan_conv_computing(const dnnl::engine& engine, dnnl::stream& stream, con
                                 m.src_binding(DNNL_ARG_DIFF_SRC, pd.diff_src_desc())}));
     }
     case ConvDirection::backward_weights: {
-      dnnl::convolution_backward_weights::primitive_desc pd(
-          dnnl::convolution_backward_weights::desc(m.algorithm, m.src(),
-                                                   m.weights(kDiffWeightsType), m.dst(), m.strides,
-                                                   m.padding, m.padding),
-          attr, engine, forward);
+      const auto pd =
+          api::conv_backward_weights(engine, m.algorithm, m.src(), m.weights(kDiffWeightsType),
+                                     m.dst(), m.strides, m.padding, m.padding, attr, forward);
       return make(out, engine, stream, dnnl::convolution_backward_weights(pd), pd,
                   bind_operands(specs, {m.src_binding(DNNL_ARG_SRC, pd.src_desc()),
                                         m.dst_binding(DNNL_ARG_DIFF_DST, pd.diff_dst_desc()),
@@ -237,11 +232,9 @@ Status plan_batch_norm_computing(const dnnl::engine& engine, dnnl::stream& strea
   if (op.fuse_relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
   const dnnl::primitive_attr attr = base_attr();
   if (op.inference) {
-    dnnl::batch_normalization_forward::primitive_desc inference(
-        dnnl::batch_normalization_forward::desc(
-            dnnl::prop_kind::forward_inference, data, op.epsilon,
-            flags | dnnl::normalization_flags::use_global_stats),
-        attr, engine);
+    const auto inference =
+        api::batch_norm_forward(engine, dnnl::prop_kind::forward_inference, data, op.epsilon,
+                                flags | dnnl::normalization_flags::use_global_stats, attr);
     if (both_passes_optimized)
       *both_passes_optimized = !is_reference_implementation(inference.impl_info_str());
     return make(out, engine, stream, dnnl::batch_normalization_forward(inference), inference,
@@ -252,16 +245,11 @@ Status plan_batch_norm_computing(const dnnl::engine& engine, dnnl::stream& strea
                                                         {DNNL_ARG_VARIANCE, channel, channel},
                                                         {DNNL_ARG_DST, plain, exchanged, data}}));
   }
-  dnnl::batch_normalization_forward::primitive_desc forward(
-      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, op.epsilon,
-                                              flags),
-      attr, engine);
+  const auto forward = api::batch_norm_forward(engine, dnnl::prop_kind::forward_training, data,
+                                               op.epsilon, flags, attr);
   const std::vector<OperandSpec> specs = batch_norm_operands(op);
   const memory::desc mask = forward.workspace_desc();
-  dnnl::batch_normalization_backward::primitive_desc backward(
-      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data, data, op.epsilon,
-                                               flags),
-      attr, engine, forward);
+  const auto backward = api::batch_norm_backward(engine, data, op.epsilon, flags, attr, forward);
   if (both_passes_optimized)
     *both_passes_optimized = !is_reference_implementation(forward.impl_info_str()) &&
                              !is_reference_implementation(backward.impl_info_str());
@@ -326,15 +314,12 @@ Status plan_pool_computing(const dnnl::engine& engine, dnnl::stream& stream, con
   const dims strides = {op.sh, op.sw}, kernel = {op.kh, op.kw}, pad_left = {op.ph, op.pw};
   const dims pad_r = pad_right({op.ih, op.iw}, {op.oh(), op.ow()}, kernel, strides, pad_left);
   const dnnl::primitive_attr attr = base_attr();
-  dnnl::pooling_forward::primitive_desc forward(
-      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, algorithm, src, dst, strides,
-                                  kernel, pad_left, pad_r),
-      attr, engine);
+  const auto forward = api::pooling_forward(engine, dnnl::prop_kind::forward_training, algorithm,
+                                            src, dst, strides, kernel, pad_left, pad_r, attr);
   const std::vector<OperandSpec> specs = pool_operands(op);
   const memory::desc indices = forward.workspace_desc();
-  dnnl::pooling_backward::primitive_desc backward(
-      dnnl::pooling_backward::desc(algorithm, src, dst, strides, kernel, pad_left, pad_r), attr,
-      engine, forward);
+  const auto backward = api::pooling_backward(engine, algorithm, src, dst, strides, kernel,
+                                              pad_left, pad_r, attr, forward);
   if (both_passes_optimized)
     *both_passes_optimized = !is_reference_implementation(forward.impl_info_str()) &&
                              !is_reference_implementation(backward.impl_info_str());
@@ -379,15 +364,13 @@ Status plan_eltwise(const dnnl::engine& engine, dnnl::stream& stream, const Eltw
       : op.kind == EltwiseKind::tanh ? dnnl::algorithm::eltwise_tanh_use_dst_for_bwd
                                      : dnnl::algorithm::eltwise_gelu_erf;
   const dnnl::primitive_attr attr = base_attr();
-  dnnl::eltwise_forward::primitive_desc forward(
-      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, data, 0.f, 0.f),
-      attr, engine);
+  const auto forward =
+      api::eltwise_forward(engine, dnnl::prop_kind::forward_training, algorithm, data, attr);
   const std::vector<OperandSpec> specs = eltwise_operands(op);
   if (op.pass == Pass::forward)
     return make(out, engine, stream, dnnl::eltwise_forward(forward), forward,
                 bind_operands(specs, {{DNNL_ARG_SRC, data, data}, {DNNL_ARG_DST, data, data}}));
-  dnnl::eltwise_backward::primitive_desc pd(
-      dnnl::eltwise_backward::desc(algorithm, data, data, 0.f, 0.f), attr, engine, forward);
+  const auto pd = api::eltwise_backward(engine, algorithm, data, attr, forward);
   return make(out, engine, stream, dnnl::eltwise_backward(pd), pd,
               bind_operands(specs, {{from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, data, data},
                                     {DNNL_ARG_DIFF_DST, data, data},
@@ -401,10 +384,8 @@ Status plan_layer_norm(const dnnl::engine& engine, dnnl::stream& stream, const L
       row({op.rows}, memory::data_type::f32, tag::x);
   const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   const dnnl::primitive_attr attr = base_attr();
-  dnnl::layer_normalization_forward::primitive_desc forward(
-      dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, data, row,
-                                              op.epsilon, flags),
-      attr, engine);
+  const auto forward = api::layer_norm_forward(engine, dnnl::prop_kind::forward_training, data, row,
+                                               op.epsilon, flags, attr);
   const std::vector<OperandSpec> specs = layer_norm_operands(op);
   if (op.pass == Pass::forward)
     return make(out, engine, stream, dnnl::layer_normalization_forward(forward), forward,
@@ -414,10 +395,7 @@ Status plan_layer_norm(const dnnl::engine& engine, dnnl::stream& stream, const L
                                       {DNNL_ARG_DST, data, data},
                                       {DNNL_ARG_MEAN, row, row},
                                       {DNNL_ARG_VARIANCE, row, row}}));
-  dnnl::layer_normalization_backward::primitive_desc pd(
-      dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward, data, data, row,
-                                               op.epsilon, flags),
-      attr, engine, forward);
+  const auto pd = api::layer_norm_backward(engine, data, row, op.epsilon, flags, attr, forward);
   return make(out, engine, stream, dnnl::layer_normalization_backward(pd), pd,
               bind_operands(specs, {{DNNL_ARG_SRC, data, data},
                                     {DNNL_ARG_DIFF_DST, data, data},
@@ -436,11 +414,10 @@ Status plan_add(const dnnl::engine& engine, dnnl::stream& stream, const BinaryOp
   dnnl::primitive_attr attr = base_attr();
   if (op.fuse_relu) {
     dnnl::post_ops post_ops;
-    post_ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    api::append_relu(post_ops);
     attr.set_post_ops(post_ops);
   }
-  dnnl::binary::primitive_desc pd(dnnl::binary::desc(dnnl::algorithm::binary_add, data, data, data),
-                                  attr, engine);
+  const auto pd = api::binary(engine, dnnl::algorithm::binary_add, data, data, data, attr);
   return make(out, engine, stream, dnnl::binary(pd), pd,
               {{flat_spec("src0", op.dtype, op.count, false), DNNL_ARG_SRC_0, data, data},
                {flat_spec("src1", op.dtype, op.count, false), DNNL_ARG_SRC_1, data, data},
@@ -482,13 +459,11 @@ Status plan_fully_connected(const dnnl::engine& engine, dnnl::stream& stream,
       weights({op.out, op.in}, dt, tag::oi), bias({op.out}, dt, tag::x),
       diff_weights({op.out, op.in}, grad_dt, tag::oi), diff_bias({op.out}, grad_dt, tag::x);
   auto any = [](const memory::desc& desc) {
-    return memory::desc(desc.dims(), desc.data_type(), tag::any);
+    return memory::desc(api::dims_of(desc), api::data_type_of(desc), tag::any);
   };
   const dnnl::primitive_attr attr = base_attr();
-  dnnl::inner_product_forward::primitive_desc forward(
-      dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src, any(weights), bias,
-                                        dst),
-      attr, engine);
+  const auto forward = api::inner_product_forward(engine, dnnl::prop_kind::forward_training, src,
+                                                  any(weights), bias, dst, attr);
   const std::vector<OperandSpec> specs = fully_connected_operands(op);
   switch (op.direction) {
     case ConvDirection::forward:
@@ -499,17 +474,16 @@ Status plan_fully_connected(const dnnl::engine& engine, dnnl::stream& stream,
                                 {DNNL_ARG_BIAS, bias, bias},
                                 {DNNL_ARG_DST, dst, dst}}));
     case ConvDirection::backward_data: {
-      dnnl::inner_product_backward_data::primitive_desc pd(
-          dnnl::inner_product_backward_data::desc(src, any(weights), dst), attr, engine, forward);
+      const auto pd =
+          api::inner_product_backward_data(engine, src, any(weights), dst, attr, forward);
       return make(out, engine, stream, dnnl::inner_product_backward_data(pd), pd,
                   bind_operands(specs, {{DNNL_ARG_DIFF_DST, dst, dst},
                                         {DNNL_ARG_WEIGHTS, weights, weights, pd.weights_desc()},
                                         {DNNL_ARG_DIFF_SRC, src, src}}));
     }
     case ConvDirection::backward_weights: {
-      dnnl::inner_product_backward_weights::primitive_desc pd(
-          dnnl::inner_product_backward_weights::desc(src, any(diff_weights), diff_bias, dst), attr,
-          engine, forward);
+      const auto pd = api::inner_product_backward_weights(engine, src, any(diff_weights), diff_bias,
+                                                          dst, attr, forward);
       return make(out, engine, stream, dnnl::inner_product_backward_weights(pd), pd,
                   bind_operands(specs, {{DNNL_ARG_SRC, src, src},
                                         {DNNL_ARG_DIFF_DST, dst, dst},

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/onednn/onednn_api.h"
 #include "backends/onednn/onednn_plan.h"
 
 namespace tb::onednn {
@@ -79,26 +80,20 @@ void add_conv_probes(const dnnl::engine& engine, memory::data_type type,
                        diff_weights(weight_dims, weights_grad, tag::any);
     const auto algorithm = dnnl::algorithm::convolution_direct;
     auto forward = [&] {
-      return dnnl::convolution_forward::primitive_desc(
-          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, src,
-                                          weights, dst, strides, padding, padding),
-          attr, engine);
+      return api::conv_forward(engine, dnnl::prop_kind::forward_training, algorithm, src, weights,
+                               {}, dst, strides, padding, padding, attr);
     };
     probes.push_back(probe(fmt::format("{} forward", c.name),
                            [&] { return std::string(forward().impl_info_str()); }));
     if (c.backward_data)
       probes.push_back(probe(fmt::format("{} backward_data", c.name), [&] {
-        return std::string(dnnl::convolution_backward_data::primitive_desc(
-                               dnnl::convolution_backward_data::desc(algorithm, src, weights, dst,
-                                                                     strides, padding, padding),
-                               attr, engine, forward())
+        return std::string(api::conv_backward_data(engine, algorithm, src, weights, dst, strides,
+                                                   padding, padding, attr, forward())
                                .impl_info_str());
       }));
     probes.push_back(probe(fmt::format("{} backward_weights", c.name), [&] {
-      return std::string(dnnl::convolution_backward_weights::primitive_desc(
-                             dnnl::convolution_backward_weights::desc(
-                                 algorithm, src, diff_weights, dst, strides, padding, padding),
-                             attr, engine, forward())
+      return std::string(api::conv_backward_weights(engine, algorithm, src, diff_weights, dst,
+                                                    strides, padding, padding, attr, forward())
                              .impl_info_str());
     }));
   }
@@ -112,19 +107,14 @@ void add_batch_norm_probes(const dnnl::engine& engine, memory::data_type type,
   const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift |
                      dnnl::normalization_flags::fuse_norm_relu;
   auto forward = [&] {
-    return dnnl::batch_normalization_forward::primitive_desc(
-        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, data, 1e-5f,
-                                                flags),
-        attr, engine);
+    return api::batch_norm_forward(engine, dnnl::prop_kind::forward_training, data, 1e-5f, flags,
+                                   attr);
   };
   probes.push_back(
       probe("batch_norm+relu forward", [&] { return std::string(forward().impl_info_str()); }));
   probes.push_back(probe("batch_norm+relu backward", [&] {
-    return std::string(dnnl::batch_normalization_backward::primitive_desc(
-                           dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, data,
-                                                                    data, 1e-5f, flags),
-                           attr, engine, forward())
-                           .impl_info_str());
+    return std::string(
+        api::batch_norm_backward(engine, data, 1e-5f, flags, attr, forward()).impl_info_str());
   }));
 }
 
@@ -147,18 +137,14 @@ void add_pool_probes(const dnnl::engine& engine, memory::data_type type,
     const dims strides = {p.stride, p.stride}, kernel = {p.kernel, p.kernel},
                padding = {p.pad, p.pad};
     auto forward = [&] {
-      return dnnl::pooling_forward::primitive_desc(
-          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, p.algorithm, src, dst,
-                                      strides, kernel, padding, padding),
-          attr, engine);
+      return api::pooling_forward(engine, dnnl::prop_kind::forward_training, p.algorithm, src, dst,
+                                  strides, kernel, padding, padding, attr);
     };
     probes.push_back(probe(fmt::format("{} forward", p.name),
                            [&] { return std::string(forward().impl_info_str()); }));
     probes.push_back(probe(fmt::format("{} backward", p.name), [&] {
-      return std::string(dnnl::pooling_backward::primitive_desc(
-                             dnnl::pooling_backward::desc(p.algorithm, src, dst, strides, kernel,
-                                                          padding, padding),
-                             attr, engine, forward())
+      return std::string(api::pooling_backward(engine, p.algorithm, src, dst, strides, kernel,
+                                               padding, padding, attr, forward())
                              .impl_info_str());
     }));
   }
@@ -171,22 +157,15 @@ void add_eltwise_probes(const dnnl::engine& engine, memory::data_type type,
   const memory::desc flat({16 * 64 * 28 * 28}, type, tag::x);
   const auto relu = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
   auto forward = [&] {
-    return dnnl::eltwise_forward::primitive_desc(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, relu, flat, 0.f, 0.f), attr,
-        engine);
+    return api::eltwise_forward(engine, dnnl::prop_kind::forward_training, relu, flat, attr);
   };
   probes.push_back(probe("relu forward", [&] { return std::string(forward().impl_info_str()); }));
   probes.push_back(probe("relu backward", [&] {
-    return std::string(
-        dnnl::eltwise_backward::primitive_desc(
-            dnnl::eltwise_backward::desc(relu, flat, flat, 0.f, 0.f), attr, engine, forward())
-            .impl_info_str());
+    return std::string(api::eltwise_backward(engine, relu, flat, attr, forward()).impl_info_str());
   }));
   probes.push_back(probe("add", [&] {
     return std::string(
-        dnnl::binary::primitive_desc(
-            dnnl::binary::desc(dnnl::algorithm::binary_add, flat, flat, flat), attr, engine)
-            .impl_info_str());
+        api::binary(engine, dnnl::algorithm::binary_add, flat, flat, flat, attr).impl_info_str());
   }));
 }
 
@@ -261,12 +240,10 @@ ActivationLayout choose_activation_layout(const dnnl::engine& engine, memory::da
   tag asked = tag::undef;
   std::string asked_name;
   try {
-    const dnnl::convolution_forward::primitive_desc pd(
-        dnnl::convolution_forward::desc(
-            dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-            memory::desc(src_dims, type, tag::any), memory::desc(weight_dims, type, tag::any),
-            memory::desc(src_dims, type, tag::any), {1, 1}, {1, 1}, {1, 1}),
-        base_attr(), engine);
+    const auto pd = api::conv_forward(
+        engine, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+        memory::desc(src_dims, type, tag::any), memory::desc(weight_dims, type, tag::any), {},
+        memory::desc(src_dims, type, tag::any), {1, 1}, {1, 1}, {1, 1}, base_attr());
     for (const KnownLayout& known : kKnownLayouts)
       if (pd.src_desc() == memory::desc(src_dims, type, known.layout)) asked = known.layout;
     asked_name = asked == tag::undef ? "a layout trainbench does not exchange" : tag_name(asked);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "backends/onednn/onednn_api.h"
+
 namespace tb::onednn {
 namespace {
 
@@ -77,10 +79,16 @@ OneDnnPlan::OneDnnPlan(const dnnl::engine& engine, dnnl::stream& stream, dnnl::p
   implementation_ = pd.impl_info_str();
   is_reference_ = is_reference_implementation(implementation_);
   const bool all_f32 = std::all_of(descs_.begin(), descs_.end(), [](const Operand& o) {
-    return o.planned.data_type() != memory::data_type::bf16 &&
-           o.planned.data_type() != memory::data_type::f16;
+    return api::data_type_of(o.planned) != memory::data_type::bf16 &&
+           api::data_type_of(o.planned) != memory::data_type::f16;
   });
   math_mode_ = all_f32 ? "strict" : "strict (low-precision inputs, fp32 accumulation)";
+}
+
+void OneDnnPlan::bind_scalar(int arg, float value) {
+  memory scalar({{1}, memory::data_type::f32, tag::x}, engine_);  // owns its buffer
+  *static_cast<float*>(scalar.get_data_handle()) = value;
+  args_[arg] = scalar;
 }
 
 Status OneDnnPlan::run(std::span<const Buffer> operands, Buffer workspace) try {

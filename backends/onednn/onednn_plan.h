@@ -1,6 +1,6 @@
-// A plan that runs one oneDNN primitive (oneDNN 2.x API). Each operand has three memory
-// descriptors: `plain` (what import / export exchange with callers), `planned` (what the
-// caller's buffer holds) and `primitive` (what the primitive computes on). When the last two
+// A plan that runs one oneDNN primitive (2.x or 3.x, made through onednn_api.h). Each operand has
+// three memory descriptors: `plain` (what import / export exchange with callers), `planned` (what
+// the caller's buffer holds) and `primitive` (what the primitive computes on). When the last two
 // differ, the plan stages the operand in its workspace: inputs are reordered in before the
 // primitive runs and outputs reordered out after it (the weights of a network, kept plain for
 // the optimizer, while a convolution wants them blocked).
@@ -48,6 +48,9 @@ class OneDnnPlan final : public cpu::CpuPlan {
   OneDnnPlan(const dnnl::engine& engine, dnnl::stream& stream, dnnl::primitive primitive,
              const dnnl::primitive_desc_base& pd, std::vector<Operand> operands,
              Epilogue epilogue = {});
+
+  // An f32 scalar the primitive reads at every execution as argument `arg` (a scale).
+  void bind_scalar(int arg, float value);
 
   Status run(std::span<const Buffer> operands, Buffer workspace) override;
   Status import_operand(int index, const void* plain_host, Buffer device) const override;

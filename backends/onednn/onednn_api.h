@@ -1,0 +1,107 @@
+// The one place where oneDNN 2.x (Debian 12: 2.6) and 3.x (Debian 13: 3.7) differ for
+// cpu-onednn: 3.x removed the operation descriptors (a primitive descriptor is made from the
+// engine and the shapes at once), took the scale out of an eltwise post-op, and gives a GEMM's
+// alpha as a scale at execution instead of an output scale. Every primitive descriptor of the
+// backend is made here; nothing else in the backend tests the version.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace tb::onednn::api {
+
+using dnnl::algorithm;
+using dnnl::engine;
+using dnnl::normalization_flags;
+using dnnl::primitive_attr;
+using dnnl::prop_kind;
+using md = dnnl::memory::desc;
+using dims = dnnl::memory::dims;
+
+inline constexpr int kVersionMajor = DNNL_VERSION_MAJOR;
+
+// Convolution; `bias` may be an empty desc (no bias). Padding is given left and right.
+dnnl::convolution_forward::primitive_desc conv_forward(const engine& engine, prop_kind prop,
+                                                       algorithm alg, const md& src,
+                                                       const md& weights, const md& bias,
+                                                       const md& dst, const dims& strides,
+                                                       const dims& pad_left, const dims& pad_right,
+                                                       const primitive_attr& attr);
+dnnl::convolution_backward_data::primitive_desc conv_backward_data(
+    const engine& engine, algorithm alg, const md& diff_src, const md& weights, const md& diff_dst,
+    const dims& strides, const dims& pad_left, const dims& pad_right, const primitive_attr& attr,
+    const dnnl::convolution_forward::primitive_desc& hint);
+dnnl::convolution_backward_weights::primitive_desc conv_backward_weights(
+    const engine& engine, algorithm alg, const md& src, const md& diff_weights, const md& diff_dst,
+    const dims& strides, const dims& pad_left, const dims& pad_right, const primitive_attr& attr,
+    const dnnl::convolution_forward::primitive_desc& hint);
+
+// Batch and layer normalization on `data` (source and destination alike).
+dnnl::batch_normalization_forward::primitive_desc batch_norm_forward(const engine& engine,
+                                                                     prop_kind prop, const md& data,
+                                                                     float epsilon,
+                                                                     normalization_flags flags,
+                                                                     const primitive_attr& attr);
+dnnl::batch_normalization_backward::primitive_desc batch_norm_backward(
+    const engine& engine, const md& data, float epsilon, normalization_flags flags,
+    const primitive_attr& attr, const dnnl::batch_normalization_forward::primitive_desc& hint);
+dnnl::layer_normalization_forward::primitive_desc layer_norm_forward(const engine& engine,
+                                                                     prop_kind prop, const md& data,
+                                                                     const md& stats, float epsilon,
+                                                                     normalization_flags flags,
+                                                                     const primitive_attr& attr);
+dnnl::layer_normalization_backward::primitive_desc layer_norm_backward(
+    const engine& engine, const md& data, const md& stats, float epsilon, normalization_flags flags,
+    const primitive_attr& attr, const dnnl::layer_normalization_forward::primitive_desc& hint);
+
+// Pooling without dilation.
+dnnl::pooling_forward::primitive_desc pooling_forward(const engine& engine, prop_kind prop,
+                                                      algorithm alg, const md& src, const md& dst,
+                                                      const dims& strides, const dims& kernel,
+                                                      const dims& pad_left, const dims& pad_right,
+                                                      const primitive_attr& attr);
+dnnl::pooling_backward::primitive_desc pooling_backward(
+    const engine& engine, algorithm alg, const md& src, const md& dst, const dims& strides,
+    const dims& kernel, const dims& pad_left, const dims& pad_right, const primitive_attr& attr,
+    const dnnl::pooling_forward::primitive_desc& hint);
+
+// Element-wise on `data`; the backward's data is what `alg` differentiates from.
+dnnl::eltwise_forward::primitive_desc eltwise_forward(const engine& engine, prop_kind prop,
+                                                      algorithm alg, const md& data,
+                                                      const primitive_attr& attr);
+dnnl::eltwise_backward::primitive_desc eltwise_backward(
+    const engine& engine, algorithm alg, const md& data, const primitive_attr& attr,
+    const dnnl::eltwise_forward::primitive_desc& hint);
+
+dnnl::binary::primitive_desc binary(const engine& engine, algorithm alg, const md& src0,
+                                    const md& src1, const md& dst, const primitive_attr& attr);
+
+// Inner product (fully connected); `bias` / `diff_bias` may be empty descs.
+dnnl::inner_product_forward::primitive_desc inner_product_forward(const engine& engine,
+                                                                  prop_kind prop, const md& src,
+                                                                  const md& weights, const md& bias,
+                                                                  const md& dst,
+                                                                  const primitive_attr& attr);
+dnnl::inner_product_backward_data::primitive_desc inner_product_backward_data(
+    const engine& engine, const md& diff_src, const md& weights, const md& diff_dst,
+    const primitive_attr& attr, const dnnl::inner_product_forward::primitive_desc& hint);
+dnnl::inner_product_backward_weights::primitive_desc inner_product_backward_weights(
+    const engine& engine, const md& src, const md& diff_weights, const md& diff_bias,
+    const md& diff_dst, const primitive_attr& attr,
+    const dnnl::inner_product_forward::primitive_desc& hint);
+
+dnnl::matmul::primitive_desc matmul(const engine& engine, const md& src, const md& weights,
+                                    const md& dst, const primitive_attr& attr);
+
+// A descriptor's dimensions and type (3.x named the getters get_dims, get_data_type).
+dims dims_of(const md& desc);
+dnnl::memory::data_type data_type_of(const md& desc);
+
+// A ReLU after the primitive.
+void append_relu(dnnl::post_ops& post_ops);
+
+// dst = alpha * (src x weights): 2.x takes alpha in the attributes; 3.x takes it at execution,
+// as the weights' scale. Returns the execution argument that must hold alpha (an f32 scalar),
+// or 0 where the attributes hold it.
+int set_product_scale(primitive_attr& attr, float alpha);
+
+}  // namespace tb::onednn::api
