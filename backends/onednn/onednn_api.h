@@ -17,8 +17,6 @@ using dnnl::prop_kind;
 using md = dnnl::memory::desc;
 using dims = dnnl::memory::dims;
 
-inline constexpr int kVersionMajor = DNNL_VERSION_MAJOR;
-
 // Convolution; `bias` may be an empty desc (no bias). Padding is given left and right.
 dnnl::convolution_forward::primitive_desc conv_forward(const engine& engine, prop_kind prop,
                                                        algorithm alg, const md& src,
@@ -91,6 +89,10 @@ dnnl::inner_product_backward_weights::primitive_desc inner_product_backward_weig
 
 dnnl::matmul::primitive_desc matmul(const engine& engine, const md& src, const md& weights,
                                     const md& dst, const primitive_attr& attr);
+
+// The argument a batch norm backward takes its shift as: 2.x checks that it is given, 3.x
+// refuses it (the backward does not read it): -1 there, OneDnnPlan::kNoArgument.
+int batch_norm_backward_shift_arg();
 
 // A descriptor's dimensions and type (3.x named the getters get_dims, get_data_type).
 dims dims_of(const md& desc);

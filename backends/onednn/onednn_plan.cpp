@@ -60,7 +60,7 @@ OneDnnPlan::OneDnnPlan(const dnnl::engine& engine, dnnl::stream& stream, dnnl::p
     operand.spec.bytes = operand.planned.get_size();
     operands_.push_back(operand.spec);
     memory caller(operand.planned, engine_, static_cast<void*>(DNNL_MEMORY_NONE));
-    const bool staged = operand.primitive && operand.primitive != operand.planned;
+    const bool staged = !operand.primitive.is_zero() && operand.primitive != operand.planned;
     is_staged_.push_back(staged);
     if (staged) {
       memory inside(operand.primitive, engine_, static_cast<void*>(DNNL_MEMORY_NONE));
