@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -14,6 +15,7 @@ namespace {
 constexpr std::uint8_t kUnsignedByte = 0x08;
 // Far above any dataset read here (Fashion-MNIST's training images: 47 million bytes).
 constexpr std::size_t kLargestIdxValues = std::size_t{1} << 32;
+constexpr std::size_t kReadChunk = std::size_t{1} << 24;
 
 struct GzCloser {
   void operator()(gzFile_s* file) const { gzclose(file); }
@@ -65,10 +67,16 @@ Status read_idx_file(const std::string& path, std::size_t expected_dims, IdxArra
           fmt::format("{}: the header declares more than {} values (dimensions {})", path,
                       kLargestIdxValues, fmt::join(out->dims, " x ")));
   }
-  out->values.resize(count);
-  if (!read_exactly(file.get(), out->values.data(), count))
-    return Status::InvalidArgument(
-        fmt::format("{}: truncated: the header promises {} values", path, count));
+  // Grown as the data arrives, so that memory follows what the file holds, not what its header
+  // claims.
+  out->values.clear();
+  while (out->values.size() < count) {
+    const std::size_t have = out->values.size(), chunk = std::min(count - have, kReadChunk);
+    out->values.resize(have + chunk);
+    if (!read_exactly(file.get(), out->values.data() + have, chunk))
+      return Status::InvalidArgument(
+          fmt::format("{}: truncated: the header promises {} values", path, count));
+  }
   std::uint8_t extra;
   if (gzread(file.get(), &extra, 1) != 0)
     return Status::InvalidArgument(

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/onednn/onednn_api.h"  // the primitive descriptor, as oneDNN 2.x or 3.x makes it
 #include "bench/baselines/huge_buffer.h"
 
 int main(int argc, char** argv) {
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   const memory::desc c_md({m, n}, memory::data_type::f32, memory::format_tag::ab);
   dnnl::primitive_attr attr;
   attr.set_fpmath_mode(dnnl::fpmath_mode::strict);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+  const dnnl::matmul::primitive_desc pd = tb::onednn::api::matmul(engine, a_md, b_md, c_md, attr);
   auto a_data = huge_buffer<float>(m * k), b_data = huge_buffer<float>(k * n),
        c_data = huge_buffer<float>(m * n);
   memory a(a_md, engine, a_data.get()), b(b_md, engine, b_data.get()),

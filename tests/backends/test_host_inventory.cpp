@@ -2,6 +2,7 @@
 // table against the CPUs it must tell apart.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>

@@ -2,6 +2,7 @@
 // packing and BERT's masking.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

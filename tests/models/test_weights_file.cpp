@@ -1,6 +1,7 @@
 // safetensors files: what is saved loads back, and a damaged file is a clear error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
