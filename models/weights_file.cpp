@@ -4,14 +4,32 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "backends/files.h"
+#include "backends/numbers.h"
 
 namespace tb {
 namespace {
+
+// A JSON array of whole numbers >= 0 (a shape, a pair of offsets); nullopt for anything else (a
+// fraction, a negative or a number past 2^63 would not convert).
+std::optional<std::vector<std::int64_t>> whole_numbers(const nlohmann::json& array) {
+  if (!array.is_array()) return std::nullopt;
+  std::vector<std::int64_t> values;
+  for (const nlohmann::json& value : array) {
+    if (!value.is_number_integer() ||
+        (value.is_number_unsigned() && value.get<std::uint64_t>() > INT64_MAX))
+      return std::nullopt;
+    values.push_back(value.get<std::int64_t>());
+    if (values.back() < 0) return std::nullopt;
+  }
+  return values;
+}
 
 std::size_t element_size(const std::string& dtype) {
   if (dtype == "F32") return 4;
@@ -106,19 +124,29 @@ Status load_safetensors(const std::string& path, std::vector<NamedTensor>* out) 
     if (name == "__metadata__") continue;
     try {
       const std::string dtype = entry.at("dtype").get<std::string>();
-      const auto dims = entry.at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = entry.at("data_offsets").get<std::vector<std::size_t>>();
+      const auto dims = whole_numbers(entry.at("shape"));
+      const auto offsets = whole_numbers(entry.at("data_offsets"));
       const std::size_t size = element_size(dtype);
       if (size == 0)
         return corrupt(fmt::format("tensor '{}' has unsupported dtype {}", name, dtype));
-      std::size_t count = 1;
-      for (std::int64_t dim : dims) count *= static_cast<std::size_t>(dim);
-      if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data_size ||
-          offsets[1] - offsets[0] != count * size)
+      if (!dims || !offsets)
+        return corrupt(
+            fmt::format("tensor '{}': its shape and offsets must be whole numbers", name));
+      // The element count in checked arithmetic: a shape whose product wraps must not match
+      // the offsets by chance and size an allocation.
+      std::optional<std::int64_t> elements = 1;
+      for (std::int64_t dim : *dims)
+        if (elements) elements = checked_product({*elements, dim});
+      const auto bytes_wanted =
+          elements ? checked_product({*elements, static_cast<std::int64_t>(size)}) : std::nullopt;
+      const auto count = static_cast<std::size_t>(elements.value_or(0));
+      if (!bytes_wanted || offsets->size() != 2 || (*offsets)[1] < (*offsets)[0] ||
+          static_cast<std::size_t>((*offsets)[1]) > data_size ||
+          (*offsets)[1] - (*offsets)[0] != *bytes_wanted)
         return corrupt(fmt::format("tensor '{}' has offsets that do not match its shape", name));
-      NamedTensor tensor{name, dims, std::vector<double>(count), dtype[0] == 'I'};
+      NamedTensor tensor{name, *dims, std::vector<double>(count), dtype[0] == 'I'};
       for (std::size_t i = 0; i < count; ++i)
-        tensor.values[i] = read_value(bytes.data() + data_start + offsets[0] + i * size, dtype);
+        tensor.values[i] = read_value(bytes.data() + data_start + (*offsets)[0] + i * size, dtype);
       out->push_back(std::move(tensor));
     } catch (const nlohmann::json::exception& e) {
       return corrupt(fmt::format("entry '{}': {}", name, e.what()));

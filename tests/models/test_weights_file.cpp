@@ -60,5 +60,25 @@ TEST_F(WeightsFile, DamagedFilesAreClearErrors) {
   EXPECT_NE(load_safetensors(path_, &loaded).message().find("not JSON"), std::string::npos);
 }
 
+// Shapes and offsets are whole numbers and their products are checked: an offset of 5.6e26
+// (undefined behaviour converted to an integer; found by the fuzzer) and a shape whose byte count
+// wraps to the offsets' 16 bytes are refused without an allocation.
+TEST_F(WeightsFile, ShapesAndOffsetsAreCheckedWholeNumbers) {
+  for (const std::string header :
+       {R"({"w":{"dtype":"F64","shape":[1,1],"data_offsets":[555555555555555555555555516,24]}})",
+        R"({"w":{"dtype":"F32","shape":[4611686018427387908],"data_offsets":[0,16]}})",
+        R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,16]}})",
+        R"({"w":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})",
+        R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,16]}})"}) {
+    std::string length(8, '\0');
+    length[0] = static_cast<char>(header.size());
+    write_raw(length + header + std::string(24, '\0'));
+    std::vector<NamedTensor> loaded;
+    const Status status = load_safetensors(path_, &loaded);
+    EXPECT_EQ(status.code(), StatusCode::invalid_argument) << header;
+    EXPECT_TRUE(loaded.empty()) << header;
+  }
+}
+
 }  // namespace
 }  // namespace tb
