@@ -79,12 +79,17 @@ TEST_F(TrainingOps, WinogradConvolutionAllDirections) {
   op.direction = ConvDirection::backward_weights;
   expect_agreement(op, {random(src, 1), random(src, 3)}, {2}, 1e-4);
   if (implementation.find("wino") == std::string::npos) {
-    const std::string isa =
-        library_->device_info().details.value("onednn_max_cpu_isa", std::string("unknown"));
-    if (!isa.starts_with("avx512")) {
+    const DeviceInfo device = library_->device_info();
+    const std::string isa = device.details.value("onednn_max_cpu_isa", std::string("unknown"));
+    std::string version = "unknown";
+    for (const auto& library : device.libraries)
+      if (library.name == "oneDNN") version = library.version;
+    if (!version.starts_with("2."))
+      GTEST_SKIP() << "oneDNN " << version << " picked no Winograd kernel for training here ("
+                   << isa << "), so the direct kernel (" << implementation << ") was checked";
+    if (!isa.starts_with("avx512"))
       GTEST_SKIP() << "oneDNN 2.6 has Winograd only from avx512_core; it runs " << isa
                    << " here, so the direct kernel (" << implementation << ") was checked";
-    }
     ADD_FAILURE() << "no Winograd kernel on " << isa << ": " << implementation;
   }
 }
