@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs a README command on a fresh Debian 12 machine: builds a minimal bookworm root with
-# mmdebstrap from the host's own apt sources, clones this checkout into it and runs the
+# Runs a README command on a fresh Debian machine: builds a minimal root of the release
+# (bookworm: Debian 12, the default; trixie: Debian 13) with mmdebstrap from the host's own apt
+# sources (their suites renamed for another release), clones this checkout into it and runs the
 # command there as root, so a package that setup.sh forgets shows up as a failure here.
-# Usage: scripts/fresh_machine_check.sh [COMMAND]   (default: bash scripts/bench.sh)
+# Usage: scripts/fresh_machine_check.sh [--release bookworm|trixie] [COMMAND]
+#   (default COMMAND: bash scripts/bench.sh)
 # COMMAND is any shell string, run with bash in the clone (e.g. 'bash scripts/test.sh').
 # Exit: 0 the command passed; 77 skipped, the root could not be built (no network, no
 # mirror, no mmdebstrap); otherwise the command's status (77 from the command becomes 1).
@@ -11,12 +13,25 @@
 # (for testing, e.g. one naming an unreachable mirror to check the skip path).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+release=bookworm
+if [ "${1:-}" = --release ]; then
+  release="${2:?--release takes bookworm or trixie}"
+  shift 2
+fi
+case "$release" in
+  bookworm) debian="Debian 12" ;;
+  trixie) debian="Debian 13" ;;
+  *)
+    echo "fresh_machine_check: unknown release '$release' (bookworm or trixie)" >&2
+    exit 2
+    ;;
+esac
 command="${1:-bash scripts/bench.sh}"
 # shellcheck source=scripts/lib/debian_root.sh
 source "$root/scripts/lib/debian_root.sh"
 say() { echo "fresh_machine_check: $*" >&2; }
 skip() {
-  say "skipped: could not build a Debian 12 root ($*)"
+  say "skipped: could not build a $debian root ($*)"
   exit 77
 }
 sudo=""
@@ -47,6 +62,18 @@ start=$SECONDS
 # its apt proxy, if it has one (kept in the root, where setup.sh runs apt-get again).
 debian_root_apt_settings "${FRESH_CHECK_SOURCES:-}" "$tmp/proxy.conf" ||
   skip "no apt sources on the host"
+# Another release from the same mirrors: the host's suites (bookworm, bookworm-updates,
+# bookworm-security) renamed (trixie, ...).
+host_release="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
+if [ -n "$host_release" ] && [ "$host_release" != "$release" ]; then
+  renamed=()
+  for file in "${sources[@]}"; do
+    copy="$tmp/$(basename "$file")"
+    sed -E "s/\b$host_release(-[a-z]+)?\b/$release\1/g" "$file" > "$copy"
+    renamed+=("$copy")
+  done
+  sources=("${renamed[@]}")
+fi
 
 $sudo unshare --mount true 2>/dev/null || skip "cannot create a mount namespace to run the command in"
 if ! command -v mmdebstrap >/dev/null; then
@@ -57,7 +84,7 @@ fi
 # Nothing of the project's dependencies: the essential packages, apt, and what cloning and
 # an https mirror need.
 $sudo mmdebstrap --mode=root --variant=minbase --include=git,ca-certificates "${apt_options[@]}" \
-  bookworm "$target" "${sources[@]}" || skip "mmdebstrap failed, see above"
+  "$release" "$target" "${sources[@]}" || skip "mmdebstrap failed, see above"
 # Keyrings that the sources name by Signed-By and the root lacks (a third-party repository's).
 sed -n -E 's/^Signed-By: *(\/[^ ]+) *$/\1/p; s/.*signed-by=(\/[^] ]+).*/\1/p' "${sources[@]}" | sort -u |
   while read -r keyring; do
@@ -100,8 +127,8 @@ $sudo unshare --mount --pid --fork --kill-child -- sh -c '
     ${no_proxy:+no_proxy="$no_proxy"} bash -c "cd /trainbench && $2"
 ' sh "$target" "$command" "$cache" || status=$?
 if [ "$status" -ne 0 ]; then
-  say "FAILED: '$command' exited with status $status in the Debian 12 root after $((SECONDS - start)) s"
+  say "FAILED: '$command' exited with status $status in the $debian root after $((SECONDS - start)) s"
   [ "$status" -ne 77 ] || status=1  # 77 means skipped
   exit "$status"
 fi
-say "passed: '$command' in the Debian 12 root in $((SECONDS - start)) s"
+say "passed: '$command' in the $debian root in $((SECONDS - start)) s"

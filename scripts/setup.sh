@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what trainbench builds with, from Debian 12 packages. Run as root (or with sudo).
+# Installs what trainbench builds with, from Debian 12 or 13 packages (the same names on both).
+# Run as root (or with sudo).
 # Usage: scripts/setup.sh [--test | --pytorch]
 set -euo pipefail
 packages=(
