@@ -62,7 +62,7 @@ std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op) {
                 spec("running_var", c, channel, true)};
     if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, true));
   } else {
-    // beta is unused by the math but oneDNN's primitive takes it.
+    // beta is unused by the math but oneDNN 2.x's primitive takes it.
     operands = {spec("src", t, data, false),      spec("diff_dst", t, data, false),
                 spec("gamma", c, channel, false), spec("beta", c, channel, false),
                 spec("mean", c, channel, false),  spec("variance", c, channel, false)};
