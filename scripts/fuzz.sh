@@ -40,20 +40,23 @@ for harness in "${harnesses[@]}"; do
   corpus="$build/corpus/$harness" artifacts="$build/artifacts/$harness"
   rm -rf "$artifacts"
   mkdir -p "$corpus" "$artifacts"
-  seeds=("$root/tests/fuzz/corpus/$harness")
+  # Seeds: the harness's corpus folder (git keeps none empty) and, for reports, the test fixtures.
+  seeds=()
+  [ ! -d "$root/tests/fuzz/corpus/$harness" ] || seeds+=("$root/tests/fuzz/corpus/$harness")
   [ "$harness" != report ] || seeds+=("$root/tests/reports/data")
   log="$build/$harness.log"
   outcome=0
   (cd "$build" && "$build/tests/fuzz/fuzz_$harness" -max_total_time="$seconds" -print_final_stats=1 \
     -rss_limit_mb=4096 -malloc_limit_mb=4096 -timeout=60 -close_fd_mask=3 \
     -artifact_prefix="$artifacts/" "$corpus" "${seeds[@]}") > "$log" 2>&1 || outcome=$?
-  executions=$(awk '/stat::number_of_executed_units/ { print $2 }' "$log" | tail -1)
-  edges=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{ print $2 }')
+  # A harness that stopped before fuzzing (say, a missing folder) prints no figures: '?'.
+  executions=$(awk '/stat::number_of_executed_units/ { print $2 }' "$log" | tail -1 || true)
+  edges=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{ print $2 }' || true)
   crashes=$(find "$artifacts" -type f | wc -l)
   rows+=("$(printf '%-12s %12s %8s %8s' "$harness" "${executions:-?}" "${edges:-?}" "$crashes")")
   if [ "$outcome" -ne 0 ] || [ "$crashes" -gt 0 ]; then
     status=1
-    echo "fuzz.sh: fuzz_$harness found a crash (exit $outcome); its log ends:" >&2
+    echo "fuzz.sh: fuzz_$harness found a crash or could not run (exit $outcome); its log ends:" >&2
     tail -40 "$log" >&2
   fi
 done
