@@ -20,11 +20,12 @@ if command -v ccache > /dev/null; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true CCACHE_COMPILERCHECK=content
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
+mkdir -p "$build"
 # No CUDA (nvcc's host compiler is g++) and no tests: the harnesses need the readers only.
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTRAINBENCH_SANITIZE=address,undefined -DTRAINBENCH_FUZZ=ON -DTRAINBENCH_BACKEND_CUDA=OFF \
-  -DBUILD_TESTING=OFF "${launcher[@]}" > "$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log" >&2; exit 1; }
+  -DBUILD_TESTING=OFF "${launcher[@]}" > "$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log" >&2; exit 1; }
 targets=()
 for harness in "${harnesses[@]}"; do targets+=("fuzz_$harness"); done
 cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]}"
