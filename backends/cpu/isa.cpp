@@ -49,8 +49,8 @@ bool isa_supported(Isa isa) {
       return true;
 #if defined(__x86_64__)
     case Isa::avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             has_f16c() && __builtin_cpu_supports("bmi2");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
+             __builtin_cpu_supports("bmi2");
     case Isa::avx512:
       return isa_supported(Isa::avx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512cd") &&

@@ -271,13 +271,12 @@ Status plan_batch_norm_computing(const dnnl::engine& engine, dnnl::stream& strea
     return make(out, engine, stream, dnnl::batch_normalization_forward(forward), forward,
                 bind_operands(specs, bindings), epilogue);
   }
-  std::vector<OperandBinding> bindings = {
-      {DNNL_ARG_SRC, plain, exchanged, data},
-      {DNNL_ARG_DIFF_DST, plain, exchanged, data},
-      {DNNL_ARG_SCALE, channel, channel},
-      {api::batch_norm_backward_shift_arg(), channel, channel},
-      {DNNL_ARG_MEAN, channel, channel},
-      {DNNL_ARG_VARIANCE, channel, channel}};
+  std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, plain, exchanged, data},
+                                          {DNNL_ARG_DIFF_DST, plain, exchanged, data},
+                                          {DNNL_ARG_SCALE, channel, channel},
+                                          {api::batch_norm_backward_shift_arg(), channel, channel},
+                                          {DNNL_ARG_MEAN, channel, channel},
+                                          {DNNL_ARG_VARIANCE, channel, channel}};
   if (op.fuse_relu) bindings.push_back({DNNL_ARG_WORKSPACE, mask, mask});
   bindings.push_back({DNNL_ARG_DIFF_SRC, plain, exchanged, data});
   bindings.push_back({DNNL_ARG_DIFF_SCALE, channel, channel});
