@@ -92,6 +92,17 @@ CpuidRegisters no_cpuid(std::uint32_t, std::uint32_t) {
   return {};
 }
 
+std::string cpuid_vendor(const CpuidReader& cpuid) {
+  return vendor_of(cpuid(0, 0));
+}
+
+std::uint64_t unchecked_amd_l1_bytes_per_cpu(const CpuidReader& cpuid) {
+  const CpuidRegisters r = cpuid(kAmdCacheTopology, 0);
+  const std::uint64_t bytes = (bits(r.ebx, 31, 22) + 1ull) * (bits(r.ebx, 21, 12) + 1ull) *
+                              (bits(r.ebx, 11, 0) + 1ull) * (r.ecx + 1ull);
+  return bytes / (bits(r.eax, 25, 14) + 1ull);
+}
+
 CpuidCaches decode_cpuid_caches(const CpuidReader& cpuid) {
   const CpuidRegisters leaf0 = cpuid(0, 0);
   const std::string vendor = vendor_of(leaf0);

@@ -57,6 +57,13 @@ struct CpuidCaches {
 // no leaf describes a cache.
 CpuidCaches decode_cpuid_caches(const CpuidReader& cpuid);
 
+// Leaf 0's vendor string ("AuthenticAMD", "GenuineIntel"; empty where CPUID reads zeros).
+std::string cpuid_vendor(const CpuidReader& cpuid);
+// Leaf 0x8000001D's first subleaf read as the L1 data cache whatever its type field says, in
+// bytes per sharing logical CPU: what a reader that trusts the leaf unchecked takes (oneDNN 3.x
+// before 3.8, through xbyak before 7.06). 1 where the leaf is all zeros.
+std::uint64_t unchecked_amd_l1_bytes_per_cpu(const CpuidReader& cpuid);
+
 // Each logical CPU's APIC ID from /proc/cpuinfo ("processor" and "apicid" lines); empty where
 // the kernel prints none (not x86).
 std::map<int, int> parse_apic_ids(std::string_view cpuinfo);

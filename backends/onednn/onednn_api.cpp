@@ -1,5 +1,9 @@
 #include "backends/onednn/onednn_api.h"
 
+#include <cstdlib>
+
+#include <fmt/format.h>
+
 namespace tb::onednn::api {
 
 // Each function: the 3.x way, then the 2.x way (an operation descriptor, then the primitive
@@ -243,5 +247,151 @@ int set_product_scale(primitive_attr& attr, float alpha) {
   return 0;
 #endif
 }
+
+namespace {
+
+std::string version() {
+  return fmt::format("oneDNN {}.{}", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR);
+}
+
+// " (capped by ONEDNN_MAX_CPU_ISA)" where the variable is set.
+std::string cap_note() {
+  return std::getenv("ONEDNN_MAX_CPU_ISA") ? " (capped by ONEDNN_MAX_CPU_ISA)" : "";
+}
+
+}  // namespace
+
+std::string known_fault(int major, int minor, const cpu::CpuidReader& cpuid) {
+  // The smallest L1 with which 3.7.2's brgemm blocking fits a block: 2 KiB and below divide by
+  // zero for ResNet-50's 1x1 stride-2 backward data (reproduced by overriding the size).
+  constexpr std::uint64_t kSmallestWorkingL1 = 4096;
+  if (major != 3 || minor >= 8) return "";
+  const std::string vendor = cpu::cpuid_vendor(cpuid);
+  if (vendor != "AuthenticAMD" && vendor != "HygonGenuine") return "";
+  const std::uint64_t l1 = cpu::unchecked_amd_l1_bytes_per_cpu(cpuid);
+  if (l1 >= kSmallestWorkingL1) return "";
+  return fmt::format(
+      "oneDNN {}.{} takes this CPU's L1 data cache as {} byte(s) per core (CPUID leaf "
+      "0x8000001D describes no cache, as on some virtual machines, and its xbyak before 7.06 "
+      "reads the leaf unchecked): its brgemm convolution blocking then divides by zero (SIGFPE) "
+      "for some shapes, ResNet-50's 1x1 stride-2 backward data among them. oneDNN 3.8 reads the "
+      "leaf checked; ONEDNN_MAX_CPU_ISA=AVX avoids the brgemm kernels, with slower ones",
+      major, minor, l1);
+}
+
+#if defined(__aarch64__)
+// oneDNN 2.6 on AArch64 returns codes of its own through the x86 enum
+// (src/cpu/aarch64/cpu_isa_traits.hpp): 0x1 Advanced SIMD, 0x1f SVE with 512-bit vectors, the
+// only two levels it reports (256-bit SVE, as Neoverse V1's, and 128-bit, as N2's and V2's,
+// report asimd); 0 where it found neither. Read as x86 codes they would say sse41 and so on.
+std::string isa_name(dnnl::cpu_isa isa) {
+  switch (static_cast<unsigned>(isa)) {
+    case 0x1:
+      return "asimd";
+    case 0x1f:
+      return "sve_512";
+    case 0x0:
+      return "aarch64 baseline (no JIT level)";
+    default:
+      return fmt::format("aarch64 isa code {:#x}", static_cast<unsigned>(isa));
+  }
+}
+
+// oneDNN 2.6 has bf16 on x86-64 only: elsewhere its platform check (src/cpu/platform.cpp)
+// refuses bf16 for every primitive, whatever BF16 instructions the CPU has.
+LowPrecisionSupport bf16_support() {
+  return {LowPrecisionPath::unavailable,
+          fmt::format("unavailable: {} has no bf16 kernels on AArch64 (its level here: {})",
+                      version(), isa_name(dnnl::get_effective_cpu_isa()))};
+}
+
+LowPrecisionSupport f16_support() {
+  return {LowPrecisionPath::unavailable,
+          fmt::format("unavailable: trainbench runs f16 on cpu-onednn on x86-64 only (AVX512-FP16 "
+                      "or AMX-FP16 with oneDNN 3.x); {} here, level {}",
+                      version(), isa_name(dnnl::get_effective_cpu_isa()))};
+}
+#else
+namespace {
+
+bool isa_includes(dnnl::cpu_isa isa, dnnl::cpu_isa part) {
+  return (static_cast<unsigned>(isa) & static_cast<unsigned>(part)) == static_cast<unsigned>(part);
+}
+
+}  // namespace
+
+std::string isa_name(dnnl::cpu_isa isa) {
+  using cpu_isa = dnnl::cpu_isa;
+  switch (isa) {
+    case cpu_isa::sse41:
+      return "sse41";
+    case cpu_isa::avx:
+      return "avx";
+    case cpu_isa::avx2:
+      return "avx2";
+    case cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case cpu_isa::avx512_core:
+      return "avx512_core";
+    case cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+#if DNNL_VERSION_MAJOR >= 3
+    case cpu_isa::avx2_vnni_2:
+      return "avx2_vnni_2";
+    case cpu_isa::avx512_core_fp16:
+      return "avx512_core_fp16";
+    case cpu_isa::avx512_core_amx_fp16:
+      return "avx512_core_amx_fp16";
+#endif
+    default:
+      return fmt::format("isa code {}", static_cast<int>(isa));
+  }
+}
+
+// bf16 runs natively with AVX512_BF16 (or AMX), emulated on any other AVX-512 level, and on
+// 3.x also through AVX2-VNNI-2's conversion instructions; not at all below.
+LowPrecisionSupport bf16_support() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  const std::string level = isa_name(isa);
+  if (isa_includes(isa, dnnl::cpu_isa::avx512_core_bf16))
+    return {LowPrecisionPath::native, fmt::format("native ({}, {})", level, version())};
+#if DNNL_VERSION_MAJOR >= 3
+  if (isa_includes(isa, dnnl::cpu_isa::avx2_vnni_2))
+    return {LowPrecisionPath::converted,
+            fmt::format("converted on {} (AVX-NE-CONVERT loads, fp32 FMAs; {})", level, version())};
+  const char* levels = "avx512_core (emulated), AVX512_BF16 or avx2_vnni_2 (converted)";
+#else
+  const char* levels = "avx512_core (emulated) or AVX512_BF16";
+#endif
+  if (isa_includes(isa, dnnl::cpu_isa::avx512_core))
+    return {LowPrecisionPath::emulated,
+            fmt::format("emulated on {} (no AVX512_BF16; {})", level, version())};
+  return {LowPrecisionPath::unavailable,
+          fmt::format("unavailable: {} runs bf16 from {}; this CPU has {}{}", version(), levels,
+                      level, cap_note())};
+}
+
+// f16: 3.x runs it on AVX512-FP16 (and AMX-FP16); 2.x's dispatcher has no f16 level.
+LowPrecisionSupport f16_support() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  const std::string level = isa_name(isa);
+#if DNNL_VERSION_MAJOR >= 3
+  if (isa_includes(isa, dnnl::cpu_isa::avx512_core_fp16))
+    return {LowPrecisionPath::native, fmt::format("native ({}, {})", level, version())};
+  return {LowPrecisionPath::unavailable,
+          fmt::format("unavailable: {} runs f16 on AVX512-FP16 or AMX-FP16; this CPU has {}{}",
+                      version(), level, cap_note())};
+#else
+  return {LowPrecisionPath::unavailable,
+          fmt::format("unavailable: {} has no f16 level (3.x runs f16 on AVX512-FP16 or "
+                      "AMX-FP16); this CPU has {}{}",
+                      version(), level, cap_note())};
+#endif
+}
+#endif
 
 }  // namespace tb::onednn::api

@@ -5,7 +5,11 @@
 // backend is made here; nothing else in the backend tests the version.
 #pragma once
 
+#include <string>
+
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "backends/cpu/caches.h"
 
 namespace tb::onednn::api {
 
@@ -105,5 +109,31 @@ void append_relu(dnnl::post_ops& post_ops);
 // as the weights' scale. Returns the execution argument that must hold alpha (an f32 scalar),
 // or 0 where the attributes hold it.
 int set_product_scale(primitive_attr& attr, float alpha);
+
+// The dispatcher's level by name ("avx512_core_bf16", on AArch64 "sve_512"): the levels, and on
+// AArch64 their codes, differ between versions.
+std::string isa_name(dnnl::cpu_isa isa);
+
+// How this oneDNN runs a low-precision type at its dispatcher's level here.
+enum class LowPrecisionPath {
+  native,       // the type's own instructions (AVX512_BF16, AVX512-FP16, AMX)
+  converted,    // loaded through conversion instructions, computed in fp32 (AVX2-VNNI-2, 3.x)
+  emulated,     // with integer AVX-512 instructions (bf16 on avx512_core)
+  unavailable,  // not at all: `text` says which levels would run it
+};
+struct LowPrecisionSupport {
+  LowPrecisionPath path = LowPrecisionPath::unavailable;
+  // "native (avx512_core_bf16, oneDNN 3.7)", "unavailable: oneDNN 2.6 runs bf16 from ...".
+  std::string text;
+};
+LowPrecisionSupport bf16_support();
+LowPrecisionSupport f16_support();
+
+// A fault of oneDNN `major`.`minor` that this CPU (by its CPUID) is known to meet, said for the
+// device description and a crashed case's reason; empty where none is known. oneDNN 3.x before
+// 3.8 reads an AMD CPU's L1 from leaf 0x8000001D unchecked: where the leaf describes no cache
+// (some virtual machines', whose /sys then has no cache directory either) it takes a byte or
+// so, and its brgemm convolution blocking divides by zero.
+std::string known_fault(int major, int minor, const cpu::CpuidReader& cpuid);
 
 }  // namespace tb::onednn::api

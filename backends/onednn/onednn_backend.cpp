@@ -44,11 +44,15 @@ class OneDnnBackend final : public cpu::CpuBackend {
     info.libraries.push_back({"oneDNN", version_string()});
     const dnnl_version_t* v = dnnl_version();
     info.details["onednn_cpu_runtime"] = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other";
-    info.details["onednn_max_cpu_isa"] = isa_name(dnnl::get_effective_cpu_isa());
+    info.details["onednn_max_cpu_isa"] = onednn::api::isa_name(dnnl::get_effective_cpu_isa());
     const char* fpmath = std::getenv("ONEDNN_DEFAULT_FPMATH_MODE");
     info.details["onednn_default_fpmath_mode_env"] = fpmath ? fpmath : "";
     info.details["onednn_fpmath_mode_used"] = "strict (set on every primitive)";
-    info.details["onednn_bf16"] = bf16_support();
+    info.details["onednn_bf16"] = onednn::api::bf16_support().text;
+    info.details["onednn_f16"] = onednn::api::f16_support().text;
+    if (const std::string fault = onednn::api::known_fault(v->major, v->minor, cpu::host_cpuid);
+        !fault.empty())
+      info.details["known_fault"] = fault;
     nlohmann::json layouts = nlohmann::json::object();
     for (const auto& [dtype, layout] : layouts_) {
       nlohmann::json probes = nlohmann::json::array();
@@ -80,79 +84,15 @@ class OneDnnBackend final : public cpu::CpuBackend {
   }
 
  private:
-#if defined(__aarch64__)
-  // oneDNN 2.6 on AArch64 returns codes of its own through the x86 enum
-  // (src/cpu/aarch64/cpu_isa_traits.hpp): 0x1 Advanced SIMD, 0x1f SVE with 512-bit vectors, the
-  // only two levels it reports (256-bit SVE, as Neoverse V1's, and 128-bit, as N2's and V2's,
-  // report asimd); 0 where it found neither. Read as x86 codes they would say sse41 and so on.
-  static std::string isa_name(dnnl::cpu_isa isa) {
-    switch (static_cast<unsigned>(isa)) {
-      case 0x1:
-        return "asimd";
-      case 0x1f:
-        return "sve_512";
-      case 0x0:
-        return "aarch64 baseline (no JIT level)";
-      default:
-        return fmt::format("aarch64 isa code {:#x}", static_cast<unsigned>(isa));
-    }
-  }
-
-  // oneDNN 2.6 has bf16 on x86-64 only: elsewhere its platform check (src/cpu/platform.cpp)
-  // refuses bf16 for every primitive, whatever BF16 instructions the CPU has.
-  static std::string bf16_support() {
-    return fmt::format(
-        "unavailable: oneDNN 2.6 has no bf16 kernels on AArch64 (its level here: {})",
-        isa_name(dnnl::get_effective_cpu_isa()));
-  }
-#else
-  static std::string isa_name(dnnl::cpu_isa isa) {
-    switch (isa) {
-      case dnnl::cpu_isa::sse41:
-        return "sse41";
-      case dnnl::cpu_isa::avx:
-        return "avx";
-      case dnnl::cpu_isa::avx2:
-        return "avx2";
-      case dnnl::cpu_isa::avx2_vnni:
-        return "avx2_vnni";
-      case dnnl::cpu_isa::avx512_core:
-        return "avx512_core";
-      case dnnl::cpu_isa::avx512_core_vnni:
-        return "avx512_core_vnni";
-      case dnnl::cpu_isa::avx512_core_bf16:
-        return "avx512_core_bf16";
-      case dnnl::cpu_isa::avx512_core_amx:
-        return "avx512_core_amx";
-      default:
-        return fmt::format("isa code {}", static_cast<int>(isa));
-    }
-  }
-
-  static bool isa_includes(dnnl::cpu_isa isa, dnnl::cpu_isa part) {
-    return (static_cast<unsigned>(isa) & static_cast<unsigned>(part)) ==
-           static_cast<unsigned>(part);
-  }
-
-  // oneDNN 2.6 runs bf16 from avx512_core: natively with AVX512_BF16 (or AMX), emulated with
-  // integer AVX-512 instructions without it, not at all below.
-  static std::string bf16_support() {
-    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    if (isa_includes(isa, dnnl::cpu_isa::avx512_core_bf16))
-      return fmt::format("native ({})", isa_name(isa));
-    if (isa_includes(isa, dnnl::cpu_isa::avx512_core))
-      return fmt::format("emulated on {} (no AVX512_BF16)", isa_name(isa));
-    return fmt::format("unavailable: oneDNN 2.6 runs bf16 from avx512_core; this CPU has {}{}",
-                       isa_name(isa),
-                       std::getenv("ONEDNN_MAX_CPU_ISA") ? " (capped by ONEDNN_MAX_CPU_ISA)" : "");
-  }
-#endif
-
-  Status check_dtype(DType dtype) const {
+  static Status check_dtype(DType dtype) {
     if (to_dnnl(dtype) == memory::data_type::undef)
       return Status::Unimplemented(fmt::format("cpu-onednn has no {} path", dtype_name(dtype)));
-    if (dtype == DType::bf16 && bf16_support().starts_with("unavailable: "))
-      return Status::Unimplemented(bf16_support().substr(13));
+    if (dtype == DType::bf16 || dtype == DType::f16) {
+      const onednn::api::LowPrecisionSupport support =
+          dtype == DType::bf16 ? onednn::api::bf16_support() : onednn::api::f16_support();
+      if (support.path == onednn::api::LowPrecisionPath::unavailable)
+        return Status::Unimplemented(support.text.substr(support.text.find(": ") + 2));
+    }
     return Status::Ok();
   }
 

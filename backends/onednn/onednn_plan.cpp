@@ -83,6 +83,10 @@ OneDnnPlan::OneDnnPlan(const dnnl::engine& engine, dnnl::stream& stream, dnnl::p
            api::data_type_of(o.planned) != memory::data_type::f16;
   });
   math_mode_ = all_f32 ? "strict" : "strict (low-precision inputs, fp32 accumulation)";
+  const bool any_bf16 = std::any_of(descs_.begin(), descs_.end(), [](const Operand& o) {
+    return api::data_type_of(o.planned) == memory::data_type::bf16;
+  });
+  emulates_bf16_ = any_bf16 && api::bf16_support().path != api::LowPrecisionPath::native;
 }
 
 void OneDnnPlan::bind_scalar(int arg, float value) {

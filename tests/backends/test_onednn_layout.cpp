@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #ifdef TRAINBENCH_HAVE_ONEDNN
+#include <cstring>
+
+#include "backends/onednn/onednn_api.h"
 #include "backends/onednn/onednn_backend.h"
 #include "backends/onednn/onednn_layout.h"
 
@@ -53,16 +56,60 @@ TEST(OneDnnKernels, DeviceDetailsNameThisArchitecturesIsa) {
 #if defined(__aarch64__)
   // oneDNN's own AArch64 levels, and no x86 ISA anywhere in what it says.
   EXPECT_TRUE(isa == "asimd" || isa == "sve_512" || isa.starts_with("aarch64")) << isa;
-  EXPECT_TRUE(bf16.starts_with("unavailable: oneDNN 2.6 has no bf16 kernels on AArch64")) << bf16;
+  EXPECT_TRUE(bf16.starts_with("unavailable: oneDNN ") &&
+              bf16.find("has no bf16 kernels on AArch64") != std::string::npos)
+      << bf16;
   for (const std::string& text : {isa, bf16})
     for (const char* x86 : {"avx", "sse", "amx", "x64"})
       EXPECT_EQ(text.find(x86), std::string::npos) << text;
 #else
   EXPECT_TRUE(isa.starts_with("avx") || isa.starts_with("sse")) << isa;
   EXPECT_TRUE(bf16.starts_with("native") || bf16.starts_with("emulated") ||
-              bf16.starts_with("unavailable: oneDNN 2.6 runs bf16 from avx512_core"))
+              bf16.starts_with("converted") ||
+              (bf16.starts_with("unavailable: oneDNN ") &&
+               bf16.find("runs bf16 from avx512_core") != std::string::npos))
       << bf16;
+  // f16 names what would run it; on 2.x nothing does.
+  const std::string f16 = details.value("onednn_f16", "");
+  EXPECT_TRUE(f16.starts_with("native (avx512_core") ||
+              (f16.starts_with("unavailable: oneDNN ") &&
+               f16.find("AVX512-FP16 or AMX-FP16") != std::string::npos))
+      << f16;
 #endif
+  // Each says which oneDNN it speaks for.
+  EXPECT_NE(bf16.find("oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + "."), std::string::npos)
+      << bf16;
+}
+
+// A CPU by hand: `vendor`, and leaf 0x8000001D's first subleaf (zeros: it describes no cache).
+cpu::CpuidReader cpu_with(const char* vendor, cpu::CpuidRegisters l1) {
+  return [vendor, l1](std::uint32_t leaf, std::uint32_t) {
+    cpu::CpuidRegisters r;
+    if (leaf == 0) {
+      std::memcpy(&r.ebx, vendor, 4);
+      std::memcpy(&r.edx, vendor + 4, 4);
+      std::memcpy(&r.ecx, vendor + 8, 4);
+    }
+    if (leaf == 0x8000001Du) r = l1;
+    return r;
+  };
+}
+
+// oneDNN 3.x before 3.8 divides by zero where it reads an AMD CPU's L1 as a byte: named for
+// that CPU and those versions only.
+TEST(OneDnnKernels, TheKnownCacheFaultIsNamedWhereItApplies) {
+  // 32 KiB, 8 ways, 64-byte lines, 64 sets, shared by 2 logical CPUs (a Zen core's L1d).
+  const cpu::CpuidRegisters zen_l1{(1u << 14) | 0x21, (7u << 22) | 63u, 63, 0};
+  const cpu::CpuidReader no_leaf = cpu_with("AuthenticAMD", {});
+  const std::string fault = api::known_fault(3, 7, no_leaf);
+  EXPECT_NE(fault.find("oneDNN 3.7 takes this CPU's L1 data cache as 1 byte(s)"), std::string::npos)
+      << fault;
+  EXPECT_NE(fault.find("ONEDNN_MAX_CPU_ISA=AVX"), std::string::npos) << fault;
+  EXPECT_FALSE(api::known_fault(3, 0, cpu_with("HygonGenuine", {})).empty());
+  EXPECT_EQ(api::known_fault(3, 7, cpu_with("AuthenticAMD", zen_l1)), "");  // 16 KiB a CPU
+  EXPECT_EQ(api::known_fault(3, 7, cpu_with("GenuineIntel", {})), "");      // leaf 4 there
+  EXPECT_EQ(api::known_fault(2, 6, no_leaf), "");  // 2.6's xbyak left AMD's caches to guesses
+  EXPECT_EQ(api::known_fault(3, 8, no_leaf), "");  // 3.8 reads the leaf checked
 }
 
 TEST(OneDnnKernels, FallbacksEndWithNhwcThenPlain) {
