@@ -16,6 +16,7 @@
 #include "backends/cpu/host_info.h"
 #include "backends/registry.h"
 #include "backends/status.h"
+#include "bench/case_isolation.h"
 #include "reports/report.h"
 
 extern char** environ;
@@ -74,6 +75,8 @@ ChildOutcome run_child(const ChildEnvironment& environment,
     const auto eq = text.find('=');
     if (eq != std::string::npos) variables[text.substr(0, eq)] = text.substr(eq + 1);
   }
+  // The child run keeps its own case journal (case_isolation.h), not this process's.
+  variables.erase(kCaseJournalVariable);
   for (const auto& [name, value] : environment.changes) {
     if (value)
       variables[name] = *value;

@@ -15,6 +15,7 @@
 #include "backends/files.h"
 #include "backends/numbers.h"
 #include "backends/registry.h"
+#include "bench/case_isolation.h"
 #include "bench/inventory.h"
 #include "bench/report_commands.h"
 #include "bench/runner.h"
@@ -297,6 +298,7 @@ struct RunState {
   RunOptions options;
   int training_runs = 0;
   std::vector<std::string> child_environments;
+  bool in_process = false;
 };
 
 // TRAINBENCH_TEST_RANK_DELAY=RANK:SECONDS, set only by tests: rank RANK sleeps SECONDS before
@@ -332,7 +334,7 @@ const std::string& checked_output(const std::string& path) {
 // path), every one checked.
 RunOptions run_options(RunState& s, const std::string& command_line, World& world) {
   auto& [suite, workloads, backends, config, pin, format, out, options, training_runs,
-         child_environments] = s;
+         child_environments, in_process] = s;
   config.pin = parse_pin_policy(pin);
   if (options.harness.max_repetitions < options.harness.min_repetitions)
     throw UsageError("--max-reps must be at least --min-reps");
@@ -373,7 +375,7 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
   CLI::App* run = app.add_subcommand("run", "run a suite or workloads and write a report");
   auto s = std::make_shared<RunState>();
   auto& [suite, workloads, backends, config, pin, format, out, options, training_runs,
-         child_environments] = *s;
+         child_environments, in_process] = *s;
   run->add_option("--suite", suite,
                   fmt::format("{} (default quick)", fmt::join(suite_names(), ", ")))
       ->check(CLI::IsMember(suite_names()));
@@ -420,15 +422,23 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
       "also run BACKEND in a child process with a changed environment and merge its results: "
       "BACKEND:NAME=VALUE,-NAME,... ('-NAME' unsets; repeatable), e.g. "
       "'cpu-openblas:-OPENBLAS_CORETYPE,-OPENBLAS_L2_SIZE'");
+  run->add_flag("--in-process", in_process,
+                "run the cases in this process: a library that crashes then ends the run (for "
+                "a debugger); by default a case that dies of a fatal signal is recorded as "
+                "failed and the run goes on in a new process");
   run->add_option("--format", format,
                   "report format: json (trainbench schema) or gbench (Google Benchmark)")
       ->check(CLI::IsMember({"json", "gbench"}));
 
   const std::string command_line = quoted_command_line(argc, argv);
   return {run,
-          [s, command_line, &world] {
-            return run_benchmarks(run_options(*s, command_line, world), world, std::cout,
-                                  std::cerr);
+          [s, command_line, &world, argv] {
+            const RunOptions options = run_options(*s, command_line, world);
+            // One process runs the cases and another restarts it past a case that crashed;
+            // not under a launcher, which starts each rank itself.
+            if (!world.launched() && !s->in_process && !CaseJournal::from_environment())
+              return supervise_run(argv, std::cerr);
+            return run_benchmarks(options, world, std::cout, std::cerr);
           },
           false, [s, command_line, &world] { run_options(*s, command_line, world); }};
 }

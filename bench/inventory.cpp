@@ -186,6 +186,19 @@ nlohmann::json peaks_json(const std::map<std::string, PeakRate>& peaks) {
   return out;
 }
 
+std::map<std::string, PeakRate> peaks_from_json(const nlohmann::json& peaks) {
+  std::map<std::string, PeakRate> out;
+  for (const auto& [dtype, entry] : peaks.items()) {
+    PeakRate& rate = out[dtype];
+    if (entry.value("measured_gflops", nlohmann::json()).is_number())
+      rate.measured_gflops = entry["measured_gflops"].get<double>();
+    if (entry.value("theoretical_gflops", nlohmann::json()).is_number())
+      rate.theoretical_gflops = entry["theoretical_gflops"].get<double>();
+    rate.reason = entry.value("reason", "");
+  }
+  return out;
+}
+
 std::string utc_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};

@@ -28,6 +28,8 @@ struct PeakRate {
 // theoretical figure beside it.
 std::map<std::string, PeakRate> measure_peaks(Backend& backend, const HarnessConfig& harness);
 nlohmann::json peaks_json(const std::map<std::string, PeakRate>& peaks);
+// The peaks as peaks_json wrote them (a report's backends[].peaks).
+std::map<std::string, PeakRate> peaks_from_json(const nlohmann::json& peaks);
 
 // Current UTC time as ISO 8601.
 std::string utc_now();

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <chrono>
+#include <filesystem>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 
 #include "backends/cpu/host_info.h"
 #include "backends/seeded.h"
+#include "bench/case_isolation.h"
 #include "bench/inventory.h"
 #include "bench/ranks.h"
 #include "workloads/registry.h"
@@ -149,8 +151,11 @@ std::string memory_shortfall(const Case& item) {
                      needed / double(1 << 30), available / double(1 << 30));
 }
 
-// Set up, validate, measure one case. Never throws.
-CaseResult run_case(Case& item, const RunOptions& options, World& world, std::uint64_t seed) {
+// Set up, validate, measure one case, telling `journal` (where the run keeps one) each stage.
+// Never throws.
+CaseResult run_case(Case& item, const RunOptions& options, World& world, std::uint64_t seed,
+                    const CaseJournal* journal) {
+  auto stage = [journal](std::string_view name) { journal ? journal->stage(name) : void(); };
   CaseResult result;
   result.workload = item.descriptor;
   result.backend = item.slot->entry->name;
@@ -169,6 +174,7 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
       return result;
     }
     workload.join(world);
+    stage("set-up");
     Status status = workload.setup(backend, seed);
     result.implementation = workload.implementation();
     result.math_mode = workload.math_mode();
@@ -192,6 +198,7 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
           result.backend, reference_kernel_summary(result.reference_kernels));
       return result;
     }
+    stage("validation");
     result.validation = workload.validate();
     if (!result.validation->passed)
       result.reason = "validation failed: " + result.validation->message;
@@ -201,6 +208,7 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
     }
     Measurement measurement;
     std::unique_ptr<TelemetryMonitor> telemetry = backend.start_telemetry();
+    stage("timing");
     status = measure(workload, backend, options.harness, &measurement, &world);
     if (!status.ok()) {
       result.status = status_for(status);
@@ -256,7 +264,11 @@ void print_row(std::ostream& table, const CaseResult& r) {
   if (r.status == CaseStatus::passed && !r.reference_kernels.empty())
     fmt::print(table, "{:<11} ^ reference kernels: {}\n", "",
                reference_kernel_summary(r.reference_kernels));
-  if (r.bf16_emulated) fmt::print(table, "{:<11} ^ bf16 emulated: the CPU lacks AVX512_BF16\n", "");
+  if (r.bf16_emulated)
+    fmt::print(table,
+               "{:<11} ^ bf16 emulated or converted to fp32: the CPU (or its ISA cap) lacks "
+               "AVX512_BF16\n",
+               "");
   if (metrics.above_measured_peak)
     fmt::print(table,
                "{:<11} ^ above the measured {} peak (!): the peak probe fell short of the "
@@ -448,6 +460,116 @@ nlohmann::json backends_json(const RunOptions& options, std::vector<BackendSlot>
   return backends;
 }
 
+// The result of the case that a fatal signal ended, as the process it killed journaled it.
+CaseResult crashed_case_result(const CaseCrash& crash, const Case& item) {
+  CaseResult result;
+  result.workload = item.descriptor;
+  result.backend = item.slot->entry->name;
+  result.dtype = dtype_name(item.workload->dtype());
+  result.headline = item.workload->headline();
+  const CrashSite site =
+      crash_site(crash.stack, std::filesystem::read_symlink("/proc/self/exe").string());
+  std::string where;
+  if (!site.library.empty())
+    where = fmt::format(" in {} of {}", site.function.empty() ? "a function" : site.function,
+                        site.library);
+  else if (!crash.stack.empty())
+    where = " in trainbench's own code";
+  std::vector<std::string> libraries;
+  for (const Library& library : item.slot->device.libraries)
+    libraries.push_back(library.version.starts_with(library.name)
+                            ? library.version
+                            : fmt::format("{} {}", library.name, library.version));
+  // A fault the backend knows this machine meets (its device description's known_fault).
+  const nlohmann::json& details = item.slot->device.details;
+  const std::string known =
+      details.contains("known_fault") && details["known_fault"].is_string()
+          ? "; known on this machine: " + details["known_fault"].get<std::string>()
+          : "";
+  result.reason =
+      fmt::format("died of {} during {}{} ({} runs {}); the run went on in a new process{}",
+                  signal_description(crash.signal), crash.stage, where, result.backend,
+                  libraries.empty() ? std::string("no named library")
+                                    : fmt::format("{}", fmt::join(libraries, ", ")),
+                  known);
+  constexpr std::size_t kFramesKept = 32;
+  const std::vector<std::string> stack(
+      crash.stack.begin(), crash.stack.begin() + std::min(crash.stack.size(), kFramesKept));
+  result.details = {{"crash",
+                     {{"signal", signal_description(crash.signal)},
+                      {"signal_number", crash.signal},
+                      {"stage", crash.stage},
+                      {"library", site.library},
+                      {"function", site.function},
+                      {"stack", stack}}}};
+  return result;
+}
+
+// A resumed run goes on only with the cases the crashed process planned.
+void check_resumable(const CaseCrash& crash, const std::vector<Case>& cases) {
+  if (crash.cases == cases.size() && crash.index < cases.size() &&
+      cases[crash.index].descriptor == crash.descriptor &&
+      cases[crash.index].slot->entry->name == crash.backend)
+    return;
+  throw std::runtime_error(fmt::format(
+      "cannot go on after case {} ({} on {}) died of {}: this process planned other cases (a "
+      "size chosen by free memory changed?); the report keeps the cases finished before it",
+      crash.index + 1, crash.descriptor, crash.backend, signal_description(crash.signal)));
+}
+
+// Each usable backend's peaks as the crashed process measured them (its report's backends).
+void restore_peaks(const nlohmann::json& backends, std::vector<BackendSlot>& slots) {
+  for (BackendSlot& slot : slots)
+    for (const nlohmann::json& block : backends)
+      if (block.value("name", "") == slot.entry->name && block.contains("peaks"))
+        slot.peaks = peaks_from_json(block["peaks"]);
+}
+
+// What the case loop works with.
+struct CaseLoop {
+  const RunOptions& options;
+  World& world;
+  std::vector<Case>& cases;
+  std::optional<ReportWriter>& writer;  // rank 0's
+  const CaseJournal* journal;           // a supervised run's
+  std::ostream& table;
+  std::ostream& progress;
+};
+
+// Runs cases[first...] in order, printing and recording each; returns how many failed.
+int run_cases(CaseLoop& loop, std::size_t first) {
+  using Clock = std::chrono::steady_clock;
+  auto& [options, world, cases, writer, journal, table, progress] = loop;
+  int failed = 0;
+  const auto start = Clock::now();
+  for (std::size_t i = first; i < cases.size(); ++i) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    const std::string estimate = i == first
+                                     ? "?"
+                                     : format_duration(elapsed / static_cast<double>(i - first) *
+                                                       static_cast<double>(cases.size() - i));
+    fmt::print(progress, "[{}/{}] {} elapsed, ~{} left: {} {}\n", i + 1, cases.size(),
+               format_duration(elapsed), estimate, cases[i].slot->entry->name, cases[i].descriptor);
+    progress.flush();
+    world.set_activity(fmt::format("case {} of {} ({} on {})", i + 1, cases.size(),
+                                   cases[i].descriptor, cases[i].slot->entry->name));
+    if (journal)
+      journal->begin_case(i, cases.size(), cases[i].slot->entry->name, cases[i].descriptor);
+    CaseResult result =
+        run_case(cases[i], options, world, case_seed(options.seed, cases[i].descriptor), journal);
+    cases[i].workload.reset();  // release its memory before the next case allocates
+    if (cases[i].slot->backend)
+      account_for_breakage(cases[i].slot->backend->broken(), &cases[i].slot->broken, &result);
+    gather_case_result(world, &result);
+    failed += result.status == CaseStatus::failed;
+    if (writer) writer->add(result);
+    if (journal && writer) journal->save_report(writer->report());
+    if (journal) journal->end_case();
+    print_row(table, result);
+  }
+  return failed;
+}
+
 }  // namespace
 
 int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_out,
@@ -461,11 +583,18 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
   if (options.cases.empty()) throw UsageError("no workloads to run");
   if (world.size() > 1 && !options.child_environments.empty())
     throw UsageError("--child-env runs one more process: not under a launcher");
+  // A supervised run (case_isolation.h) journals its cases; after a crash it goes on from
+  // the crashed process's report, past the case that died.
+  const std::optional<CaseJournal> journal =
+      world.launched() ? std::nullopt : CaseJournal::from_environment();
+  const std::optional<CaseCrash> crash = journal ? journal->crash() : std::nullopt;
+  if (journal) journal->install_crash_handler();
 
-  nlohmann::json header = report_header(options);
+  nlohmann::json header = crash ? crash->report : report_header(options);
   const CpuShare share = rank_cpu_share(world);
   create_backends(options, world, share, slots);
   std::vector<Case> cases = make_cases(options, slots, world);
+  if (crash) check_resumable(*crash, cases);
   header["world"] = join_ranks(world, share, slots, cases);
 
   std::optional<ReportWriter> writer;  // rank 0's
@@ -476,38 +605,37 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
       throw UsageError(e.what());
     }
   }
-  const nlohmann::json backends = backends_json(options, slots);
-  if (writer) writer->set("backends", backends);
-
-  for (const BackendSlot& slot : slots)
-    if (!slot.backend)
-      fmt::print(progress, "trainbench: error: backend {} is not usable here: {}\n",
-                 slot.entry->name, slot.availability.reason);
-  if (const auto& emulation = header["host"]["emulation"]; emulation.is_string())
-    fmt::print(progress, "trainbench: {}\n", emulation.get<std::string>());
-  print_header(table);
   int failed = 0;
-  const auto start = Clock::now();
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    const std::string estimate = i == 0 ? "?"
-                                        : format_duration(elapsed / static_cast<double>(i) *
-                                                          static_cast<double>(cases.size() - i));
-    fmt::print(progress, "[{}/{}] {} elapsed, ~{} left: {} {}\n", i + 1, cases.size(),
-               format_duration(elapsed), estimate, cases[i].slot->entry->name, cases[i].descriptor);
-    progress.flush();
-    world.set_activity(fmt::format("case {} of {} ({} on {})", i + 1, cases.size(),
-                                   cases[i].descriptor, cases[i].slot->entry->name));
-    CaseResult result =
-        run_case(cases[i], options, world, case_seed(options.seed, cases[i].descriptor));
-    cases[i].workload.reset();  // release its memory before the next case allocates
-    if (cases[i].slot->backend)
-      account_for_breakage(cases[i].slot->backend->broken(), &cases[i].slot->broken, &result);
-    gather_case_result(world, &result);
-    failed += result.status == CaseStatus::failed;
-    if (writer) writer->add(result);
-    print_row(table, result);
+  std::size_t first = 0;
+  if (crash) {
+    restore_peaks(header["backends"], slots);
+    for (const nlohmann::json& result : header["results"]) failed += result["status"] == "failed";
+    first = crash->index + 1;
+    if (header["results"].size() == crash->index) {  // else it ended before the signal came
+      const CaseResult result = crashed_case_result(*crash, cases[crash->index]);
+      writer->add(result);
+      print_row(table, result);
+      ++failed;
+    }
+  } else {
+    const nlohmann::json backends = backends_json(options, slots);
+    if (writer) writer->set("backends", backends);
+    for (const BackendSlot& slot : slots) {
+      if (!slot.backend)
+        fmt::print(progress, "trainbench: error: backend {} is not usable here: {}\n",
+                   slot.entry->name, slot.availability.reason);
+      else if (const auto fault = slot.device.details.find("known_fault");
+               fault != slot.device.details.end() && fault->is_string())
+        fmt::print(progress, "trainbench: warning: {}: {}\n", slot.entry->name,
+                   fault->get<std::string>());
+    }
+    if (const auto& emulation = header["host"]["emulation"]; emulation.is_string())
+      fmt::print(progress, "trainbench: {}\n", emulation.get<std::string>());
+    print_header(table);
   }
+  const auto start = Clock::now();
+  CaseLoop loop{options, world, cases, writer, journal ? &*journal : nullptr, table, progress};
+  failed += run_cases(loop, first);
   if (writer) {
     for (const ChildEnvironment& environment : options.child_environments)
       failed += merge_child_run(environment, options, *writer, table, progress);

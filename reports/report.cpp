@@ -304,7 +304,7 @@ std::string to_gbench_json(const nlohmann::json& report) {
 
 ReportWriter::ReportWriter(std::string path, ReportFormat format, nlohmann::json header)
     : path_(std::move(path)), format_(format), report_(std::move(header)) {
-  report_["results"] = nlohmann::json::array();
+  if (!report_.contains("results")) report_["results"] = nlohmann::json::array();
   write();
 }
 

@@ -86,7 +86,8 @@ nlohmann::json read_report(const std::string& path);
 std::string to_gbench_json(const nlohmann::json& report);
 
 // Keeps the report on disk up to date: the header at construction (which proves the path is
-// writable), then after every case.
+// writable), then after every case. A header with results (a run going on after a crashed
+// process's cases) keeps them.
 class ReportWriter {
  public:
   ReportWriter(std::string path, ReportFormat format, nlohmann::json header);
