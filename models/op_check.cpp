@@ -87,12 +87,48 @@ bool reads_output(const OpDesc& desc, const std::string& name) {
 constexpr std::int64_t kUpdateSampleElements = std::int64_t{1} << 20;
 constexpr std::int64_t kUpdateSampleTensorLimit = std::int64_t{1} << 22;
 
+// A normalization's diff_src = gamma / sigma * (dy - mean(dy) - xhat * mean(dy xhat)), the
+// means over each element's statistic group: with few elements per group it cancels (two per
+// channel, as a batch norm at batch 2 on a 1x1 map has, leave |xhat| = 1 - epsilon / 2 var and
+// a gradient of 1e-5 of its terms). The l2 norm of its terms' absolute values, element by element.
+double backward_data_magnitude(const std::vector<double>& src, const std::vector<double>& dy,
+                               const std::vector<double>* mask, const std::vector<double>& mean,
+                               const std::vector<double>& variance,
+                               const std::vector<double>& gamma, std::int64_t elements,
+                               float epsilon,
+                               const std::function<std::int64_t(std::int64_t)>& parameter,
+                               const std::function<std::int64_t(std::int64_t)>& statistic) {
+  const std::size_t statistics = mean.size();
+  std::vector<double> dy_sum(statistics, 0.0), dy_xhat_sum(statistics, 0.0), count(statistics, 0.0);
+  auto xhat = [&](std::int64_t e) {
+    const std::int64_t k = statistic(e);
+    return (src[e] - mean[k]) / std::sqrt(variance[k] + epsilon);
+  };
+  auto gradient = [&](std::int64_t e) { return mask && (*mask)[e] == 0 ? 0.0 : dy[e]; };
+  for (std::int64_t e = 0; e < elements; ++e) {
+    const std::int64_t k = statistic(e);
+    dy_sum[k] += std::fabs(gradient(e));
+    dy_xhat_sum[k] += std::fabs(gradient(e) * xhat(e));
+    count[k] += 1;
+  }
+  double sum_of_squares = 0;
+  for (std::int64_t e = 0; e < elements; ++e) {
+    const std::int64_t k = statistic(e);
+    const double term = std::fabs(gamma[parameter(e)]) / std::sqrt(variance[k] + epsilon) *
+                        (std::fabs(gradient(e)) + dy_sum[k] / count[k] +
+                         std::fabs(xhat(e)) * dy_xhat_sum[k] / count[k]);
+    sum_of_squares += term * term;
+  }
+  return std::sqrt(sum_of_squares);
+}
+
 // The sums of absolute terms behind a normalization's reductions, by group: batch norm's per
 // channel (forward mean: |x| averaged; backward diff_beta: |dy|, diff_gamma: |dy xhat|), layer
 // norm's forward mean per row and backward parameter gradients per column. Such a sum cancels
 // as a product's can: the stem's diff_beta of a ResNet-50 step at batch 32 sums 401,408 terms
 // to 2e-4 of their magnitude, and fp32 leaves 6e-5 relative error there. Empty for other
-// outputs; `in` holds the op's plain inputs by operand.
+// outputs; for diff_src, one value: the norm of backward_data_magnitude's terms. Only the norm
+// of what it returns is used. `in` holds the op's plain inputs by operand.
 std::vector<double> reduction_magnitude(const OpDesc& desc, const std::vector<OperandSpec>& specs,
                                         const std::vector<std::vector<double>>& in, int output) {
   const std::string& name = specs[output].name;
@@ -119,10 +155,14 @@ std::vector<double> reduction_magnitude(const OpDesc& desc, const std::vector<Op
     return {};
   }
   const std::vector<double>*src = operand("src"), *dy = operand("diff_dst"),
-        *mask = operand("relu_mask"), *mean = operand("mean"), *variance = operand("variance");
+        *mask = operand("relu_mask"), *mean = operand("mean"), *variance = operand("variance"),
+        *gamma = operand("gamma");
   const bool forward_mean = name == "mean" && src && !dy;
   const bool backward =
       (name == "diff_beta" || name == "diff_gamma") && src && dy && mean && variance;
+  if (name == "diff_src" && src && dy && mean && variance && gamma)
+    return {backward_data_magnitude(*src, *dy, mask, *mean, *variance, *gamma, elements, epsilon,
+                                    group, statistic)};
   if (!forward_mean && !backward) return {};
   std::vector<double> magnitude(static_cast<std::size_t>(groups), 0.0);
   for (std::int64_t e = 0; e < elements; ++e) {

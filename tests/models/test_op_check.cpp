@@ -172,9 +172,9 @@ class StepCheck : public ::testing::Test {
   }
   // One checked step (update included) of a small ResNet on the real backend with `damage`.
   OpCheck check(DType dtype, const DamagingBackend::Damage& damage,
-                OpCheckOptions options = {.update = OptimizerSettings{}}) {
+                OpCheckOptions options = {.update = OptimizerSettings{}},
+                const ResNetConfig& config = resnet8_fashion_mnist(4)) {
     DamagingBackend backend(*real_, damage);
-    ResNetConfig config = resnet8_fashion_mnist(4);
     const Network net = build_resnet(config);
     StepOptions step_options{dtype, Layout::native};
     std::unique_ptr<TrainingStep> step;
@@ -254,6 +254,42 @@ TEST_F(StepCheck, ABatchNormBetaGradientOffByOnePercentFails) {
   print_margin("diff_beta x 1.01", out);
   EXPECT_FALSE(out.passed);
   EXPECT_NE(out.worst_output.find("diff_beta"), std::string::npos) << out.worst_output;
+}
+
+// A batch norm over two values per channel (batch 2, the last stage's 1x1 map) has a data
+// gradient that cancels to about 1e-5 of its terms, so its relative error measures rounding:
+// it is judged against those terms. That allowance does not hide a wrong one: a gradient off by
+// 1% of |diff_dst| fails.
+TEST_F(StepCheck, ACancelledBatchNormDataGradientIsJudgedByItsTerms) {
+  ResNetConfig two_per_channel = resnet8_fashion_mnist(2);
+  two_per_channel.image = 4;  // 4x4, then 2x2, then 1x1
+  const OpCheck clean =
+      check(DType::f32, nullptr, {.update = OptimizerSettings{}}, two_per_channel);
+  print_margin("batch 2, 1x1 map, undamaged", clean);
+  EXPECT_TRUE(clean.passed) << clean.worst_output << ": " << clean.worst_error;
+  auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
+    const std::vector<OperandSpec>& specs = plan.operands();
+    // Only the batch norms over a 1x1 map, where the gradient cancels.
+    if (specs.back().name != "diff_beta" || specs[0].name != "src" || specs[0].dims.size() != 4 ||
+        specs[0].dims[2] * specs[0].dims[3] != 1)
+      return false;
+    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+    auto index = [&](const char* name) {
+      for (std::size_t i = 0; i < specs.size(); ++i)
+        if (specs[i].name == name) return i;
+      return specs.size();
+    };
+    const std::size_t dx = index("diff_src"), dy = index("diff_dst");
+    if (dx == specs.size() || dy == specs.size()) return true;
+    for (std::size_t i = 0; i < specs[dx].elements(); ++i)
+      floats(b[dx])[i] += 0.01f * std::fabs(floats(b[dy])[i]);
+    return true;
+  };
+  const OpCheck damaged =
+      check(DType::f32, damage, {.update = OptimizerSettings{}}, two_per_channel);
+  print_margin("batch 2, 1x1 map, diff_src + 1% |diff_dst|", damaged);
+  EXPECT_FALSE(damaged.passed);
+  EXPECT_NE(damaged.worst_output.find("diff_src"), std::string::npos) << damaged.worst_output;
 }
 
 TEST_F(StepCheck, ASkippedUpdateFails) {
