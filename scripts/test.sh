@@ -35,6 +35,9 @@ if [ "$sanitize" = 1 ]; then
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 fi
 bash "$root/scripts/setup.sh" --test
-bash "$root/scripts/build.sh" "$build" -DTRAINBENCH_WARNINGS_AS_ERRORS=ON "${extra[@]}"
+# BUILD_TESTING=ON: a build folder that scripts/bench.sh configured without the tests gets them.
+bash "$root/scripts/build.sh" "$build" -DTRAINBENCH_WARNINGS_AS_ERRORS=ON -DBUILD_TESTING=ON \
+  "${extra[@]}"
 cd "$build"
-ctest --output-on-failure --timeout 900 -j 2 "${ctest_args[@]}"
+# A selection that matches no test is an error, not a pass.
+ctest --output-on-failure --no-tests=error --timeout 900 -j 2 "${ctest_args[@]}"
