@@ -224,7 +224,12 @@ def precision(args, device):
     low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(args.dtype)
     autocast = torch.autocast(device_type=device.type, dtype=low or torch.bfloat16,
                               enabled=low is not None)
-    scaler = torch.cuda.amp.GradScaler(enabled=args.dtype == "f16")
+    # torch.amp.GradScaler from PyTorch 2.3 (Debian 13: 2.6); torch.cuda.amp's, deprecated
+    # there, before (Debian 12: 1.13).
+    if hasattr(torch.amp, "GradScaler"):
+        scaler = torch.amp.GradScaler("cuda", enabled=args.dtype == "f16")
+    else:
+        scaler = torch.cuda.amp.GradScaler(enabled=args.dtype == "f16")
     implementation = {"bf16": ", bf16 autocast", "f16": ", f16 autocast with GradScaler",
                       "tf32": ", TF32 matmuls and convolutions"}.get(args.dtype, "")
     math_mode = {"f32": "strict", "bf16": "bf16 inputs, fp32 accumulation",
