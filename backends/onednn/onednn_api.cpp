@@ -301,15 +301,15 @@ std::string isa_name(dnnl::cpu_isa isa) {
 // refuses bf16 for every primitive, whatever BF16 instructions the CPU has.
 LowPrecisionSupport bf16_support() {
   return {LowPrecisionPath::unavailable,
-          fmt::format("unavailable: {} has no bf16 kernels on AArch64 (its level here: {})",
-                      version(), isa_name(dnnl::get_effective_cpu_isa()))};
+          fmt::format("unavailable: {} has no bf16 kernels on AArch64 (its level here: {}{})",
+                      version(), isa_name(dnnl::get_effective_cpu_isa()), cap_note())};
 }
 
 LowPrecisionSupport f16_support() {
   return {LowPrecisionPath::unavailable,
           fmt::format("unavailable: trainbench runs f16 on cpu-onednn on x86-64 only (AVX512-FP16 "
-                      "or AMX-FP16 with oneDNN 3.x); {} here, level {}",
-                      version(), isa_name(dnnl::get_effective_cpu_isa()))};
+                      "or AMX-FP16 with oneDNN 3.x); {} here, level {}{}",
+                      version(), isa_name(dnnl::get_effective_cpu_isa()), cap_note())};
 }
 #else
 namespace {
