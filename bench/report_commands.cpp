@@ -402,17 +402,22 @@ int print_check(const CheckResult& check, TableFormat format, double threshold,
   }
   std::string text;
   const bool markdown = format == TableFormat::markdown;
-  for (Verdict verdict : {Verdict::failed, Verdict::lost, Verdict::slower, Verdict::inconclusive,
-                          Verdict::faster, Verdict::unchanged, Verdict::new_case}) {
+  for (Verdict verdict :
+       {Verdict::failed, Verdict::lost, Verdict::slower, Verdict::library_changed,
+        Verdict::inconclusive, Verdict::faster, Verdict::unchanged, Verdict::new_case}) {
     TextTable table({"case", "speed-up [98% CI], runs, verdict basis"});
     for (const CheckEntry& entry : check.entries)
       if (entry.verdict == verdict)
         table.add({key_text(entry.key) + (entry.caveats.empty() ? "" : " " + entry.caveats),
-                   entry.comparison ? format_runs(*entry.comparison) : entry.reason});
+                   !entry.comparison      ? entry.reason
+                   : entry.reason.empty() ? format_runs(*entry.comparison)
+                                          : format_runs(*entry.comparison) + "; " + entry.reason});
     if (table.empty()) continue;
     const std::string title =
         verdict == Verdict::slower   ? "regressions"
         : verdict == Verdict::faster ? "improvements"
+        : verdict == Verdict::library_changed
+            ? std::string("library changed: a library differs, so not judged as the code's")
         : verdict == Verdict::lost
             ? std::string(check.allow_lost ? "lost (allowed)" : "lost: measured before, not now")
             : std::string(verdict_name(verdict));

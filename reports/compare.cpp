@@ -33,6 +33,8 @@ std::string_view verdict_name(Verdict verdict) {
       return "new";
     case Verdict::lost:
       return "lost";
+    case Verdict::library_changed:
+      return "library changed";
   }
   return "?";
 }
@@ -159,6 +161,24 @@ std::vector<std::string> condition_differences(const nlohmann::json& baseline,
     if (const auto it = before.find(name); it != before.end() && it->second != value)
       differences.push_back(fmt::format("{}: {} vs {}", name, it->second, value));
   return differences;
+}
+
+std::string library_difference(const nlohmann::json& baseline, const nlohmann::json& current,
+                               const std::string& backend) {
+  const std::vector<std::pair<std::string, std::string>> before = run_conditions(baseline),
+                                                         now = run_conditions(current);
+  auto value_of = [](const auto& conditions, const std::string& name) -> const std::string* {
+    for (const auto& [condition, value] : conditions)
+      if (condition == name) return &value;
+    return nullptr;
+  };
+  std::vector<std::string> differences;
+  for (const std::string& name : {backend + " libraries", std::string("host libraries")}) {
+    const std::string *old_value = value_of(before, name), *new_value = value_of(now, name);
+    if (old_value && new_value && *old_value != *new_value)
+      differences.push_back(fmt::format("{}: {} vs {}", name, *old_value, *new_value));
+  }
+  return fmt::format("{}", fmt::join(differences, "; "));
 }
 
 namespace {
@@ -381,6 +401,10 @@ CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
     } else if (!base_medians.empty()) {
       entry.comparison = compare_runs(base_medians, now_medians, threshold);
       entry.verdict = entry.comparison->verdict;
+      if (entry.verdict == Verdict::slower || entry.verdict == Verdict::faster) {
+        entry.reason = library_difference(baselines.front(), currents.front(), key.backend);
+        if (!entry.reason.empty()) entry.verdict = Verdict::library_changed;
+      }
       for (const nlohmann::json* result : base_it->second)
         if ((*result)["status"] == "passed") {
           if (const std::string before = result_caveats(*result); before != entry.caveats)

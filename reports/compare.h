@@ -28,7 +28,8 @@ enum class Verdict {
   insufficient_samples,
   failed,
   new_case,
-  lost  // check: measured in the baseline, skipped / unimplemented / absent now
+  lost,             // check: measured in the baseline, skipped / unimplemented / absent now
+  library_changed,  // check: faster or slower, but a library it ran on differs: not the code's
 };
 std::string_view verdict_name(Verdict verdict);
 
@@ -56,6 +57,10 @@ std::vector<std::pair<std::string, std::string>> run_conditions(const nlohmann::
 // The conditions that differ, one "NAME: BASELINE vs CURRENT" each; empty when none do.
 std::vector<std::string> condition_differences(const nlohmann::json& baseline,
                                                const nlohmann::json& current);
+// The libraries a case of `backend` ran on that differ between two reports (the backend's and
+// the host's): "cpu-onednn libraries: oneDNN 2.6.3 vs oneDNN 3.7.2"; empty when none do.
+std::string library_difference(const nlohmann::json& baseline, const nlohmann::json& current,
+                               const std::string& backend);
 
 // The gate's comparison of one case across runs: each run's median is one observation, since
 // samples within a run are not independent of the run (its clock, its placement, its
@@ -75,6 +80,8 @@ std::vector<std::string> condition_differences(const nlohmann::json& baseline,
 // one run of the change), the current run is judged against the 95% prediction interval of one
 // more baseline run instead: slower / faster past the threshold and outside the interval;
 // inconclusive past the threshold inside it, or where the interval is wider than the threshold.
+// check_runs then turns slower / faster into library_changed where a library differs (a new
+// oneDNN, another OpenBLAS kernel): the gate cannot tell that from a change of the code.
 inline constexpr std::size_t kMinRunsTested = 3;
 struct RunComparison {
   std::size_t baseline_runs = 0, current_runs = 0;
@@ -96,7 +103,7 @@ struct CheckEntry {
   CaseKey key;
   Verdict verdict = Verdict::unchanged;
   std::optional<RunComparison> comparison;
-  std::string reason;        // failed and lost cases: why
+  std::string reason;        // failed, lost and library_changed cases: why
   std::string caveats = {};  // result_caveats of the current result (and the baseline's)
 };
 

@@ -292,6 +292,41 @@ TEST(CheckRuns, SeveralRunsASide) {
   EXPECT_FALSE(lost.passed());
 }
 
+// Slower on another oneDNN is not a regression of the code: the gate names the library instead
+// and passes; the same slow-down on the same libraries still fails it.
+TEST(CheckRuns, ALibraryChangeIsNotCalledARegressionOfTheCode) {
+  const auto base = runs_with_medians({1.00, 1.01, 0.99, 1.005, 0.995});
+  auto slow = runs_with_medians({1.30, 1.31, 1.29, 1.305, 1.295});
+  EXPECT_EQ(check_runs(base, slow, 0.05).entries[0].verdict, Verdict::slower);
+  for (nlohmann::json& report : slow)
+    for (nlohmann::json& backend : report["backends"])
+      if (backend["name"] == "cpu-onednn") backend["device"]["libraries"][0]["version"] = "3.7.2";
+  const CheckResult check = check_runs(base, slow, 0.05);
+  ASSERT_EQ(check.entries.size(), 1u);
+  EXPECT_EQ(check.entries[0].verdict, Verdict::library_changed);
+  EXPECT_EQ(check.entries[0].reason, "cpu-onednn libraries: oneDNN 2.6.3 vs oneDNN 3.7.2");
+  EXPECT_NEAR(check.entries[0].comparison->time_ratio, 1.30, 1e-9);
+  EXPECT_TRUE(check.passed());
+  // Another backend's library is not this case's.
+  auto other = runs_with_medians({1.30, 1.31, 1.29, 1.305, 1.295});
+  for (nlohmann::json& report : other)
+    for (nlohmann::json& backend : report["backends"])
+      if (backend["name"] == "cpu-openblas")
+        backend["device"]["libraries"][0]["version"] = "0.3.29";
+  EXPECT_EQ(check_runs(base, other, 0.05).entries[0].verdict, Verdict::slower);
+  // The host's libraries are every case's.
+  auto host = runs_with_medians({1.30, 1.31, 1.29, 1.305, 1.295});
+  for (nlohmann::json& report : host) report["host"]["libraries"][0]["version"] = "2.41";
+  const CheckResult host_check = check_runs(base, host, 0.05);
+  EXPECT_EQ(host_check.entries[0].verdict, Verdict::library_changed);
+  EXPECT_NE(host_check.entries[0].reason.find("host libraries: glibc 2.36"), std::string::npos);
+  // Unchanged stays unchanged, whatever the libraries.
+  EXPECT_EQ(check_runs(base, runs_with_medians({1.00, 1.01, 0.99, 1.005, 0.995}), 0.05)
+                .entries[0]
+                .verdict,
+            Verdict::unchanged);
+}
+
 // On request each run contributes its fastest sample: on a loaded machine medians swing with
 // the neighbours while minima hold still.
 TEST(CheckRuns, TheFastestSampleOfEachRunOnRequest) {
