@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -45,13 +46,42 @@ constexpr std::array kHandledSignals = {SIGFPE, SIGSEGV, SIGILL, SIGBUS, SIGABRT
 // The journal's stack file, for the signal handler: a handler reaches only globals. Set once,
 // before the first case, and never changed.
 int stack_fd = -1;
+// Set by the first thread that takes a fatal signal: threads that fault with it (a library's
+// OpenMP team) wait for it to write its stack and end the process.
+std::atomic<bool> crashing{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the handler needs a lock-free flag");
 
 extern "C" void write_stack_and_die(int signal) {
-  void* frames[64];
-  const int count = backtrace(frames, 64);
-  backtrace_symbols_fd(frames, count, stack_fd);
-  raise(signal);  // SA_RESETHAND restored the default action: the process dies of the signal
+  if (!crashing.exchange(true)) {
+    void* frames[64];
+    const int count = backtrace(frames, 64);
+    backtrace_symbols_fd(frames, count, stack_fd);
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    sigaction(signal, &default_action, nullptr);
+    raise(signal);  // the default action now: the process dies of the signal
+  }
+  for (;;) pause();
 }
+
+// The supervising parent's running child, for its SIGINT / SIGTERM handler; 0 when none.
+volatile sig_atomic_t running_child = 0;
+
+// A Ctrl-C or a timeout's SIGTERM at the parent goes to the run; the parent then sees the run
+// end by that signal, removes the journal and exits as the signal says.
+extern "C" void forward_to_child(int signal) {
+  if (running_child > 0) kill(running_child, signal);
+}
+
+// Removes the journal's folder however supervise_run ends.
+struct FolderRemover {
+  std::filesystem::path folder;
+  ~FolderRemover() {
+    std::error_code ignored;
+    std::filesystem::remove_all(folder, ignored);
+  }
+};
 
 // Replaces `path` whole (write then rename): a reader after a crash sees the old or the new
 // text, never half. No sync: the files outlive the process, not the machine.
@@ -81,7 +111,7 @@ bool ends_a_case(int signal) {
 
 // Runs argv[0]'s binary (this one) with the journal named in its environment; returns
 // waitpid's status.
-int run_journaled_child(char** argv, const std::string& folder) {
+int run_journaled_child(const std::vector<char*>& argv, const std::string& folder) {
   std::vector<std::string> variables;
   for (char** entry = environ; entry && *entry; ++entry)
     if (!std::string_view(*entry).starts_with(std::string(kCaseJournalVariable) + "="))
@@ -102,12 +132,14 @@ int run_journaled_child(char** argv, const std::string& folder) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(1);
     sched_setaffinity(0, sizeof(cpu_set_t), &cpu::process_cpus());
-    execve(self.c_str(), argv, envp.data());
+    execve(self.c_str(), argv.data(), envp.data());
     _exit(127);
   }
+  running_child = pid;
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  running_child = 0;
   return status;
 }
 
@@ -129,17 +161,27 @@ CrashSite crash_site(const std::vector<std::string>& stack, const std::string& e
     const auto end = frame.find_first_of("+)", open);
     return end == std::string::npos ? std::string() : frame.substr(open + 1, end - open - 1);
   };
+  // glibc names the main program as it was started (argv[0]): compared as a file.
+  auto is_executable = [&](const std::string& object) {
+    std::error_code unknown;
+    return object == executable || fs::equivalent(object, executable, unknown);
+  };
   auto runtime = [&](const std::string& object) {
     const std::string name = fs::path(object).filename().string();
     for (const char* prefix : {"libc.so", "libm.so", "libpthread", "libgcc_s", "libstdc++",
                                "ld-linux", "libasan", "libubsan", "linux-vdso"})
       if (name.starts_with(prefix)) return true;
-    return object == executable || name.empty();
+    return name.empty() || is_executable(object);
   };
+  // "[0x7f...]": code generated at run time (oneDNN's JIT kernels), in no file; the library
+  // is the first file-backed frame that called it.
+  auto generated = [](const std::string& object) { return object.starts_with("["); };
   CrashSite site;
   std::size_t frame = 0;
   while (frame < stack.size() && runtime(object_of(stack[frame]))) ++frame;
-  if (frame == stack.size()) return site;
+  for (; frame < stack.size() && generated(object_of(stack[frame])); ++frame)
+    site.in_generated_code = true;
+  if (frame == stack.size() || runtime(object_of(stack[frame]))) return site;
   const std::string library = object_of(stack[frame]);
   site.library = fs::path(library).filename().string();
   for (; frame < stack.size() && object_of(stack[frame]) == library; ++frame)
@@ -150,17 +192,27 @@ CrashSite crash_site(const std::vector<std::string>& stack, const std::string& e
   return site;
 }
 
-int supervise_run(char** argv, std::ostream& progress) {
+int supervise_run(char** argv, const std::vector<std::string>& extra_arguments,
+                  std::ostream& progress) {
   std::string folder_template = (fs::temp_directory_path() / "trainbench-journal-XXXXXX").string();
   if (!mkdtemp(folder_template.data()))
     throw std::runtime_error(
         fmt::format("cannot make the case journal's folder: {}", std::strerror(errno)));
-  const fs::path folder = folder_template;
+  const FolderRemover remover{folder_template};
+  const fs::path& folder = remover.folder;
+  std::vector<std::string> extra = extra_arguments;
+  std::vector<char*> child_argv;
+  for (char** argument = argv; *argument; ++argument) child_argv.push_back(*argument);
+  for (std::string& argument : extra) child_argv.push_back(argument.data());
+  child_argv.push_back(nullptr);
+  struct sigaction forward {};
+  forward.sa_handler = forward_to_child;
+  sigemptyset(&forward.sa_mask);
+  for (const int signal : {SIGINT, SIGTERM}) sigaction(signal, &forward, nullptr);
   std::optional<std::size_t> last_crash;
   for (;;) {
-    const int status = run_journaled_child(argv, folder.string());
+    const int status = run_journaled_child(child_argv, folder.string());
     if (WIFEXITED(status) || !ends_a_case(WTERMSIG(status))) {
-      fs::remove_all(folder);
       if (WIFEXITED(status)) return WEXITSTATUS(status);
       fmt::print(progress, "trainbench: error: the run was ended by {}\n",
                  signal_description(WTERMSIG(status)));
@@ -172,7 +224,6 @@ int supervise_run(char** argv, std::ostream& progress) {
     if (running) crashed = nlohmann::json::parse(*running, nullptr, false);
     if (!crashed || crashed->is_discarded() || !(*crashed)["index"].is_number_unsigned() ||
         (last_crash && (*crashed)["index"].get<std::size_t>() <= *last_crash)) {
-      fs::remove_all(folder);
       fmt::print(progress,
                  "trainbench: error: the run died of {} outside any case; the report keeps "
                  "the cases finished before it\n",
@@ -236,7 +287,7 @@ void CaseJournal::install_crash_handler() const {
   sigaltstack(&alternate, nullptr);
   struct sigaction action {};
   action.sa_handler = write_stack_and_die;
-  action.sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
+  action.sa_flags = SA_NODEFER | SA_ONSTACK;
   sigemptyset(&action.sa_mask);
   for (const int signal : kHandledSignals) sigaction(signal, &action, nullptr);
 }

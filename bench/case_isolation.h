@@ -23,10 +23,13 @@ namespace tb {
 // Names the journal's folder in a supervised run's environment.
 inline constexpr const char* kCaseJournalVariable = "TRAINBENCH_CASE_JOURNAL";
 
-// The parent's side: runs `argv` (this binary's command line) again as a child with a journal,
-// and again past each case that dies of a fatal signal. Returns the last child's exit code (1
-// when a case died), or 1 when a child died outside a case. Tells `progress` of each restart.
-int supervise_run(char** argv, std::ostream& progress);
+// The parent's side: runs `argv` (this binary's command line) and `extra_arguments` (what
+// every child must share, such as the report's path) again as a child with a journal, and again
+// past each case that dies of a fatal signal. Returns the last child's exit code (1 when a case
+// died), or 1 when a child died outside a case. Tells `progress` of each restart. A SIGINT or
+// SIGTERM to the parent goes to the child.
+int supervise_run(char** argv, const std::vector<std::string>& extra_arguments,
+                  std::ostream& progress);
 
 // Where a child died, as the next child reads it from the journal.
 struct CaseCrash {
@@ -38,12 +41,14 @@ struct CaseCrash {
   std::vector<std::string> stack;  // the handler's frames, innermost first; empty if none
 };
 
-// The frame a crash happened in: the innermost frame outside trainbench itself and the C and
-// C++ runtimes, and the nearest named function of that library (its exported entry point, for a
-// library that hides its internals). Empty fields where the stack does not say.
+// The frame a crash happened in: the innermost file-backed frame outside trainbench itself and
+// the C and C++ runtimes (past any run-time generated code, which it notes), and the nearest named
+// function of that library (its exported entry point, for a library that hides its internals).
+// Empty fields where the stack does not say.
 struct CrashSite {
-  std::string library;   // "libdnnl.so.3"
-  std::string function;  // "dnnl_convolution_backward_data_primitive_desc_create"
+  std::string library;             // "libdnnl.so.3"
+  std::string function;            // "dnnl_convolution_backward_data_primitive_desc_create"
+  bool in_generated_code = false;  // it died in code generated at run time, called by `library`
 };
 // `executable`: this binary's path, whose frames are trainbench's own.
 CrashSite crash_site(const std::vector<std::string>& stack, const std::string& executable);

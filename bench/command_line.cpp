@@ -436,8 +436,13 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
             const RunOptions options = run_options(*s, command_line, world);
             // One process runs the cases and another restarts it past a case that crashed;
             // not under a launcher, which starts each rank itself.
+            // Every child writes the one report this process named (a default name holds
+            // the time, which each child would take anew).
             if (!world.launched() && !s->in_process && !CaseJournal::from_environment())
-              return supervise_run(argv, std::cerr);
+              return supervise_run(argv,
+                                   s->out.empty() ? std::vector<std::string>{"-o", options.out_path}
+                                                  : std::vector<std::string>{},
+                                   std::cerr);
             return run_benchmarks(options, world, std::cout, std::cerr);
           },
           false, [s, command_line, &world] { run_options(*s, command_line, world); }};

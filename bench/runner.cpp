@@ -460,6 +460,23 @@ nlohmann::json backends_json(const RunOptions& options, std::vector<BackendSlot>
   return backends;
 }
 
+// What a new run says before its first case: backends that cannot run here, a fault a backend
+// knows this machine meets, an emulator under the whole run.
+void print_run_warnings(const std::vector<BackendSlot>& slots, const nlohmann::json& header,
+                        std::ostream& progress) {
+  for (const BackendSlot& slot : slots) {
+    if (!slot.backend)
+      fmt::print(progress, "trainbench: error: backend {} is not usable here: {}\n",
+                 slot.entry->name, slot.availability.reason);
+    else if (const auto fault = slot.device.details.find("known_fault");
+             fault != slot.device.details.end() && fault->is_string())
+      fmt::print(progress, "trainbench: warning: {}: {}\n", slot.entry->name,
+                 fault->get<std::string>());
+  }
+  if (const auto& emulation = header["host"]["emulation"]; emulation.is_string())
+    fmt::print(progress, "trainbench: {}\n", emulation.get<std::string>());
+}
+
 // The result of the case that a fatal signal ended, as the process it killed journaled it.
 CaseResult crashed_case_result(const CaseCrash& crash, const Case& item) {
   CaseResult result;
@@ -471,8 +488,9 @@ CaseResult crashed_case_result(const CaseCrash& crash, const Case& item) {
       crash_site(crash.stack, std::filesystem::read_symlink("/proc/self/exe").string());
   std::string where;
   if (!site.library.empty())
-    where = fmt::format(" in {} of {}", site.function.empty() ? "a function" : site.function,
-                        site.library);
+    where = fmt::format(" in {}{} of {}",
+                        site.in_generated_code ? "code generated at run time by " : "",
+                        site.function.empty() ? "a function" : site.function, site.library);
   else if (!crash.stack.empty())
     where = " in trainbench's own code";
   std::vector<std::string> libraries;
@@ -501,6 +519,7 @@ CaseResult crashed_case_result(const CaseCrash& crash, const Case& item) {
                       {"stage", crash.stage},
                       {"library", site.library},
                       {"function", site.function},
+                      {"in_generated_code", site.in_generated_code},
                       {"stack", stack}}}};
   return result;
 }
@@ -617,20 +636,14 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
       print_row(table, result);
       ++failed;
     }
+    // Journaled with the crashed case, so that a crash in the next case does not lose it.
+    if (journal && writer) journal->save_report(writer->report());
   } else {
     const nlohmann::json backends = backends_json(options, slots);
     if (writer) writer->set("backends", backends);
-    for (const BackendSlot& slot : slots) {
-      if (!slot.backend)
-        fmt::print(progress, "trainbench: error: backend {} is not usable here: {}\n",
-                   slot.entry->name, slot.availability.reason);
-      else if (const auto fault = slot.device.details.find("known_fault");
-               fault != slot.device.details.end() && fault->is_string())
-        fmt::print(progress, "trainbench: warning: {}: {}\n", slot.entry->name,
-                   fault->get<std::string>());
-    }
-    if (const auto& emulation = header["host"]["emulation"]; emulation.is_string())
-      fmt::print(progress, "trainbench: {}\n", emulation.get<std::string>());
+    // The report a run that dies in its first case resumes from.
+    if (journal && writer) journal->save_report(writer->report());
+    print_run_warnings(slots, header, progress);
     print_header(table);
   }
   const auto start = Clock::now();

@@ -777,6 +777,41 @@ TEST_F(Cli, ACaseThatCrashesFailsAndTheRunGoesOn) {
 #endif
 }
 
+// A crash in the first case and another in the case after it: both are recorded, in the one
+// report the run named (without -o too), and the journal's folder goes with the run.
+TEST_F(Cli, CrashesInTheFirstAndTheNextCaseAreBothKept) {
+#ifndef TRAINBENCH_SLOWDOWN_SHIM
+  GTEST_SKIP() << "no cpu-openblas backend in this build: no cblas_sgemm to plant a crash in";
+#else
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const fs::path temporary = dir_ / "tmp";
+  fs::create_directories(temporary);
+  const Outcome outcome =
+      run({"run", "-b", "cpu-openblas", "-w", "gemm m=96", "-w", "gemm m=96 alpha=2", "-w",
+           "gemm m=64", "--threads", "1"},
+          true,
+          {{"LD_PRELOAD", TRAINBENCH_SLOWDOWN_SHIM},
+           {"TRAINBENCH_SLOWDOWN", "0"},
+           {"TRAINBENCH_CRASH_MNK", "96,96,96"},
+           {"TMPDIR", temporary.string()},
+           {"ASAN_OPTIONS", fmt::format("verify_asan_link_order=0:{}", asan ? asan : "")}});
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.err;
+  std::vector<fs::path> reports;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir_))
+    if (entry.path().filename().string().starts_with("trainbench-report-"))
+      reports.push_back(entry.path());
+  ASSERT_EQ(reports.size(), 1u) << outcome.err;
+  const nlohmann::json report = read_report(reports[0].string());
+  ASSERT_EQ(report["results"].size(), 3u) << report["results"].dump(2);
+  for (int i : {0, 1}) {
+    EXPECT_EQ(report["results"][i]["status"], "failed") << report["results"][i].dump(2);
+    EXPECT_EQ(report["results"][i]["details"]["crash"]["signal_number"], SIGFPE);
+  }
+  EXPECT_EQ(report["results"][2]["status"], "passed") << report["results"][2].dump(2);
+  EXPECT_TRUE(fs::is_empty(temporary)) << "the case journal was left behind";
+#endif
+}
+
 // A planted slow-down (a preloaded library that makes every cblas_sgemm busy-wait as long
 // again) is found by `ab` with 5 runs a side, and only in the case that calls it; one thread,
 // so that a neighbour's load on this shared machine does not stall an OpenMP barrier.
