@@ -1,12 +1,14 @@
 // The op-by-op check of a training step: sampled products agree with the full f64 ops, the
 // check covers the weight casts and the update, and damage to a sampled product, a cast or
 // the update fails it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <tuple>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
@@ -267,29 +269,39 @@ TEST_F(StepCheck, ACancelledBatchNormDataGradientIsJudgedByItsTerms) {
       check(DType::f32, nullptr, {.update = OptimizerSettings{}}, two_per_channel);
   print_margin("batch 2, 1x1 map, undamaged", clean);
   EXPECT_TRUE(clean.passed) << clean.worst_output << ": " << clean.worst_error;
-  auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
-    const std::vector<OperandSpec>& specs = plan.operands();
-    // Only the batch norms over a 1x1 map, where the gradient cancels.
-    if (specs.back().name != "diff_beta" || specs[0].name != "src" || specs[0].dims.size() != 4 ||
-        specs[0].dims[2] * specs[0].dims[3] != 1)
-      return false;
-    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
-    auto index = [&](const char* name) {
-      for (std::size_t i = 0; i < specs.size(); ++i)
-        if (specs[i].name == name) return i;
-      return specs.size();
+  // Only the batch norms over a 1x1 map, where the gradient cancels: diff_src x gradient + shift
+  // x |diff_dst|, element by element.
+  auto damage_by = [](float scale, float shift) {
+    return [=](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
+      const std::vector<OperandSpec>& specs = plan.operands();
+      if (specs.back().name != "diff_beta" || specs[0].name != "src" || specs[0].dims.size() != 4 ||
+          specs[0].dims[2] * specs[0].dims[3] != 1)
+        return false;
+      EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+      auto index = [&](const char* name) {
+        for (std::size_t i = 0; i < specs.size(); ++i)
+          if (specs[i].name == name) return i;
+        return specs.size();
+      };
+      const std::size_t dx = index("diff_src"), dy = index("diff_dst");
+      if (dx == specs.size() || dy == specs.size()) return true;
+      for (std::size_t i = 0; i < specs[dx].elements(); ++i)
+        floats(b[dx])[i] = scale * floats(b[dx])[i] + shift * std::fabs(floats(b[dy])[i]);
+      return true;
     };
-    const std::size_t dx = index("diff_src"), dy = index("diff_dst");
-    if (dx == specs.size() || dy == specs.size()) return true;
-    for (std::size_t i = 0; i < specs[dx].elements(); ++i)
-      floats(b[dx])[i] += 0.01f * std::fabs(floats(b[dy])[i]);
-    return true;
   };
-  const OpCheck damaged =
-      check(DType::f32, damage, {.update = OptimizerSettings{}}, two_per_channel);
-  print_margin("batch 2, 1x1 map, diff_src + 1% |diff_dst|", damaged);
-  EXPECT_FALSE(damaged.passed);
-  EXPECT_NE(damaged.worst_output.find("diff_src"), std::string::npos) << damaged.worst_output;
+  // Off by the terms' size, and wrong at the gradient's own size (which is 1e-5 of its terms).
+  for (const auto& [name, scale, shift] : {std::tuple{"diff_src + 1% |diff_dst|", 1.0f, 0.01f},
+                                           {"diff_src zeroed", 0.0f, 0.0f},
+                                           {"diff_src negated", -1.0f, 0.0f},
+                                           {"diff_src doubled", 2.0f, 0.0f}}) {
+    const OpCheck damaged = check(DType::f32, damage_by(scale, shift),
+                                  {.update = OptimizerSettings{}}, two_per_channel);
+    print_margin(fmt::format("batch 2, 1x1 map, {}", name).c_str(), damaged);
+    EXPECT_FALSE(damaged.passed) << name;
+    EXPECT_NE(damaged.worst_output.find("diff_src"), std::string::npos)
+        << name << ": " << damaged.worst_output;
+  }
 }
 
 TEST_F(StepCheck, ASkippedUpdateFails) {
