@@ -267,11 +267,12 @@ std::string known_fault(int major, int minor, const cpu::CpuidReader& cpuid) {
   constexpr std::uint64_t kSmallestWorkingL1 = 4096;
   if (major != 3 || minor >= 8) return "";
   const std::string vendor = cpu::cpuid_vendor(cpuid);
-  if (vendor != "AuthenticAMD" && vendor != "HygonGenuine") return "";
+  // xbyak takes its AMD path on "cAMD" in ECX, which a Hygon CPU ("uine") does not give.
+  if (vendor != "AuthenticAMD") return "";
   const std::uint64_t l1 = cpu::unchecked_amd_l1_bytes_per_cpu(cpuid);
   if (l1 >= kSmallestWorkingL1) return "";
   return fmt::format(
-      "oneDNN {}.{} takes this CPU's L1 data cache as {} byte(s) per core (CPUID leaf "
+      "oneDNN {}.{} takes this CPU's L1 data cache as {} byte(s) per CPU (CPUID leaf "
       "0x8000001D describes no cache, as on some virtual machines, and its xbyak before 7.06 "
       "reads the leaf unchecked): its brgemm convolution blocking then divides by zero (SIGFPE) "
       "for some shapes, ResNet-50's 1x1 stride-2 backward data among them. oneDNN 3.8 reads the "
@@ -375,15 +376,20 @@ LowPrecisionSupport bf16_support() {
                       level, cap_note())};
 }
 
-// f16: 3.x runs it on AVX512-FP16 (and AMX-FP16); 2.x's dispatcher has no f16 level.
+// f16: 3.x runs it on AVX512-FP16 (and AMX-FP16), and through AVX2-VNNI-2's conversions as it
+// does bf16; 2.x's dispatcher has no f16 level.
 LowPrecisionSupport f16_support() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   const std::string level = isa_name(isa);
 #if DNNL_VERSION_MAJOR >= 3
   if (isa_includes(isa, dnnl::cpu_isa::avx512_core_fp16))
     return {LowPrecisionPath::native, fmt::format("native ({}, {})", level, version())};
+  if (isa_includes(isa, dnnl::cpu_isa::avx2_vnni_2))
+    return {LowPrecisionPath::converted,
+            fmt::format("converted on {} (AVX-NE-CONVERT loads, fp32 FMAs; {})", level, version())};
   return {LowPrecisionPath::unavailable,
-          fmt::format("unavailable: {} runs f16 on AVX512-FP16 or AMX-FP16; this CPU has {}{}",
+          fmt::format("unavailable: {} runs f16 on AVX512-FP16 or AMX-FP16, or converted on "
+                      "avx2_vnni_2; this CPU has {}{}",
                       version(), level, cap_note())};
 #else
   return {LowPrecisionPath::unavailable,
