@@ -163,23 +163,21 @@ std::vector<std::string> condition_differences(const nlohmann::json& baseline,
   return differences;
 }
 
-std::string library_difference(const nlohmann::json& baseline, const nlohmann::json& current,
+namespace {
+
+// Of condition_differences, the libraries a case of `backend` ran on (its backend's and the
+// host's): "cpu-onednn libraries: oneDNN 2.6.3 vs oneDNN 3.7.2"; empty when none differ.
+std::string library_difference(const std::vector<std::string>& differences,
                                const std::string& backend) {
-  const std::vector<std::pair<std::string, std::string>> before = run_conditions(baseline),
-                                                         now = run_conditions(current);
-  auto value_of = [](const auto& conditions, const std::string& name) -> const std::string* {
-    for (const auto& [condition, value] : conditions)
-      if (condition == name) return &value;
-    return nullptr;
-  };
-  std::vector<std::string> differences;
-  for (const std::string& name : {backend + " libraries", std::string("host libraries")}) {
-    const std::string *old_value = value_of(before, name), *new_value = value_of(now, name);
-    if (old_value && new_value && *old_value != *new_value)
-      differences.push_back(fmt::format("{}: {} vs {}", name, *old_value, *new_value));
-  }
-  return fmt::format("{}", fmt::join(differences, "; "));
+  std::vector<std::string> libraries;
+  for (const std::string& difference : differences)
+    if (difference.starts_with(backend + " libraries: ") ||
+        difference.starts_with("host libraries: "))
+      libraries.push_back(difference);
+  return fmt::format("{}", fmt::join(libraries, "; "));
 }
+
+}  // namespace
 
 namespace {
 
@@ -362,6 +360,10 @@ CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
       if ((*result)["status"] == "passed") medians.push_back((*result)["stats"][field]);
     return medians;
   };
+  const std::vector<std::string> differences =
+      baselines.empty() || currents.empty()
+          ? std::vector<std::string>()
+          : condition_differences(baselines.front(), currents.front());
   CheckResult check;
   std::set<CaseKey> keys;
   for (const auto& [key, results] : base) keys.insert(key);
@@ -402,7 +404,7 @@ CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
       entry.comparison = compare_runs(base_medians, now_medians, threshold);
       entry.verdict = entry.comparison->verdict;
       if (entry.verdict == Verdict::slower || entry.verdict == Verdict::faster) {
-        entry.reason = library_difference(baselines.front(), currents.front(), key.backend);
+        entry.reason = library_difference(differences, key.backend);
         if (!entry.reason.empty()) entry.verdict = Verdict::library_changed;
       }
       for (const nlohmann::json* result : base_it->second)

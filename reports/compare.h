@@ -57,10 +57,6 @@ std::vector<std::pair<std::string, std::string>> run_conditions(const nlohmann::
 // The conditions that differ, one "NAME: BASELINE vs CURRENT" each; empty when none do.
 std::vector<std::string> condition_differences(const nlohmann::json& baseline,
                                                const nlohmann::json& current);
-// The libraries a case of `backend` ran on that differ between two reports (the backend's and
-// the host's): "cpu-onednn libraries: oneDNN 2.6.3 vs oneDNN 3.7.2"; empty when none do.
-std::string library_difference(const nlohmann::json& baseline, const nlohmann::json& current,
-                               const std::string& backend);
 
 // The gate's comparison of one case across runs: each run's median is one observation, since
 // samples within a run are not independent of the run (its clock, its placement, its
