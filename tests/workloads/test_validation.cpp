@@ -133,7 +133,7 @@ TEST_F(ValidationCatches, AWrongPeakAccumulator) {
 // of 128 zeroed) or damages the output afterwards (one element or a 16x16 tile 0.1% off, a
 // constant output, the bias added twice), all through the plan's plain operands, so it works
 // on device memory and blocked layouts alike. Each case prints the real library's worst error
-// and each damage's, in units of the tolerance, and asserts the 10x margins on both sides.
+// and each damage's, in units of the tolerance, and asserts the margins on both sides.
 
 enum class Damage { none, tf32_inputs, bf16_inputs, k_tile, element, tile, constant, bias };
 
@@ -317,9 +317,10 @@ struct MarginCase {
   const char* line;
   bool every_output;  // checked on every output (or a probe that sees one element)
   bool has_bias;
-  // Asserted on both sides: the library this much below the tolerance, each damage this much
-  // above. 10 unless the case says why not.
-  double margin = 10;
+  // The library this much below the tolerance and each damage this much above it: 10 unless
+  // the case says why not. The library's side depends on the kernel the CPU gets.
+  double library_margin = 10;
+  double damage_margin = 10;
 };
 
 class Margins : public testing::TestWithParam<const char*> {
@@ -337,7 +338,7 @@ class Margins : public testing::TestWithParam<const char*> {
   }
 
   // Validates `line` undamaged and with each damage; prints the errors in units of the
-  // tolerance and asserts the library 10x below it and every damage 10x above.
+  // tolerance and asserts the case's margins on both sides.
   // Outputs stored in bf16 or f16 round by 2^-9 or 2^-12 of their size: one element or a tile
   // 0.1% off is then at or below their own resolution and not asserted.
   void expect_margins(const MarginCase& c, DType inputs, DType output = DType::f32) {
@@ -366,12 +367,12 @@ class Margins : public testing::TestWithParam<const char*> {
           !c.every_output && (damage == Damage::element || damage == Damage::tile);
       if (damage == Damage::none) {
         EXPECT_TRUE(v.passed) << c.line << ": " << v.message;
-        EXPECT_LE(ratio, 1 / c.margin) << c.line << " (" << v.method << ")";
+        EXPECT_LE(ratio, 1 / c.library_margin) << c.line << " (" << v.method << ")";
       } else if (sampled_only) {
         row += " (sampled)";
       } else {
         EXPECT_FALSE(v.passed) << c.line << ": " << damage_name(damage);
-        EXPECT_GE(ratio, c.margin)
+        EXPECT_GE(ratio, c.damage_margin)
             << c.line << ": " << damage_name(damage) << " (" << v.method << ")";
       }
     }
@@ -391,14 +392,17 @@ const MarginCase kConvF32[] = {
     {"conv mb=2 ic=8 ih=9 oc=8 kh=3 ph=1 dir=fwd epilogue=bias", true, true},
     {"conv mb=2 ic=8 ih=9 oc=8 kh=3 ph=1 dir=bwd_data", true, false},
     {"conv mb=2 ic=8 ih=9 oc=8 kh=3 ph=1 dir=bwd_weights", true, false},
-    {"conv name=layer1.conv2 mb=1 ic=64 ih=56 oc=64 kh=3 ph=1 dir=fwd epilogue=bias", true, true},
+    // oneDNN's AVX2 kernel sums an output's 576 terms in one running sum: 0.11 of the tolerance
+    // on every output (0.04 with AVX-512), every damage 27x above: 5x below, 10x above.
+    {"conv name=layer1.conv2 mb=1 ic=64 ih=56 oc=64 kh=3 ph=1 dir=fwd epilogue=bias", true, true,
+     5},
     {"conv name=layer1.conv2 mb=1 ic=64 ih=56 oc=64 kh=3 ph=1 dir=bwd_data", true, false},
-    // oneDNN sums backward weights in long running sums: 0.2 of the tolerance, TF32 inputs 12x
-    // above it (57x apart in all): 4x on both sides.
+    // oneDNN sums backward weights in long running sums: 0.2 (batch 1) and 0.22 (batch 16, with
+    // AVX-512) or 0.33 (AVX2) of the tolerance; every damage 13x above it or more.
     {"conv name=layer1.conv2 mb=1 ic=64 ih=56 oc=64 kh=3 ph=1 dir=bwd_weights", true, false, 4},
     {"conv name=layer1.conv2 mb=16 ic=64 ih=56 oc=64 kh=3 ph=1 dir=fwd", true, false},
     {"conv name=layer1.conv2 mb=16 ic=64 ih=56 oc=64 kh=3 ph=1 dir=bwd_data", true, false},
-    {"conv name=layer1.conv2 mb=16 ic=64 ih=56 oc=64 kh=3 ph=1 dir=bwd_weights", true, false, 4},
+    {"conv name=layer1.conv2 mb=16 ic=64 ih=56 oc=64 kh=3 ph=1 dir=bwd_weights", true, false, 2.5},
 };
 
 TEST_P(Margins, GemmF32) {
@@ -430,12 +434,12 @@ TEST_P(Margins, LowPrecision) {
   // output part (4 u_out): the library reaches 0.25 of the tolerance, so 3x on both sides is
   // what the output's own resolution leaves (one element or a tile 0.1% off is below it).
   expect_margins({"conv name=layer1.conv2 mb=16 ic=64 ih=56 oc=64 kh=3 ph=1 dir=fwd dtype=bf16",
-                  true, false, 3},
+                  true, false, 3, 3},
                  DType::bf16, DType::bf16);
   expect_margins({"gemm m=2048 dtype=tf32", true, false}, DType::tf32);
   expect_margins({"gemm m=64 n=64 k=65536 dtype=tf32", true, false}, DType::tf32);
-  expect_margins({"gemm m=2048 dtype=f16 out=f16", true, false, 3}, DType::f16, DType::f16);
-  expect_margins({"gemm m=2048 dtype=bf16 out=bf16", true, false, 3}, DType::bf16, DType::bf16);
+  expect_margins({"gemm m=2048 dtype=f16 out=f16", true, false, 3, 3}, DType::f16, DType::f16);
+  expect_margins({"gemm m=2048 dtype=bf16 out=bf16", true, false, 3, 3}, DType::bf16, DType::bf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Margins,
