@@ -3,7 +3,10 @@
 #   versions: the same cases built on this Debian 12 machine (oneDNN 2.6) and in a Debian 13 root
 #     (oneDNN 3.7, its binary run in the root on the same CPU), alternated ABBA by `trainbench
 #     ab`, at the host's ISA and, where the host has more, capped to AVX2.
-# Usage: scripts/debian13_figures.sh [--root DIR] [--rounds N] versions OUT_DIR
+#   pytorch: the root's trainbench against the root's PyTorch 2.6 (setup.sh --pytorch inside it),
+#     ResNet-50 batch 32 and BERT-base batch 8 in f32 and bf16, PyTorch in both memory formats,
+#     the two sides alternated round by round; OUT_DIR/pytorch.md has scripts/peer_ratios.py's table.
+# Usage: scripts/debian13_figures.sh [--root DIR] [--rounds N] versions|pytorch OUT_DIR
 #   --root DIR: a Debian 13 root holding a built clone at /trainbench (as KEEP_ROOT=1
 #     scripts/fresh_machine_check.sh --release trixie leaves one); without it one is built and kept.
 # OUT_DIR gets every report and the tables (versions-CAP.md). Run as root (chroot).
@@ -17,7 +20,7 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-what="${1:?usage: debian13_figures.sh [--root DIR] [--rounds N] versions OUT_DIR}"
+what="${1:?usage: debian13_figures.sh [--root DIR] [--rounds N] versions|pytorch OUT_DIR}"
 out="$(mkdir -p "${2:?OUT_DIR}" && cd "$2" && pwd)"
 say() { echo "debian13_figures: $*" >&2; }
 
@@ -70,7 +73,51 @@ versions() {
   done
 }
 
+# One side of a pytorch round: trainbench's four cases in one run, or PyTorch's, one report each.
+trainbench_side() {
+  "$out/trainbench-debian13" run -b cpu-onednn --warmup 1 --min-reps 3 --max-reps 5 \
+    -w 'resnet50-train batch=32 dtype=f32' -w 'resnet50-train batch=32 dtype=bf16' \
+    -w 'bert-train batch=8 seq=128 dtype=f32' -w 'bert-train batch=8 seq=128 dtype=bf16' \
+    -o "$out/pytorch/round-$1-trainbench.json" || true  # a failed case is in the report
+}
+# trainbench_passed MODEL DTYPE: round 1's trainbench case passed (no ratio without it, and
+# PyTorch's bf16 without the CPU's bf16 instructions takes many times as long).
+trainbench_passed() {
+  python3 - "$out/pytorch/round-1-trainbench.json" "$1-train" "$2" << 'EOF'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+sys.exit(not any(r["workload"].startswith(sys.argv[2] + " ") and r["dtype"] == sys.argv[3]
+                 and r["status"] == "passed" for r in results))
+EOF
+}
+pytorch_side() {
+  local model dtype
+  for model in resnet50 bert; do
+    for dtype in f32 bf16; do
+      trainbench_passed "$model" "$dtype" ||
+        { say "PyTorch $model $dtype not run: trainbench's case did not pass" && continue; }
+      "$out/in_root" env LD_PRELOAD=libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 \
+        python3 "$out/pytorch_reference.py" "$model" --threads "$(nproc)" --dtype "$dtype" \
+        -o "$out/pytorch/round-$1-pytorch-$model-$dtype.json" || true
+    done
+  done
+}
+
+pytorch() {
+  "$out/in_root" python3 -c 'import torch' ||
+    { say "no PyTorch in $root: run bash scripts/setup.sh --pytorch inside it" && exit 2; }
+  mkdir -p "$out/pytorch" && cp "$repo/scripts/pytorch_reference.py" "$out/"
+  local round
+  for round in $(seq 1 "$rounds"); do  # ABBA: trainbench first in odd rounds
+    say "pytorch round $round of $rounds"
+    if [ $((round % 2)) = 1 ]; then trainbench_side "$round" && pytorch_side "$round"
+    else pytorch_side "$round" && trainbench_side "$round"; fi  # round 1 is trainbench's first
+  done
+  python3 "$repo/scripts/peer_ratios.py" "$out/pytorch" | tee "$out/pytorch.md"
+}
+
 case "$what" in
   versions) versions ;;
-  *) say "unknown: $what (versions)" && exit 2 ;;
+  pytorch) pytorch ;;
+  *) say "unknown: $what (versions or pytorch)" && exit 2 ;;
 esac
