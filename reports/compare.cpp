@@ -177,10 +177,6 @@ std::string library_difference(const std::vector<std::string>& differences,
   return fmt::format("{}", fmt::join(libraries, "; "));
 }
 
-}  // namespace
-
-namespace {
-
 double median_of(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();

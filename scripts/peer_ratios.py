@@ -56,7 +56,8 @@ def speed(values):
 
 def row(case, sides, formats):
     ours = sides.get("trainbench", {})
-    cells = [case, cell(speed(ours)) if ours else "not run"]
+    ours_speed = speed(ours) if ours else "not run"
+    cells = [case, cell(ours_speed)]
     best = {}
     for name in formats:
         values = sides.get(name, {})
@@ -64,7 +65,6 @@ def row(case, sides, formats):
         for round_number, value in values.items():
             if not isinstance(value, str):
                 best[round_number] = max(best.get(round_number, 0), value)
-    ours_speed = speed(ours) if ours else "not run"
     if isinstance(ours_speed, str) or not best:
         return "| " + " | ".join(cells + ["-", "-"]) + " |"
     ratio = ours_speed / statistics.median(best.values())
