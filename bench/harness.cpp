@@ -30,10 +30,13 @@ Status read_sample(Timer& timer, int units, const Agreement& agreement, double* 
   const double seconds = agreement.slowest(std::isfinite(mine) && mine > 0 ? mine : INFINITY);
   if (!std::isfinite(seconds)) {
     if (std::isfinite(mine) && mine > 0)
-      return Status::Failed("another rank's timer read no positive, finite time for a sample");
+      return Status::Failed("another rank's timer read no positive, finite time for a sample")
+          .because(ReasonCode::timer_failed);
     return Status::Failed(
-        fmt::format("the timer read {} s for a sample of {} unit{}: not a positive, finite time",
-                    mine, units, units == 1 ? "" : "s"));
+               fmt::format(
+                   "the timer read {} s for a sample of {} unit{}: not a positive, finite time",
+                   mine, units, units == 1 ? "" : "s"))
+        .because(ReasonCode::timer_failed);
   }
   *seconds_per_unit = seconds / units;
   return Status::Ok();
@@ -60,11 +63,13 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
     start_phase();
     TB_RETURN_IF_ERROR(workload.run());
     out->samples_s = workload.own_samples();
-    if (out->samples_s.empty()) return Status::Failed("the workload produced no time");
+    if (out->samples_s.empty())
+      return Status::Failed("the workload produced no time").because(ReasonCode::timer_failed);
     for (double seconds : out->samples_s)
       if (!(std::isfinite(seconds) && seconds > 0))
         return Status::Failed(
-            fmt::format("a run's time is {} s: not a positive, finite time", seconds));
+                   fmt::format("a run's time is {} s: not a positive, finite time", seconds))
+            .because(ReasonCode::timer_failed);
     return Status::Ok();
   }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backends/cpu/host_info.h"
+#include "reports/result_record.h"
 
 namespace tb {
 namespace {
@@ -141,6 +142,7 @@ void gather_case_result(World& world, CaseResult* result) {
       {"host", world.host()},
       {"status", case_status_name(result->status)},
       {"reason", result->reason},
+      {"reason_code", reason_code_name(result->reason_code)},
       {"median_s", result->stats ? nlohmann::json(result->stats->median) : nlohmann::json(nullptr)},
       {"validation_error",
        result->validation ? nlohmann::json(result->validation->error) : nlohmann::json(nullptr)}};
@@ -149,12 +151,11 @@ void gather_case_result(World& world, CaseResult* result) {
   result->ranks = nlohmann::json::array();
   for (const std::string& text : all) {
     nlohmann::json rank = nlohmann::json::parse(text);
-    if (rank["status"] == "failed" && result->status != CaseStatus::failed) {
-      result->status = CaseStatus::failed;
-      result->reason =
-          fmt::format("rank {} ({}): {}", rank["rank"].get<int>(), rank["host"].get<std::string>(),
-                      rank["reason"].get<std::string>());
-    }
+    if (parse_case_status(rank["status"].get<std::string>()) == CaseStatus::failed &&
+        result->status != CaseStatus::failed)
+      result->end(CaseStatus::failed, ReasonCode::rank_failed,
+                  fmt::format("rank {} ({}): {}", rank["rank"].get<int>(),
+                              rank["host"].get<std::string>(), rank["reason"].get<std::string>()));
     result->ranks.push_back(std::move(rank));
   }
 }

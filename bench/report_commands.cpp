@@ -30,8 +30,8 @@ namespace tb {
 namespace {
 
 // The headline figure of a result, as its workload names it (result_headline).
-std::string headline_metric(const nlohmann::json& result) {
-  const auto figure = result_headline(result);
+std::string headline_metric(const ResultRecord& result) {
+  const auto& figure = result.headline;
   if (!figure) return "-";
   const Headline& h = figure->headline;
   if (h.unit == "s") return format_seconds(figure->value);
@@ -68,11 +68,10 @@ struct Costs {
 nlohmann::json headline(const nlohmann::json& report, const Costs& costs) {
   nlohmann::json lines = nlohmann::json::array();
   std::map<std::string, HeadlineValue> best;  // "backend|figure" -> the best result's
-  for (const auto& result : report["results"]) {
-    const auto figure = result_headline(result);
+  for (const ResultRecord& result : read_results(report)) {
+    const auto& figure = result.headline;
     if (!figure || figure->headline.figure.empty()) continue;
-    const std::string key =
-        fmt::format("{}|{}", result["backend"].get<std::string>(), figure->headline.figure);
+    const std::string key = fmt::format("{}|{}", result.key.backend, figure->headline.figure);
     const auto slot = best.find(key);
     if (slot == best.end() ||
         (figure->headline.lower_is_better ? figure->value < slot->second.value
@@ -221,18 +220,20 @@ using RowKey =
 // The columns, and per row (a case) the result each column has for it.
 struct CompareGrid {
   std::vector<Column> columns;
-  std::map<RowKey, std::map<std::size_t, const nlohmann::json*>> rows;
+  std::vector<std::vector<ResultRecord>> records;  // per report; the rows point into them
+  std::map<RowKey, std::map<std::size_t, const ResultRecord*>> rows;
 };
 
 CompareGrid compare_grid(const CompareOptions& options,
                          const std::vector<nlohmann::json>& reports) {
   CompareGrid grid;
-  auto& [columns, rows] = grid;
+  auto& [columns, records, rows] = grid;
+  for (const nlohmann::json& report : reports) records.push_back(read_results(report));
   for (std::size_t r = 0; r < reports.size(); ++r) {
     const std::string name = std::filesystem::path(options.reports[r]).filename().string();
     std::map<std::string, std::size_t> column_of_backend;
-    for (const auto& result : reports[r]["results"]) {
-      const std::string backend = result["backend"];
+    for (const ResultRecord& result : records[r]) {
+      const std::string& backend = result.key.backend;
       std::size_t column = r;
       if (options.across_backends) {
         auto [it, inserted] = column_of_backend.emplace(backend, columns.size());
@@ -241,8 +242,8 @@ CompareGrid compare_grid(const CompareOptions& options,
       } else if (columns.size() == r) {
         columns.push_back({name, r, ""});
       }
-      rows[{result["workload"], result["dtype"], options.across_backends ? "" : backend}][column] =
-          &result;
+      rows[{result.key.workload, result.key.dtype, options.across_backends ? "" : backend}]
+          [column] = &result;
     }
     if (!options.across_backends && columns.size() == r) columns.push_back({name, r, ""});
   }
@@ -251,21 +252,21 @@ CompareGrid compare_grid(const CompareOptions& options,
 
 // One column's cell of a case: its figure and median, or its status ("-" when absent), as text
 // into `out` and as JSON returned.
-nlohmann::json compare_cell(const nlohmann::json* result, const Column& column, std::string* out) {
+nlohmann::json compare_cell(const ResultRecord* result, const Column& column, std::string* out) {
   nlohmann::json cell = {{"column", column.label}};
   std::string text = "-";
-  if (result && (*result)["status"] == "passed") {
-    text = fmt::format("{} ({})", headline_metric(*result),
-                       format_seconds((*result)["stats"]["median_s"]));
+  if (result && result->passed()) {
+    text = fmt::format("{} ({})", headline_metric(*result), format_seconds(result->stats->median));
     if (const std::string caveats = result_caveats(*result); !caveats.empty()) {
       text += " " + caveats;
       cell["caveats"] = caveats;
     }
-    cell["median_s"] = (*result)["stats"]["median_s"];
-    cell["metrics"] = (*result)["metrics"];
+    cell["median_s"] = result->stats->median;
+    cell["metrics"] = (*result->json)["metrics"];
   } else if (result) {
-    text = (*result)["status"];
-    cell["status"] = (*result)["status"];
+    text = case_status_name(result->status);
+    cell["status"] = case_status_name(result->status);
+    cell["reason_code"] = reason_code_name(result->reason_code);
   }
   *out = text;
   return cell;
@@ -298,7 +299,7 @@ int compare_command(const CompareOptions& options) {
   const std::vector<Costs> costs = load_costs(options);
 
   const CompareGrid grid = compare_grid(options, reports);
-  const auto& [columns, rows] = grid;
+  const auto& [columns, records, rows] = grid;
 
   nlohmann::json out = {{"reports", nlohmann::json::array()}, {"cases", nlohmann::json::array()}};
   for (std::size_t r = 0; r < reports.size(); ++r)
@@ -320,9 +321,9 @@ int compare_command(const CompareOptions& options) {
     nlohmann::json entry = {
         {"workload", workload}, {"dtype", dtype}, {"columns", nlohmann::json::array()}};
     if (!options.across_backends) entry["backend"] = backend;
-    const nlohmann::json* first = cells.count(0) ? cells.at(0) : nullptr;
+    const ResultRecord* first = cells.count(0) ? cells.at(0) : nullptr;
     for (std::size_t c = 0; c < columns.size(); ++c) {
-      const nlohmann::json* result = cells.count(c) ? cells.at(c) : nullptr;
+      const ResultRecord* result = cells.count(c) ? cells.at(c) : nullptr;
       std::string text;
       nlohmann::json cell = compare_cell(result, columns[c], &text);
       row.push_back(text);
@@ -331,10 +332,10 @@ int compare_command(const CompareOptions& options) {
         continue;
       }
       std::string versus = "-";
-      if (first && result && (*first)["status"] == "passed" && (*result)["status"] == "passed") {
-        const SampleComparison comparison =
-            compare_samples((*first)["samples_s"].get<std::vector<double>>(),
-                            (*result)["samples_s"].get<std::vector<double>>(), options.threshold);
+      if (first && result && first->passed() && result->passed()) {
+        const SampleComparison comparison = compare_samples(
+            (*first->json)["samples_s"].get<std::vector<double>>(),
+            (*result->json)["samples_s"].get<std::vector<double>>(), options.threshold);
         versus = format_speedup(comparison);
         cell["versus_first"] = comparison_json(comparison);
       }
@@ -394,6 +395,8 @@ int print_check(const CheckResult& check, TableFormat format, double threshold,
                              {"verdict", verdict_name(entry.verdict)}};
       if (entry.comparison) item["comparison"] = runs_json(*entry.comparison);
       if (!entry.reason.empty()) item["reason"] = entry.reason;
+      if (entry.reason_code != ReasonCode::none)
+        item["reason_code"] = reason_code_name(entry.reason_code);
       if (!entry.caveats.empty()) item["caveats"] = entry.caveats;
       out["cases"].push_back(item);
     }
@@ -523,20 +526,21 @@ bool run_build(const std::string& binary, const std::vector<std::string>& argume
 // that failed in any round is failed.
 nlohmann::json combine_rounds(const std::vector<nlohmann::json>& rounds) {
   nlohmann::json combined = rounds.front();
-  std::map<CaseKey, std::vector<const nlohmann::json*>> by_case;
+  std::map<CaseKey, std::vector<ResultRecord>> by_case;
   for (const auto& report : rounds)
-    for (const auto& result : report["results"]) by_case[case_key(result)].push_back(&result);
+    for (ResultRecord& result : read_results(report))
+      by_case[result.key].push_back(std::move(result));
   combined["results"] = nlohmann::json::array();
   for (const auto& [key, results] : by_case) {
-    nlohmann::json merged = *results.front();
+    nlohmann::json merged = *results.front().json;
     std::vector<double> medians;
-    for (const nlohmann::json* result : results) {
-      if ((*result)["status"] != "passed") {
-        merged = *result;
+    for (const ResultRecord& result : results) {
+      if (!result.passed()) {
+        merged = *result.json;
         medians.clear();
         break;
       }
-      medians.push_back((*result)["stats"]["median_s"]);
+      medians.push_back(result.stats->median);
     }
     if (!medians.empty()) {
       merged["samples_s"] = medians;

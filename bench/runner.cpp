@@ -15,6 +15,7 @@
 #include "bench/case_isolation.h"
 #include "bench/inventory.h"
 #include "bench/ranks.h"
+#include "reports/result_record.h"
 #include "workloads/registry.h"
 
 namespace tb {
@@ -47,15 +48,25 @@ std::string format_duration(double seconds) {
   return fmt::format("{}:{:02d}", total / 60, total % 60);
 }
 
-CaseStatus status_for(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::unimplemented:
-      return CaseStatus::unimplemented;
-    case StatusCode::unavailable:
-      return CaseStatus::skipped;
+// A status as the case's outcome: what the backend lacks is unimplemented; what this machine
+// lacks (memory, a usable backend) is skipped; anything else failed.
+void end_with(const Status& status, CaseResult* result) {
+  CaseStatus outcome = CaseStatus::failed;
+  switch (status.reason_code()) {
+    case ReasonCode::unimplemented:
+    case ReasonCode::dtype_unsupported:
+    case ReasonCode::isa_lacking:
+    case ReasonCode::reference_kernels:
+      outcome = CaseStatus::unimplemented;
+      break;
+    case ReasonCode::not_enough_memory:
+    case ReasonCode::backend_unusable:
+      outcome = CaseStatus::skipped;
+      break;
     default:
-      return CaseStatus::failed;
+      break;
   }
+  result->end(outcome, status.reason_code(), status.message());
 }
 
 CaseMetrics compute_metrics(const WorkCounts& counts, double seconds, DType dtype,
@@ -96,8 +107,8 @@ void account_for_breakage(const std::string& broken_now, std::string* broken_bef
   if (broken_now.empty() || !broken_before->empty()) return;
   *broken_before = broken_now;
   if (result->status == CaseStatus::failed) return;  // it failed already, with its own reason
-  result->status = CaseStatus::failed;
-  result->reason = fmt::format("the backend broke during this case: {}", broken_now);
+  result->end(CaseStatus::failed, ReasonCode::backend_broken,
+              fmt::format("the backend broke during this case: {}", broken_now));
   result->samples_s.clear();  // a failed case is never reported as a speed
   result->stats.reset();
   result->metrics.reset();
@@ -128,27 +139,31 @@ bool on_every_rank(World& world, bool ok) {
 // Where another rank ended the case: this rank stops there too, saying so.
 void stopped_by_another_rank(const char* stage, CaseResult* result) {
   if (!result->reason.empty()) return;
-  result->status = CaseStatus::failed;
-  result->reason = fmt::format("stopped at {}: another rank failed there (see its line)", stage);
+  result->end(CaseStatus::failed, ReasonCode::rank_failed,
+              fmt::format("stopped at {}: another rank failed there (see its line)", stage));
 }
 
-// Why the case's backend cannot take it (skipped); empty where it can.
-std::string backend_unusable(const Case& item) {
+// Why the case's backend cannot take it (skipped); ok where it can.
+Status backend_unusable(const Case& item) {
   const std::string& name = item.slot->entry->name;
   if (!item.slot->backend)
-    return fmt::format("backend {} is not usable here: {}", name, item.slot->availability.reason);
+    return Status::Unavailable(
+        fmt::format("backend {} is not usable here: {}", name, item.slot->availability.reason));
   if (!item.slot->broken.empty())
-    return fmt::format("backend {} broke during an earlier case: {}", name, item.slot->broken);
-  return "";
+    return Status::Unavailable(
+               fmt::format("backend {} broke during an earlier case: {}", name, item.slot->broken))
+        .because(ReasonCode::backend_broken);
+  return Status::Ok();
 }
 
-// Why the case does not fit in host memory; empty where it does (or runs on a device).
-std::string memory_shortfall(const Case& item) {
+// Why the case does not fit in host memory (skipped); ok where it does (or runs on a device).
+Status memory_shortfall(const Case& item) {
   const std::uint64_t needed = item.workload->device_bytes();
   const std::uint64_t available = cpu::memory_available_bytes();
-  if (item.slot->device.kind != "cpu" || needed <= available) return "";
-  return fmt::format("does not fit in memory: needs {:.2f} GiB, {:.2f} GiB available",
-                     needed / double(1 << 30), available / double(1 << 30));
+  if (item.slot->device.kind != "cpu" || needed <= available) return Status::Ok();
+  return Status::OutOfMemory(
+      fmt::format("does not fit in memory: needs {:.2f} GiB, {:.2f} GiB available",
+                  needed / double(1 << 30), available / double(1 << 30)));
 }
 
 // Set up, validate, measure one case, telling `journal` (where the run keeps one) each stage.
@@ -161,15 +176,16 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
   result.backend = item.slot->entry->name;
   result.dtype = dtype_name(item.workload->dtype());
   result.headline = item.workload->headline();
-  if (result.reason = backend_unusable(item); !result.reason.empty()) {
-    result.status = CaseStatus::skipped;
+  if (const Status unusable = backend_unusable(item); !unusable.ok()) {
+    result.end(CaseStatus::skipped, unusable.reason_code(), unusable.message());
     return result;
   }
   Backend& backend = *item.slot->backend;
   Workload& workload = *item.workload;
   try {
-    result.reason = memory_shortfall(item);
-    if (!on_every_rank(world, result.reason.empty())) {
+    const Status fits = memory_shortfall(item);
+    if (!fits.ok()) end_with(fits, &result);
+    if (!on_every_rank(world, fits.ok())) {
       stopped_by_another_rank("the memory check", &result);
       return result;
     }
@@ -179,10 +195,7 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
     result.implementation = workload.implementation();
     result.math_mode = workload.math_mode();
     result.bf16_emulated = workload.emulates_bf16();
-    if (!status.ok()) {
-      result.status = status_for(status);
-      result.reason = status.message();
-    }
+    if (!status.ok()) end_with(status, &result);
     if (!on_every_rank(world, status.ok())) {
       stopped_by_another_rank("set-up", &result);
       return result;
@@ -191,17 +204,17 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
     // not the library's.
     result.reference_kernels = workload.reference_kernels();
     if (!result.reference_kernels.empty() && !options.allow_reference_kernels) {
-      result.status = CaseStatus::unimplemented;
-      result.reason = fmt::format(
-          "not timed: {} would run reference kernels ({}); --allow-reference-kernels times it, "
-          "flagged",
-          result.backend, reference_kernel_summary(result.reference_kernels));
+      result.end(CaseStatus::unimplemented, ReasonCode::reference_kernels,
+                 fmt::format("not timed: {} would run reference kernels ({}); "
+                             "--allow-reference-kernels times it, flagged",
+                             result.backend, reference_kernel_summary(result.reference_kernels)));
       return result;
     }
     stage("validation");
     result.validation = workload.validate();
     if (!result.validation->passed)
-      result.reason = "validation failed: " + result.validation->message;
+      result.end(CaseStatus::failed, ReasonCode::validation_failed,
+                 "validation failed: " + result.validation->message);
     if (!on_every_rank(world, result.validation->passed)) {
       stopped_by_another_rank("validation", &result);
       return result;
@@ -211,8 +224,7 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
     stage("timing");
     status = measure(workload, backend, options.harness, &measurement, &world);
     if (!status.ok()) {
-      result.status = status_for(status);
-      result.reason = status.message();
+      end_with(status, &result);
       result.details = workload.details();  // what a failed run learned (a curve) is kept
       return result;
     }
@@ -225,10 +237,9 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
     result.details = workload.details();
     result.reference_kernels = workload.reference_kernels();  // now with their time shares
     if (telemetry) result.details["device_telemetry"] = telemetry->finish();
-    result.status = CaseStatus::passed;
+    result.end(CaseStatus::passed, ReasonCode::none, "");
   } catch (const std::exception& e) {
-    result.status = CaseStatus::failed;
-    result.reason = e.what();
+    result.end(CaseStatus::failed, ReasonCode::error, e.what());
   }
   return result;
 }
@@ -307,7 +318,7 @@ std::vector<std::string> child_arguments(const RunOptions& options) {
 
 // Runs one backend in a child with a changed environment and merges its results, relabelled
 // with the environment, into the report. Returns how many of its cases did not pass or skip
-// cleanly (failed, or skipped because the backend is unusable).
+// cleanly (failed, or skipped for another reason than memory: the backend is unusable).
 int merge_child_run(const ChildEnvironment& environment, const RunOptions& options,
                     ReportWriter& writer, std::ostream& table, std::ostream& progress) {
   const std::string label = environment.label();
@@ -323,7 +334,7 @@ int merge_child_run(const ChildEnvironment& environment, const RunOptions& optio
       result.workload = descriptor.to_string();
       result.backend = label;
       result.dtype = descriptor.get("dtype").value_or("f32");
-      result.reason = outcome.error;
+      result.end(CaseStatus::failed, ReasonCode::child_run_failed, outcome.error);
       writer.add(result);
       print_row(table, result);
       ++problems;
@@ -340,7 +351,10 @@ int merge_child_run(const ChildEnvironment& environment, const RunOptions& optio
   writer.set("backends", backends);
   for (nlohmann::json result : (*outcome.report)["results"]) {
     result["backend"] = label;
-    problems += result["status"] == "failed" || result["status"] == "skipped";
+    const ResultRecord record = read_result(result);
+    problems += record.status == CaseStatus::failed ||
+                (record.status == CaseStatus::skipped &&
+                 record.reason_code != ReasonCode::not_enough_memory);
     writer.add(std::move(result));
   }
   return problems;
@@ -504,6 +518,7 @@ CaseResult crashed_case_result(const CaseCrash& crash, const Case& item) {
       details.contains("known_fault") && details["known_fault"].is_string()
           ? "; known on this machine: " + details["known_fault"].get<std::string>()
           : "";
+  result.reason_code = ReasonCode::crashed;
   result.reason =
       fmt::format("died of {} during {}{} ({} runs {}); the run went on in a new process{}",
                   signal_description(crash.signal), crash.stage, where, result.backend,
@@ -628,7 +643,8 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
   std::size_t first = 0;
   if (crash) {
     restore_peaks(header["backends"], slots);
-    for (const nlohmann::json& result : header["results"]) failed += result["status"] == "failed";
+    for (const ResultRecord& result : read_results(header))
+      failed += result.status == CaseStatus::failed;
     first = crash->index + 1;
     if (header["results"].size() == crash->index) {  // else it ended before the signal came
       const CaseResult result = crashed_case_result(*crash, cases[crash->index]);

@@ -65,10 +65,10 @@ struct Answer {
 };
 
 std::string measured(const nlohmann::json& result) {
-  const std::string caveats = result_caveats(result);
-  return fmt::format("{} {} {}: median {:.4g} s{}", result["backend"].get<std::string>(),
-                     result["dtype"].get<std::string>(), result["workload"].get<std::string>(),
-                     result["stats"]["median_s"].get<double>(),
+  const ResultRecord record = read_result(result);
+  const std::string caveats = result_caveats(record);
+  return fmt::format("{} {} {}: median {:.4g} s{}", record.key.backend, record.key.dtype,
+                     record.key.workload, record.stats->median,
                      caveats.empty() ? "" : " " + caveats);
 }
 
@@ -488,8 +488,8 @@ std::vector<Answer> answer(const nlohmann::json& report) {
   for (const auto& backend : report["backends"])
     if (backend["device"].is_object())
       passed.device_kind[backend["name"]] = backend["device"]["kind"];
-  for (const auto& result : report["results"])
-    if (result["status"] == "passed") passed.results.push_back(&result);
+  for (const ResultRecord& result : read_results(report))
+    if (result.passed()) passed.results.push_back(result.json);
   return {speedup_answer(passed),      bandwidth_answer(passed),  mixed_precision_answer(passed),
           state_answer(passed),        projection_answer(passed), breakdown_answer(passed),
           communication_answer(report)};

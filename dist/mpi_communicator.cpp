@@ -82,7 +82,8 @@ Status MpiCommunicator::type_of(DType dtype, Type* out) const {
       *out = {MPI_UINT16_T, f16_sum_};
       return Status::Ok();
     default:
-      return Status::Unimplemented(fmt::format("MPI collectives in {}", dtype_name(dtype)));
+      return Status::Unimplemented(fmt::format("MPI collectives in {}", dtype_name(dtype)))
+          .because(ReasonCode::dtype_unsupported);
   }
 }
 

@@ -595,9 +595,7 @@ Status TrainingStep::Impl::add_op(std::vector<Op>& list, const OpDesc& desc,
   std::unique_ptr<Plan> plan;
   const Status status = backend.plan(desc, &plan);
   const std::string& where = network.layers()[layer].name;
-  if (!status.ok())
-    return Status(status.code(),
-                  fmt::format("{} ({}): {}", where, op_name(desc), status.message()));
+  if (!status.ok()) return status.with_prefix(fmt::format("{} ({}): ", where, op_name(desc)));
   if (plan->operands().size() != operand_slots.size())
     return Status::Failed(fmt::format("{}: the {} plan takes {} operands, the step gives {}", where,
                                       op_name(desc), plan->operands().size(),

@@ -152,9 +152,10 @@ Status TrainingStep::create(Backend& backend, const Network& network, const Step
     return Status::InvalidArgument("a data-parallel step needs at least one rank");
   if (d != DType::f32 && d != DType::f64 && d != DType::bf16 && d != DType::f16 && d != DType::tf32)
     return Status::Unimplemented(
-        fmt::format("training steps run in f32, tf32, bf16 and f16 (mixed) and f64 (the "
-                    "reference), not {}",
-                    dtype_name(d)));
+               fmt::format("training steps run in f32, tf32, bf16 and f16 (mixed) and f64 (the "
+                           "reference), not {}",
+                           dtype_name(d)))
+        .because(ReasonCode::dtype_unsupported);
   auto impl = std::make_unique<Impl>(backend, network, options);
   TB_RETURN_IF_ERROR(impl->build());
   TB_RETURN_IF_ERROR(impl->allocate());

@@ -10,11 +10,6 @@
 
 namespace tb {
 
-CaseKey case_key(const nlohmann::json& result) {
-  return {result.at("workload").get<std::string>(), result.at("dtype").get<std::string>(),
-          result.at("backend").get<std::string>()};
-}
-
 std::string_view verdict_name(Verdict verdict) {
   switch (verdict) {
     case Verdict::faster:
@@ -298,10 +293,10 @@ RunComparison compare_runs(std::span<const double> baseline_medians,
   return c;
 }
 
-std::map<CaseKey, const nlohmann::json*> passed_results(const nlohmann::json& report) {
-  std::map<CaseKey, const nlohmann::json*> results;
-  for (const auto& result : report.at("results"))
-    if (result.at("status") == "passed") results[case_key(result)] = &result;
+std::map<CaseKey, ResultRecord> passed_results(const nlohmann::json& report) {
+  std::map<CaseKey, ResultRecord> results;
+  for (ResultRecord& record : read_results(report))
+    if (record.passed()) results[record.key] = std::move(record);
   return results;
 }
 
@@ -313,9 +308,10 @@ bool CheckResult::passed() const {
   return true;
 }
 
-std::string result_caveats(const nlohmann::json& result) {
+std::string result_caveats(const ResultRecord& record) {
+  const nlohmann::json& result = *record.json;
   std::string caveats;
-  if (result.contains("reference_kernels") && !result["reference_kernels"].empty()) {
+  if (record.reference_kernels) {
     double share = 0;
     bool measured = false;
     for (const nlohmann::json& use : result["reference_kernels"])
@@ -326,8 +322,7 @@ std::string result_caveats(const nlohmann::json& result) {
     caveats += fmt::format("[reference kernels: {} ops{}]", result["reference_kernels"].size(),
                            measured ? fmt::format(", {:.1f}% of the time", 100 * share) : "");
   }
-  if (result.value("bf16_emulated", false))
-    caveats += caveats.empty() ? "[bf16 emulated]" : " [bf16 emulated]";
+  if (record.bf16_emulated) caveats += caveats.empty() ? "[bf16 emulated]" : " [bf16 emulated]";
   if (const auto metrics = result.find("metrics"); metrics != result.end() &&
                                                    metrics->is_object() &&
                                                    metrics->value("above_measured_peak", false))
@@ -344,16 +339,15 @@ CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
                        const std::vector<nlohmann::json>& currents, double threshold,
                        RunStatistic statistic) {
   // Per case: its result in every run, in run order.
-  std::map<CaseKey, std::vector<const nlohmann::json*>> base, now;
+  std::map<CaseKey, std::vector<ResultRecord>> base, now;
   for (const nlohmann::json& report : baselines)
-    for (const auto& result : report.at("results")) base[case_key(result)].push_back(&result);
+    for (ResultRecord& record : read_results(report)) base[record.key].push_back(std::move(record));
   for (const nlohmann::json& report : currents)
-    for (const auto& result : report.at("results")) now[case_key(result)].push_back(&result);
-  const char* field = statistic == RunStatistic::min ? "min_s" : "median_s";
-  auto medians_of = [field](const std::vector<const nlohmann::json*>& results) {
+    for (ResultRecord& record : read_results(report)) now[record.key].push_back(std::move(record));
+  auto medians_of = [statistic](const std::vector<ResultRecord>& results) {
     std::vector<double> medians;  // one figure per run: its median (or fastest) sample
-    for (const nlohmann::json* result : results)
-      if ((*result)["status"] == "passed") medians.push_back((*result)["stats"][field]);
+    for (const ResultRecord& result : results)
+      if (result.passed()) medians.push_back(result.seconds(statistic));
     return medians;
   };
   const std::vector<std::string> differences =
@@ -369,31 +363,32 @@ CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
     const std::vector<double> base_medians =
         base_it == base.end() ? std::vector<double>() : medians_of(base_it->second);
     const auto now_it = now.find(key);
-    const std::vector<const nlohmann::json*> results =
-        now_it == now.end() ? std::vector<const nlohmann::json*>() : now_it->second;
+    const std::vector<ResultRecord> results =
+        now_it == now.end() ? std::vector<ResultRecord>() : now_it->second;
     const std::vector<double> now_medians = medians_of(results);
-    CheckEntry entry{key, Verdict::new_case, std::nullopt, "", ""};
-    const nlohmann::json* failed = nullptr;
-    const nlohmann::json* not_passed = nullptr;
-    for (const nlohmann::json* result : results) {
-      if ((*result)["status"] == "failed" && !failed) failed = result;
-      if ((*result)["status"] != "passed" && !not_passed) not_passed = result;
+    CheckEntry entry{key, Verdict::new_case, std::nullopt, "", ReasonCode::none, ""};
+    const ResultRecord* failed = nullptr;
+    const ResultRecord* not_passed = nullptr;
+    for (const ResultRecord& result : results) {
+      if (result.status == CaseStatus::failed && !failed) failed = &result;
+      if (!result.passed() && !not_passed) not_passed = &result;
     }
-    for (const nlohmann::json* result : results)
-      if ((*result)["status"] == "passed") {
-        entry.caveats = result_caveats(*result);
+    for (const ResultRecord& result : results)
+      if (result.passed()) {
+        entry.caveats = result_caveats(result);
         break;
       }
     if (failed) {
       entry.verdict = Verdict::failed;
-      entry.reason = (*failed)["reason"];
+      entry.reason = failed->reason;
+      entry.reason_code = failed->reason_code;
     } else if (!base_medians.empty() && now_medians.size() < currents.size()) {
       entry.verdict = Verdict::lost;
-      entry.reason = not_passed
-                         ? fmt::format("{} now: {}", (*not_passed)["status"].get<std::string>(),
-                                       (*not_passed)["reason"].get<std::string>())
-                         : fmt::format("absent from {} of the {} current runs",
-                                       currents.size() - results.size(), currents.size());
+      if (not_passed) entry.reason_code = not_passed->reason_code;
+      entry.reason = not_passed ? fmt::format("{} now: {}", case_status_name(not_passed->status),
+                                              not_passed->reason)
+                                : fmt::format("absent from {} of the {} current runs",
+                                              currents.size() - results.size(), currents.size());
     } else if (now_medians.empty()) {
       continue;  // neither measured before nor now
     } else if (!base_medians.empty()) {
@@ -403,9 +398,9 @@ CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
         entry.reason = library_difference(differences, key.backend);
         if (!entry.reason.empty()) entry.verdict = Verdict::library_changed;
       }
-      for (const nlohmann::json* result : base_it->second)
-        if ((*result)["status"] == "passed") {
-          if (const std::string before = result_caveats(*result); before != entry.caveats)
+      for (const ResultRecord& result : base_it->second)
+        if (result.passed()) {
+          if (const std::string before = result_caveats(result); before != entry.caveats)
             entry.caveats =
                 fmt::format("{} (baseline: {})", entry.caveats.empty() ? "[none]" : entry.caveats,
                             before.empty() ? "none" : before);

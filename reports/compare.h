@@ -12,13 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tb {
+#include "reports/result_record.h"
 
-struct CaseKey {
-  std::string workload, dtype, backend;
-  auto operator<=>(const CaseKey&) const = default;
-};
-CaseKey case_key(const nlohmann::json& result);
+namespace tb {
 
 enum class Verdict {
   faster,
@@ -93,13 +89,14 @@ RunComparison compare_runs(std::span<const double> baseline_medians,
 // What a reader of a result's figure must know: the reference kernels it ran (how many ops,
 // their share of the time where measured) and emulated bf16; empty when neither.
 // "[reference kernels: 2 ops, 12.3% of the time] [bf16 emulated]"
-std::string result_caveats(const nlohmann::json& result);
+std::string result_caveats(const ResultRecord& result);
 
 struct CheckEntry {
   CaseKey key;
   Verdict verdict = Verdict::unchanged;
   std::optional<RunComparison> comparison;
-  std::string reason;        // failed, lost and library_changed cases: why
+  std::string reason;                         // failed, lost and library_changed cases: why
+  ReasonCode reason_code = ReasonCode::none;  // failed and lost cases: the current run's code
   std::string caveats = {};  // result_caveats of the current result (and the baseline's)
 };
 
@@ -115,7 +112,6 @@ struct CheckResult {
 // What one run contributes: its median sample (the default), or its fastest, which on a loaded
 // machine is the one its neighbours disturbed least (measured here with one thread: 1.5%
 // run-to-run noise for the minimum against 40-60% for the median).
-enum class RunStatistic { median, min };
 std::string_view run_statistic_name(RunStatistic statistic);
 CheckResult check_runs(const std::vector<nlohmann::json>& baselines,
                        const std::vector<nlohmann::json>& currents, double threshold,
@@ -125,6 +121,6 @@ CheckResult check_reports(const nlohmann::json& baseline, const nlohmann::json& 
                           double threshold);
 
 // Passed results of a report by key.
-std::map<CaseKey, const nlohmann::json*> passed_results(const nlohmann::json& report);
+std::map<CaseKey, ResultRecord> passed_results(const nlohmann::json& report);
 
 }  // namespace tb

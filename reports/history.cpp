@@ -131,19 +131,19 @@ bool History::add(const nlohmann::json& report, const std::string& source) {
     const bool added = sqlite3_changes(db_) > 0;
     if (added) {
       const std::int64_t id = sqlite3_last_insert_rowid(db_);
-      for (const auto& result : report["results"]) {
+      for (const ResultRecord& record : read_results(report)) {
         Statement row(
             db_,
             "INSERT INTO cases (report_id, workload, dtype, backend, status, median_s, samples_s) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             path_);
         row.bind(1, id)
-            .bind(2, result["workload"].get<std::string>())
-            .bind(3, result["dtype"].get<std::string>())
-            .bind(4, result["backend"].get<std::string>())
-            .bind(5, result["status"].get<std::string>())
-            .bind(6, result["stats"].is_object() ? result["stats"]["median_s"].get<double>() : 0.0)
-            .bind(7, result["samples_s"].dump());
+            .bind(2, record.key.workload)
+            .bind(3, record.key.dtype)
+            .bind(4, record.key.backend)
+            .bind(5, std::string(case_status_name(record.status)))
+            .bind(6, record.stats ? record.stats->median : 0.0)
+            .bind(7, (*record.json)["samples_s"].dump());
         row.step();
       }
     }

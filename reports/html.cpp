@@ -8,6 +8,7 @@
 
 #include "reports/compare.h"
 #include "reports/report.h"
+#include "reports/result_record.h"
 
 namespace tb {
 namespace {
@@ -104,11 +105,12 @@ std::string roofline(const std::vector<Machine>& machines) {
         if (peak["measured_gflops"].is_number())
           roof.peaks.emplace_back(dtype, peak["measured_gflops"].get<double>());
     }
-    for (const auto& result : (*machine.report)["results"]) {
-      if (result["status"] != "passed" || !result["metrics"].is_object()) continue;
+    for (const ResultRecord& record : read_results(*machine.report)) {
+      const nlohmann::json& result = *record.json;
+      if (!record.passed() || !result["metrics"].is_object()) continue;
       const auto& m = result["metrics"];
       Roof& roof = by_backend[result["backend"]];
-      const auto figure = result_headline(result);
+      const auto& figure = record.headline;
       if (figure && figure->headline.figure == kMemoryBandwidthFigure)
         roof.bandwidth = std::max(roof.bandwidth, figure->value);
       else if (m.contains("flops") && m.contains("bytes") && m.contains("tflops") &&
@@ -177,8 +179,9 @@ std::string bars(const std::vector<Machine>& machines) {
   std::map<std::string, std::vector<Bar>> groups;  // "workload [dtype] (unit)" -> bars
   std::map<std::string, std::size_t> series_index;
   for (const Machine& machine : machines)
-    for (const auto& result : (*machine.report)["results"]) {
-      const auto figure = result_headline(result);
+    for (const ResultRecord& record : read_results(*machine.report)) {
+      const nlohmann::json& result = *record.json;
+      const auto& figure = record.headline;
       if (!figure) continue;
       const std::string& unit = figure->headline.unit;
       const std::string series =
@@ -186,7 +189,7 @@ std::string bars(const std::vector<Machine>& machines) {
       series_index.emplace(series, series_index.size());
       groups[fmt::format("{} [{}] ({})", result["workload"].get<std::string>(),
                          result["dtype"].get<std::string>(), unit)]
-          .push_back({series, figure->value, result_caveats(result)});
+          .push_back({series, figure->value, result_caveats(record)});
     }
   const double row = 16, label_width = 520, bar_width = 300;
   double height = 10;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "reports/report.h"
+#include "reports/result_record.h"
 #include "workloads/descriptor.h"
 
 namespace tb {
@@ -139,9 +140,10 @@ int world_size(const nlohmann::json& result) {
   return details.is_object() ? details.value("world_size", 1) : 1;
 }
 
-std::vector<MeasuredSweep> all_reduce_sweeps(const std::vector<const nlohmann::json*>& passed) {
+std::vector<MeasuredSweep> all_reduce_sweeps(const std::vector<ResultRecord>& passed) {
   std::map<std::tuple<std::string, std::string, bool, int>, MeasuredSweep> sweeps;
-  for (const nlohmann::json* r : passed) {
+  for (const ResultRecord& record : passed) {
+    const nlohmann::json* r = record.json;
     const Descriptor d = Descriptor::parse((*r)["workload"].get<std::string>());
     const nlohmann::json& metrics = (*r)["metrics"];
     if (d.kind() != "allreduce" || !metrics.is_object() || !metrics.contains("seconds")) continue;
@@ -169,8 +171,9 @@ std::vector<MeasuredSweep> all_reduce_sweeps(const std::vector<const nlohmann::j
 
 // A training step (read by samples/s, not a time to train: a step time is what scales), as a
 // model whose gradients a data-parallel step exchanges; null for any other result.
-std::optional<MeasuredModel> measured_model(const nlohmann::json& r) {
-  const auto headline = result_headline(r);
+std::optional<MeasuredModel> measured_model(const ResultRecord& record) {
+  const nlohmann::json& r = *record.json;
+  const auto& headline = record.headline;
   const nlohmann::json details = r.value("details", nlohmann::json::object());
   if (!headline || headline->headline.metric != "samples_per_s" || !details.is_object() ||
       !details.contains("parameters"))
@@ -184,7 +187,7 @@ std::optional<MeasuredModel> measured_model(const nlohmann::json& r) {
                   r["workload"],
                   parameters,
                   4 * parameters,
-                  r["stats"]["median_s"].get<double>()};
+                  record.stats->median};
   if (!details.contains("data_parallel")) return m;
   // Across ranks: the world-size-1 step measured in the same run, the gradients it exchanged,
   // and how much of their all-reduce backward hid with overlap on.
@@ -204,10 +207,10 @@ std::optional<MeasuredModel> measured_model(const nlohmann::json& r) {
 
 // One model per (backend, kind, dtype): a data-parallel result where there is one (it carries
 // the world-size-1 step too), else the world-size-1 result.
-std::vector<MeasuredModel> measured_models(const std::vector<const nlohmann::json*>& passed) {
+std::vector<MeasuredModel> measured_models(const std::vector<ResultRecord>& passed) {
   std::map<std::tuple<std::string, std::string, std::string>, MeasuredModel> models;
-  for (const nlohmann::json* r : passed)
-    if (std::optional<MeasuredModel> m = measured_model(*r)) {
+  for (const ResultRecord& record : passed)
+    if (std::optional<MeasuredModel> m = measured_model(record)) {
       auto [it, added] =
           models.try_emplace({m->backend, descriptor_kind(m->workload), m->dtype}, *m);
       if (!added && m->measured_ranks > it->second.measured_ranks) it->second = *m;
@@ -234,9 +237,9 @@ std::vector<Link> fabrics(const std::vector<MeasuredSweep>& sweeps) {
 }  // namespace
 
 CommunicationProjection project_communication(const nlohmann::json& report) {
-  std::vector<const nlohmann::json*> passed;
-  for (const auto& result : report["results"])
-    if (result["status"] == "passed") passed.push_back(&result);
+  std::vector<ResultRecord> passed;
+  for (ResultRecord& record : read_results(report))
+    if (record.passed()) passed.push_back(std::move(record));
   CommunicationProjection projection;
   projection.sweeps = all_reduce_sweeps(passed);
   projection.fabrics = fabrics(projection.sweeps);

@@ -14,6 +14,7 @@
 
 #include "backends/status.h"
 #include "reports/json_schema.h"
+#include "reports/result_record.h"
 #include "workloads/descriptor.h"
 #include "workloads/embedded_files.h"
 
@@ -40,6 +41,7 @@ nlohmann::json to_json(const CaseResult& r) {
   j["dtype"] = r.dtype;
   j["status"] = case_status_name(r.status);
   j["reason"] = r.reason;
+  j["reason_code"] = reason_code_name(r.reason_code);
   j["implementation"] = r.implementation;
   j["math_mode"] = r.math_mode;
   if (!r.reference_kernels.empty()) {
@@ -90,49 +92,6 @@ nlohmann::json to_json(const CaseResult& r) {
                      {"figure", r.headline->figure},
                      {"lower_is_better", r.headline->lower_is_better}};
   return j;
-}
-
-namespace {
-
-// Reports written before results carried their headline: what compare, summary and html read
-// from the workload kind then.
-Headline derived_headline(const nlohmann::json& result) {
-  const std::string kind = descriptor_kind(result["workload"].get<std::string>());
-  const std::string dtype = result.value("dtype", "");
-  const nlohmann::json& m = result["metrics"];
-  if (kind.starts_with("ttt-"))
-    return {"time_to_train_s", "s", fmt::format("time to train {} {}", kind, dtype), true};
-  if (kind == "stream") return {"gbps", "GB/s", kMemoryBandwidthFigure};
-  if (kind.ends_with("-train"))
-    return {"samples_per_s", "samples/s", fmt::format("{} {}", kind, dtype)};
-  if (m.contains("tflops"))
-    return {"tflops", "TFLOP/s", kind == "gemm" ? fmt::format("GEMM {}", dtype) : ""};
-  if (m.contains("gbps")) return {"gbps", "GB/s", ""};
-  return {"samples_per_s", "samples/s", ""};
-}
-
-}  // namespace
-
-std::optional<HeadlineValue> result_headline(const nlohmann::json& result) {
-  if (result.value("status", "") != "passed" || !result.contains("metrics") ||
-      !result["metrics"].is_object())
-    return std::nullopt;
-  HeadlineValue out;
-  if (const auto stored = result.find("headline"); stored != result.end() && stored->is_object())
-    out.headline = {(*stored)["metric"], (*stored)["unit"], (*stored)["figure"],
-                    (*stored)["lower_is_better"]};
-  else
-    out.headline = derived_headline(result);
-  for (const char* block : {"metrics", "details"}) {
-    const auto found = result.find(block);
-    if (found == result.end() || !found->is_object()) continue;
-    if (const auto value = found->find(out.headline.metric);
-        value != found->end() && value->is_number()) {
-      out.value = value->get<double>();
-      return out;
-    }
-  }
-  return std::nullopt;
 }
 
 nlohmann::json to_json(const SampleStats& s) {
@@ -205,7 +164,7 @@ nlohmann::json read_report(const std::string& path) {
                     errors.size() > 1 ? fmt::format(" (and {} more)", errors.size() - 1) : ""));
   // What the schema cannot say: a passed result was timed.
   for (const auto& result : report["results"])
-    if (result["status"] == "passed" &&
+    if (read_result(result).passed() &&
         (!result["stats"].is_object() || result["samples_s"].empty()))
       throw ReportError(fmt::format("corrupt report {}: the passed result '{}' has no samples",
                                     path, result["workload"].get<std::string>()));
@@ -219,7 +178,7 @@ class GbenchRuns {
  public:
   explicit GbenchRuns(const nlohmann::json& report) {
     int64_t family = 0;
-    for (const auto& result : report["results"]) add_case(result, family++);
+    for (const ResultRecord& record : read_results(report)) add_case(record, family++);
   }
   const std::vector<benchmark::BenchmarkReporter::Run>& runs() const { return runs_; }
 
@@ -237,7 +196,8 @@ class GbenchRuns {
 #endif
   }
 
-  void add_case(const nlohmann::json& result, int64_t family) {
+  void add_case(const ResultRecord& record, int64_t family) {
+    const nlohmann::json& result = *record.json;
     Run base;
     base.run_name.function_name = fmt::format("{}/{}", result["backend"].get<std::string>(),
                                               result["workload"].get<std::string>());
@@ -245,9 +205,8 @@ class GbenchRuns {
     base.per_family_instance_index = 0;
     base.time_unit = benchmark::kMicrosecond;
     base.threads = 1;
-    const std::string status = result["status"];
-    if (status != "passed") {
-      mark_failed(&base, fmt::format("{}: {}", status, result["reason"].get<std::string>()));
+    if (!record.passed()) {
+      mark_failed(&base, fmt::format("{}: {}", case_status_name(record.status), record.reason));
       runs_.push_back(base);
       return;
     }
@@ -270,15 +229,15 @@ class GbenchRuns {
       run.cpu_accumulated_time = run.real_accumulated_time;  // wall clock only is measured
       runs_.push_back(run);
     }
-    const auto& stats = result["stats"];
-    for (const char* aggregate : {"mean", "median", "stddev"}) {
+    const SampleStats& stats = *record.stats;
+    for (const auto& [aggregate, seconds] :
+         {std::pair{"mean", stats.mean}, {"median", stats.median}, {"stddev", stats.stddev}}) {
       Run run = base;
       run.run_type = Run::RT_Aggregate;
       run.aggregate_name = aggregate;
       run.aggregate_unit = benchmark::StatisticUnit::kTime;
       run.iterations = static_cast<int64_t>(samples.size());
-      run.real_accumulated_time =
-          stats[std::string(aggregate) + "_s"].get<double>() * run.iterations;
+      run.real_accumulated_time = seconds * static_cast<double>(run.iterations);
       run.cpu_accumulated_time = run.real_accumulated_time;
       runs_.push_back(run);
     }

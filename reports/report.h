@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/files.h"
+#include "backends/status.h"
 #include "reports/stats.h"
 #include "workloads/workload.h"
 
@@ -38,6 +39,7 @@ struct CaseResult {
   std::string backend;
   std::string dtype;
   CaseStatus status = CaseStatus::failed;
+  ReasonCode reason_code = ReasonCode::error;  // none once passed
   std::string reason;
   std::string implementation, math_mode;
   std::vector<ReferenceKernelUse> reference_kernels;  // never reported silently
@@ -51,16 +53,14 @@ struct CaseResult {
   std::optional<Headline> headline;  // the workload's; absent where no workload was made
   // Run across ranks: each rank's status, reason and median (bench/ranks.h); null for one rank.
   nlohmann::json ranks = nullptr;
-};
 
-// A result's headline figure and its value: the headline the report records, or, for a report
-// written before results carried one, the one derived from the workload kind as then. Null
-// where the result has no value for it (not passed, no metrics).
-struct HeadlineValue {
-  Headline headline;
-  double value = 0;
+  // Ends the case without a speed: its status, code and reason.
+  void end(CaseStatus new_status, ReasonCode code, std::string why) {
+    status = new_status;
+    reason_code = code;
+    reason = std::move(why);
+  }
 };
-std::optional<HeadlineValue> result_headline(const nlohmann::json& result);
 
 nlohmann::json to_json(const CaseResult& result);
 nlohmann::json to_json(const SampleStats& stats);

@@ -97,8 +97,8 @@ Status OpWorkload::export_floats(int operand, std::vector<float>* values) {
       return Status::Ok();
     }
     default:
-      return Status::Unimplemented(
-          fmt::format("no host conversion for {}", dtype_name(spec.dtype)));
+      return Status::Unimplemented(fmt::format("no host conversion for {}", dtype_name(spec.dtype)))
+          .because(ReasonCode::dtype_unsupported);
   }
 }
 

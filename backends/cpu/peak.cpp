@@ -359,7 +359,9 @@ Status plan_peak(const PeakOp& op, const HostInventory& host, int threads, const
                                                       : PeakKernel{};
   if (!kernel.function)
     return Status::Unimplemented(fmt::format("no {} peak kernel at level {} ({})",
-                                             dtype_name(op.dtype), level.reason, kBf16Needs));
+                                             dtype_name(op.dtype), level.reason, kBf16Needs))
+        .because(op.dtype == DType::f32 || op.dtype == DType::bf16 ? ReasonCode::isa_lacking
+                                                                   : ReasonCode::dtype_unsupported);
   *out = std::make_unique<PeakPlan>(op, kernel, threads, level);
   return Status::Ok();
 }

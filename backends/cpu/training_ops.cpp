@@ -881,7 +881,8 @@ Status make_plan(DType dtype, std::vector<OperandSpec> operands, std::string_vie
   if (!is_float_or_double(dtype) && !bf16_ok)
     return Status::Unimplemented(fmt::format("the shared CPU {} runs in f32 and f64{}, not {}",
                                              what, bf16 == Bf16Data::accepted ? " and bf16" : "",
-                                             dtype_name(dtype)));
+                                             dtype_name(dtype)))
+        .because(ReasonCode::dtype_unsupported);
   const bool tabled = kernels && dtype != DType::f64;
   const std::string implementation =
       fmt::format("shared CPU {} ({}, plain layout{}{})", what, dtype_name(dtype),

@@ -265,7 +265,8 @@ class CudaBackend final : public Backend {
   }
 
   Status allocate(std::size_t bytes, Buffer* out) override {
-    if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
+    if (!health_->broken.empty())
+      return Status::Unavailable(health_->broken).because(ReasonCode::backend_broken);
     void* data = nullptr;
     if (const cudaError_t error = cudaMalloc(&data, bytes); error != cudaSuccess) {
       if (is_sticky(error)) return health_->check(error, "cudaMalloc");
@@ -348,7 +349,8 @@ class CudaBackend final : public Backend {
   }
   Status make_communicator(World& world, std::unique_ptr<Communicator>* out) override {
 #ifdef TRAINBENCH_HAVE_NCCL
-    if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
+    if (!health_->broken.empty())
+      return Status::Unavailable(health_->broken).because(ReasonCode::backend_broken);
     return make_nccl_communicator(world, health_, out);
 #else
     (void)world, (void)out;
@@ -363,7 +365,8 @@ class CudaBackend final : public Backend {
   }
 
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
-    if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
+    if (!health_->broken.empty())
+      return Status::Unavailable(health_->broken).because(ReasonCode::backend_broken);
     const int compute_capability = properties_.major * 10 + properties_.minor;
     return std::visit(
         Overloaded{[&](const StreamOp& stream) { return plan_stream(stream, out); },
@@ -400,7 +403,8 @@ class CudaBackend final : public Backend {
     // Launches are asynchronous: the timer's events and synchronize() bound the work.
     if (workspace.bytes < plan.workspace_bytes())
       return Status::InvalidArgument("workspace smaller than the plan needs");
-    if (!health_->broken.empty()) return Status::Unavailable(health_->broken);
+    if (!health_->broken.empty())
+      return Status::Unavailable(health_->broken).because(ReasonCode::backend_broken);
     const Status status = static_cast<CudaPlan&>(plan).run(operands, workspace, nullptr);
     // A launch reports an earlier kernel's fault too: a sticky one breaks the context.
     if (!status.ok()) health_->record(cudaPeekAtLastError(), "a kernel before this op");

@@ -30,7 +30,8 @@ Status nccl_type(DType dtype, ncclDataType_t* out) {
       *out = ncclInt32;
       return Status::Ok();
     default:
-      return Status::Unimplemented(fmt::format("NCCL collectives: no {} sums", dtype_name(dtype)));
+      return Status::Unimplemented(fmt::format("NCCL collectives: no {} sums", dtype_name(dtype)))
+          .because(ReasonCode::dtype_unsupported);
   }
 }
 

@@ -86,12 +86,14 @@ class OneDnnBackend final : public cpu::CpuBackend {
  private:
   static Status check_dtype(DType dtype) {
     if (to_dnnl(dtype) == memory::data_type::undef)
-      return Status::Unimplemented(fmt::format("cpu-onednn has no {} path", dtype_name(dtype)));
+      return Status::Unimplemented(fmt::format("cpu-onednn has no {} path", dtype_name(dtype)))
+          .because(ReasonCode::dtype_unsupported);
     if (dtype == DType::bf16 || dtype == DType::f16) {
       const onednn::api::LowPrecisionSupport support =
           dtype == DType::bf16 ? onednn::api::bf16_support() : onednn::api::f16_support();
       if (support.path == onednn::api::LowPrecisionPath::unavailable)
-        return Status::Unimplemented(support.text.substr(support.text.find(": ") + 2));
+        return Status::Unimplemented(support.text.substr(support.text.find(": ") + 2))
+            .because(ReasonCode::isa_lacking);
     }
     return Status::Ok();
   }

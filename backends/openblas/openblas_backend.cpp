@@ -244,22 +244,26 @@ class OpenBlasBackend final : public cpu::CpuBackend {
  private:
   static Status plan_fully_connected(const FullyConnectedOp& op, std::unique_ptr<Plan>* out) {
     if (op.dtype != DType::f32)
-      return Status::Unimplemented("cpu-openblas: the fully connected layer is fp32 only");
+      return Status::Unimplemented("cpu-openblas: the fully connected layer is fp32 only")
+          .because(ReasonCode::dtype_unsupported);
     TB_RETURN_IF_ERROR(fits_blasint({{"mb", op.mb}, {"in", op.in}, {"out", op.out}}));
     *out = std::make_unique<FullyConnectedPlan>(op);
     return Status::Ok();
   }
   static Status plan_gemm(const GemmOp& op, std::unique_ptr<Plan>* out) {
     if (op.a_type != op.b_type || op.c_type != DType::f32)
-      return Status::Unimplemented("cpu-openblas: GEMM needs equal input dtypes and an f32 output");
+      return Status::Unimplemented("cpu-openblas: GEMM needs equal input dtypes and an f32 output")
+          .because(ReasonCode::dtype_unsupported);
     if (op.a_type == DType::bf16) {
 #ifndef TRAINBENCH_OPENBLAS_HAS_SBGEMM
       return Status::Unimplemented(
-          "cpu-openblas: this OpenBLAS does not export cblas_sbgemm (no bf16 GEMM)");
+                 "cpu-openblas: this OpenBLAS does not export cblas_sbgemm (no bf16 GEMM)")
+          .because(ReasonCode::dtype_unsupported);
 #endif
     } else if (op.a_type != DType::f32) {
       return Status::Unimplemented(
-          fmt::format("cpu-openblas has no {} GEMM", dtype_name(op.a_type)));
+                 fmt::format("cpu-openblas has no {} GEMM", dtype_name(op.a_type)))
+          .because(ReasonCode::dtype_unsupported);
     }
     if (op.prepacked_b)
       return Status::Unimplemented("cpu-openblas: OpenBLAS has no pre-packed GEMM interface");
@@ -277,8 +281,10 @@ class OpenBlasBackend final : public cpu::CpuBackend {
     if (op.epilogue != ConvEpilogue::none && op.direction != ConvDirection::forward)
       return Status::InvalidArgument("a convolution epilogue is for the forward direction");
     if (op.dtype != DType::f32)
-      return Status::Unimplemented(fmt::format(
-          "cpu-openblas: the im2col convolution is fp32 only, not {}", dtype_name(op.dtype)));
+      return Status::Unimplemented(
+                 fmt::format("cpu-openblas: the im2col convolution is fp32 only, not {}",
+                             dtype_name(op.dtype)))
+          .because(ReasonCode::dtype_unsupported);
     TB_RETURN_IF_ERROR(fits_blasint(
         {{"oc", op.oc}, {"ic x kh x kw", op.ic * op.kh * op.kw}, {"oh x ow", op.oh() * op.ow()}}));
     const cpu::CpuKernels* kernels = nullptr;

@@ -187,3 +187,26 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendOps);
 
 }  // namespace
 }  // namespace tb
+
+namespace tb {
+namespace {
+
+// Each kind of status has its code; a site that knows more names a finer one.
+TEST(StatusReason, DefaultsByKindAndNarrowsAtTheSite) {
+  EXPECT_EQ(Status::Ok().reason_code(), ReasonCode::none);
+  EXPECT_EQ(Status::OutOfMemory("x").reason_code(), ReasonCode::not_enough_memory);
+  EXPECT_EQ(Status::Unavailable("x").reason_code(), ReasonCode::backend_unusable);
+  EXPECT_EQ(Status::Failed("x").reason_code(), ReasonCode::library_error);
+  EXPECT_EQ(Status::Unimplemented("x").reason_code(), ReasonCode::unimplemented);
+  const Status narrowed =
+      Status::Unimplemented("bf16 needs AVX512_CORE").because(ReasonCode::isa_lacking);
+  EXPECT_EQ(narrowed.code(), StatusCode::unimplemented);
+  EXPECT_EQ(narrowed.reason_code(), ReasonCode::isa_lacking);
+  EXPECT_EQ(narrowed.message(), "bf16 needs AVX512_CORE");
+  const Status placed = narrowed.with_prefix("conv1 (conv): ");  // a step's op keeps its code
+  EXPECT_EQ(placed.reason_code(), ReasonCode::isa_lacking);
+  EXPECT_EQ(placed.message(), "conv1 (conv): bf16 needs AVX512_CORE");
+}
+
+}  // namespace
+}  // namespace tb

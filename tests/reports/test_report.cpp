@@ -4,12 +4,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "reports/html.h"
 #include "reports/json_schema.h"
 #include "reports/report.h"
+#include "reports/result_record.h"
 
 namespace tb {
 namespace {
@@ -69,7 +71,7 @@ CaseResult passed_case() {
   r.workload = "gemm m=8 n=8 k=8 dtype=f32 out=f32 ta=n tb=n alpha=1 beta=0 layout=plain";
   r.backend = "cpu-onednn";
   r.dtype = "f32";
-  r.status = CaseStatus::passed;
+  r.end(CaseStatus::passed, ReasonCode::none, "");
   r.implementation = "brg:avx512_core";
   r.math_mode = "strict";
   r.validation = Validation{true, "Freivalds", 1e-7, 1e-5, 264, ""};
@@ -148,6 +150,98 @@ TEST_F(ReportFiles, ResultsCarryTheirHeadlineAndOldOnesDeriveIt) {
   nlohmann::json failed = results[0];
   failed["status"] = "failed";
   EXPECT_FALSE(result_headline(failed));
+}
+
+// What the runner writes, the reader gives back typed: each status with its code and reason.
+TEST_F(ReportFiles, ResultsReadBackAsTypedRecords) {
+  ReportWriter writer(path("r.json"), ReportFormat::json, minimal_header());
+  writer.add(passed_case());
+  const std::vector<std::tuple<CaseStatus, ReasonCode, std::string>> outcomes = {
+      {CaseStatus::failed, ReasonCode::validation_failed, "validation failed: error 0.3"},
+      {CaseStatus::skipped, ReasonCode::not_enough_memory, "does not fit in memory: needs 9 GiB"},
+      {CaseStatus::unimplemented, ReasonCode::isa_lacking, "bf16 needs AVX512_CORE"}};
+  for (const auto& [status, code, reason] : outcomes) {
+    CaseResult result = passed_case();
+    result.end(status, code, reason);
+    result.stats.reset();
+    result.samples_s.clear();
+    result.metrics.reset();
+    writer.add(result);
+  }
+  const nlohmann::json report = read_report(path("r.json"));
+  const std::vector<ResultRecord> records = read_results(report);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_TRUE(records[0].passed());
+  EXPECT_EQ(records[0].reason_code, ReasonCode::none);
+  ASSERT_TRUE(records[0].stats);
+  EXPECT_DOUBLE_EQ(records[0].seconds(RunStatistic::median), 1.5e-3);
+  EXPECT_DOUBLE_EQ(records[0].seconds(RunStatistic::min), 1e-3);
+  ASSERT_TRUE(records[0].headline);
+  EXPECT_EQ(records[0].metric("percent_of_peak"), 12.5);
+  EXPECT_EQ(records[0].key.backend, "cpu-onednn");
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    EXPECT_EQ(records[i + 1].status, std::get<0>(outcomes[i]));
+    EXPECT_EQ(records[i + 1].reason_code, std::get<1>(outcomes[i]));
+    EXPECT_EQ(records[i + 1].reason, std::get<2>(outcomes[i]));
+    EXPECT_FALSE(records[i + 1].stats);
+    EXPECT_FALSE(records[i + 1].headline);
+  }
+}
+
+// A report written before reason codes gets one from its reason's wording; an old failure for
+// want of memory reads as the skip the runner records now.
+TEST(ResultRecords, OldReportsAreGivenReasonCodes) {
+  const std::vector<std::tuple<std::string, std::string, CaseStatus, ReasonCode>> old = {
+      {"failed", "does not fit in memory: needs 9.00 GiB, 2.00 GiB available", CaseStatus::skipped,
+       ReasonCode::not_enough_memory},
+      {"failed", "cpu: needs 3 GiB but only 1 GiB of memory is available", CaseStatus::skipped,
+       ReasonCode::not_enough_memory},
+      {"failed", "validation failed: error 0.3 exceeds 1e-5", CaseStatus::failed,
+       ReasonCode::validation_failed},
+      {"failed", "died of SIGFPE during set-up in a function of libdnnl.so.3", CaseStatus::failed,
+       ReasonCode::crashed},
+      {"failed", "rank 1 (node2): validation failed: error 2", CaseStatus::failed,
+       ReasonCode::rank_failed},
+      {"failed", "stopped at timing: another rank failed there (see its line)", CaseStatus::failed,
+       ReasonCode::rank_failed},
+      {"skipped", "backend cuda is not usable here: no GPU", CaseStatus::skipped,
+       ReasonCode::backend_unusable},
+      {"skipped", "backend cuda broke during an earlier case: Xid", CaseStatus::skipped,
+       ReasonCode::backend_broken},
+      {"unimplemented", "not timed: cpu-openblas would run reference kernels (conv)",
+       CaseStatus::unimplemented, ReasonCode::reference_kernels},
+      {"unimplemented", "cuda: no FP8 GEMM with a bias epilogue", CaseStatus::unimplemented,
+       ReasonCode::unimplemented},
+      {"failed", "oneDNN: could not create a primitive", CaseStatus::failed, ReasonCode::error},
+      {"passed", "", CaseStatus::passed, ReasonCode::none}};
+  for (const auto& [status, reason, read_status, code] : old) {
+    nlohmann::json result = to_json(passed_case());
+    result.erase("reason_code");
+    result["status"] = status;
+    result["reason"] = reason;
+    const ResultRecord record = read_result(result);
+    EXPECT_EQ(record.status, read_status) << reason;
+    EXPECT_EQ(reason_code_name(record.reason_code), reason_code_name(code)) << reason;
+  }
+  nlohmann::json written = to_json(passed_case());  // a written code is taken as it is
+  written["status"] = "failed";
+  written["reason"] = "does not fit in memory";
+  written["reason_code"] = "library_error";
+  EXPECT_EQ(read_result(written).reason_code, ReasonCode::library_error);
+  EXPECT_EQ(read_result(written).status, CaseStatus::failed);
+}
+
+// The schema's closed set is the code's, name for name, and every name parses back.
+TEST(ResultRecords, SchemaNamesEveryReasonCode) {
+  const nlohmann::json& names = report_schema()["$defs"]["reason_code"]["enum"];
+  ASSERT_EQ(names.size(), static_cast<std::size_t>(kReasonCodes));
+  for (int i = 0; i < kReasonCodes; ++i) {
+    const auto code = static_cast<ReasonCode>(i);
+    EXPECT_EQ(names[static_cast<std::size_t>(i)].get<std::string>(), reason_code_name(code));
+    EXPECT_EQ(parse_reason_code(reason_code_name(code)), code);
+  }
+  EXPECT_FALSE(parse_reason_code("out of memory"));
+  EXPECT_FALSE(parse_case_status("PASSED"));
 }
 
 TEST_F(ReportFiles, CorruptFilesAreClearErrors) {
