@@ -13,7 +13,7 @@
 
 #include "backends/cpu/host_info.h"
 #include "bench/build_info.h"
-#include "workloads/kinds.h"
+#include "workloads/registry.h"
 
 extern char** environ;
 
@@ -153,7 +153,7 @@ std::map<std::string, PeakRate> measure_peaks(Backend& backend, const HarnessCon
     if (theoretical > 0) rate.theoretical_gflops = theoretical;
     Descriptor descriptor("peak");
     descriptor.set("dtype", name);
-    std::unique_ptr<Workload> probe = make_peak(descriptor);
+    std::unique_ptr<Workload> probe = create_workload(descriptor, {});
     Status status = probe->setup(backend, 0);
     if (status.ok()) {
       const Validation validation = probe->validate();

@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 
 #include "models/bert.h"
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
 #include "workloads/training_workload.h"
 
 namespace tb {
 namespace {
+
+const WorkloadKind& bert_train_kind();  // the key table, with the factory below
 
 struct BertTrainConfig {
   std::string model = "base";
@@ -101,8 +103,6 @@ class BertTrainWorkload final : public TrainingWorkload {
   BertTrainConfig config_;
 };
 
-}  // namespace
-
 const WorkloadKind& bert_train_kind() {
   static const WorkloadKind kind{
       "bert-train",
@@ -148,6 +148,14 @@ std::unique_ptr<Workload> make_bert_train(const Descriptor& descriptor) {
   config.buckets = read_bucket_options(reader);
   reader.reject_unknown_keys();
   return std::make_unique<BertTrainWorkload>(config);
+}
+
+}  // namespace
+
+KindEntry bert_train_kind_entry() {
+  return {{bert_train_kind()}, [](const Descriptor& descriptor, const DeviceInfo&) {
+            return make_bert_train(descriptor);
+          }};
 }
 
 }  // namespace tb

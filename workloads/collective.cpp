@@ -9,10 +9,14 @@
 #include <fmt/format.h>
 
 #include "models/host_values.h"
-#include "workloads/kinds.h"
+#include "workloads/collective.h"
+#include "workloads/kind_registry.h"
 
 namespace tb {
 namespace {
+
+// Each collective's key table, with the factory below.
+const WorkloadKind& collective_kind(std::string_view name);
 
 enum class Collective { allreduce, reduce_scatter, allgather, broadcast };
 constexpr const char* kCollectiveNames[] = {"allreduce", "reduce_scatter", "allgather",
@@ -429,6 +433,8 @@ double bus_bandwidth_factor(std::string_view collective, int ranks) {
   return 0;
 }
 
+namespace {
+
 const WorkloadKind& collective_kind(std::string_view name) {
   static const std::vector<WorkloadKind> kinds = [] {
     const char* summaries[] = {
@@ -446,11 +452,6 @@ const WorkloadKind& collective_kind(std::string_view name) {
   throw std::logic_error(fmt::format("'{}' is not a collective", name));
 }
 
-bool is_collective(std::string_view kind) {
-  return std::find(std::begin(kCollectiveNames), std::end(kCollectiveNames), kind) !=
-         std::end(kCollectiveNames);
-}
-
 std::unique_ptr<Workload> make_collective(const Descriptor& descriptor) {
   DescriptorReader reader(descriptor, collective_kind(descriptor.kind()));
   CollectiveCase c;
@@ -465,6 +466,8 @@ std::unique_ptr<Workload> make_collective(const Descriptor& descriptor) {
                     descriptor.to_string(), c.bytes, dtype_name(c.dtype), dtype_size(c.dtype)));
   return std::make_unique<CollectiveWorkload>(c);
 }
+
+}  // namespace
 
 std::vector<Descriptor> expand_collective_sizes(const Descriptor& descriptor) {
   const auto sweep = descriptor.get("sizes");
@@ -502,6 +505,15 @@ std::vector<Descriptor> expand_collective_sizes(const Descriptor& descriptor) {
     bytes = multiply ? bytes * by : bytes + by;
   }
   return expanded;
+}
+
+KindEntry collective_kind_entry() {
+  KindEntry entry{.kinds = {},
+                  .make = [](const Descriptor& descriptor,
+                             const DeviceInfo&) { return make_collective(descriptor); },
+                  .expand = &expand_collective_sizes};
+  for (const char* name : kCollectiveNames) entry.kinds.push_back(collective_kind(name));
+  return entry;
 }
 
 }  // namespace tb

@@ -6,10 +6,12 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/reference.h"
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
 
 namespace tb {
 namespace {
+
+const WorkloadKind& conv_kind();  // the key table, with the factory below
 
 constexpr int kSampledOutputs = 256;
 // Multiply-adds the fp64 reference of every output may cost: 2^28 is about 0.3 s on two cores
@@ -204,8 +206,6 @@ class ConvWorkload final : public OpWorkload {
   std::vector<float> inputs_[3];  // plain NCHW / OIHW (and the bias), rounded to their dtypes
 };
 
-}  // namespace
-
 const WorkloadKind& conv_kind() {
   static const WorkloadKind kind{
       "conv",
@@ -266,6 +266,13 @@ std::unique_ptr<Workload> make_conv(const Descriptor& descriptor) {
     throw UsageError(
         fmt::format("'{}': the kernel is larger than the padded input", descriptor.to_string()));
   return std::make_unique<ConvWorkload>(op, name);
+}
+
+}  // namespace
+
+KindEntry conv_kind_entry() {
+  return {{conv_kind()},
+          [](const Descriptor& descriptor, const DeviceInfo&) { return make_conv(descriptor); }};
 }
 
 }  // namespace tb

@@ -1,5 +1,5 @@
 // gemm: C = alpha * op(A) op(B) + beta * C through the backend's GEMM.
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +11,8 @@
 
 namespace tb {
 namespace {
+
+const WorkloadKind& gemm_kind();  // the key table, with the factory below
 
 enum Operand { kA = 0, kB = 1, kC = 2 };
 constexpr int kSampledOutputs = 256;
@@ -131,8 +133,6 @@ class GemmWorkload final : public OpWorkload {
   std::vector<float> a_, b_, c0_;  // plain row-major inputs, rounded to their dtypes
 };
 
-}  // namespace
-
 const WorkloadKind& gemm_kind() {
   static const WorkloadKind kind{
       "gemm",
@@ -178,6 +178,13 @@ std::unique_ptr<Workload> make_gemm(const Descriptor& descriptor) {
   op.prepacked_b = reader.choice("layout") == "prepacked";
   reader.reject_unknown_keys();
   return std::make_unique<GemmWorkload>(op, name);
+}
+
+}  // namespace
+
+KindEntry gemm_kind_entry() {
+  return {{gemm_kind()},
+          [](const Descriptor& descriptor, const DeviceInfo&) { return make_gemm(descriptor); }};
 }
 
 }  // namespace tb

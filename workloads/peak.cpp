@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
 
 namespace tb {
 namespace {
+
+const WorkloadKind& peak_kind();  // the key table, with the factory below
 
 class PeakWorkload final : public OpWorkload {
  public:
@@ -53,8 +55,6 @@ class PeakWorkload final : public OpWorkload {
   PeakOp op_;
 };
 
-}  // namespace
-
 const WorkloadKind& peak_kind() {
   static const WorkloadKind kind{
       "peak",
@@ -77,6 +77,13 @@ std::unique_ptr<Workload> make_peak(const Descriptor& descriptor) {
   op.iterations = reader.integer("iterations");
   reader.reject_unknown_keys();
   return std::make_unique<PeakWorkload>(op);
+}
+
+}  // namespace
+
+KindEntry peak_kind_entry() {
+  return {{peak_kind()},
+          [](const Descriptor& descriptor, const DeviceInfo&) { return make_peak(descriptor); }};
 }
 
 }  // namespace tb

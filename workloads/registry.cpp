@@ -7,26 +7,40 @@
 #include "backends/cpu/host_info.h"
 #include "backends/status.h"
 #include "workloads/embedded_files.h"
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
 
 namespace tb {
 
+const std::vector<KindEntry>& kind_entries() {
+  static const std::vector<KindEntry> entries = {
+#define TB_WORKLOAD_KIND(id) id##_kind_entry(),
+#include "workloads/kind_entries.inc"
+#undef TB_WORKLOAD_KIND
+  };
+  return entries;
+}
+
 const std::vector<WorkloadKind>& workload_kinds() {
-  static const std::vector<WorkloadKind> kinds = {peak_kind(),
-                                                  stream_kind(),
-                                                  transfer_kind(),
-                                                  gemm_kind(),
-                                                  conv_kind(),
-                                                  resnet50_train_kind(),
-                                                  bert_train_kind(),
-                                                  ttt_fashion_mnist_kind(),
-                                                  ttt_mlm_kind(),
-                                                  collective_kind("allreduce"),
-                                                  collective_kind("reduce_scatter"),
-                                                  collective_kind("allgather"),
-                                                  collective_kind("broadcast")};
+  static const std::vector<WorkloadKind> kinds = [] {
+    std::vector<WorkloadKind> all;
+    for (const KindEntry& entry : kind_entries())
+      all.insert(all.end(), entry.kinds.begin(), entry.kinds.end());
+    return all;
+  }();
   return kinds;
 }
+
+namespace {
+
+// The entry of the kind named `name`, or null.
+const KindEntry* find_kind_entry(std::string_view name) {
+  for (const KindEntry& entry : kind_entries())
+    for (const WorkloadKind& kind : entry.kinds)
+      if (kind.name == name) return &entry;
+  return nullptr;
+}
+
+}  // namespace
 
 const WorkloadKind* find_workload_kind(std::string_view name) {
   for (const WorkloadKind& kind : workload_kinds())
@@ -40,16 +54,7 @@ std::unique_ptr<Workload> create_workload(const Descriptor& descriptor, const De
     if (descriptor.has(list))
       throw UsageError(
           fmt::format("'{}': expand {}= before creating a workload", descriptor.to_string(), list));
-  if (kind == "gemm") return make_gemm(descriptor);
-  if (kind == "conv") return make_conv(descriptor);
-  if (kind == "stream") return make_stream(descriptor, device);
-  if (kind == "peak") return make_peak(descriptor);
-  if (kind == "transfer") return make_transfer(descriptor);
-  if (kind == "resnet50-train") return make_resnet50_train(descriptor);
-  if (kind == "bert-train") return make_bert_train(descriptor);
-  if (kind == "ttt-fashion-mnist") return make_ttt_fashion_mnist(descriptor);
-  if (kind == "ttt-mlm") return make_ttt_mlm(descriptor);
-  if (is_collective(kind)) return make_collective(descriptor);
+  if (const KindEntry* entry = find_kind_entry(kind)) return entry->make(descriptor, device);
   std::vector<std::string> names;
   for (const WorkloadKind& known : workload_kinds()) names.push_back(known.name);
   throw UsageError(fmt::format("unknown workload '{}' (known: {})", kind, fmt::join(names, ", ")));
@@ -61,8 +66,9 @@ std::uint64_t memory_for_expansion(const DeviceInfo& device) {
 
 std::vector<Descriptor> expand_for_backend(const Descriptor& descriptor, Backend* backend,
                                            std::uint64_t available_bytes) {
-  if (descriptor.kind() != "resnet50-train") return {descriptor};
-  return expand_resnet50_sweep(descriptor, backend, available_bytes);
+  const KindEntry* entry = find_kind_entry(descriptor.kind());
+  if (!entry || !entry->expand_for_backend) return {descriptor};
+  return entry->expand_for_backend(descriptor, backend, available_bytes);
 }
 
 std::vector<std::string> content_lines(std::string_view text) {
@@ -78,7 +84,10 @@ std::vector<std::string> content_lines(std::string_view text) {
 
 std::vector<Descriptor> expand_shapes(const Descriptor& descriptor) {
   const auto list = descriptor.get("shapes");
-  if (!list) return expand_collective_sizes(descriptor);
+  if (!list) {
+    const KindEntry* entry = find_kind_entry(descriptor.kind());
+    return entry && entry->expand ? entry->expand(descriptor) : std::vector{descriptor};
+  }
   const auto text = embedded_file(fmt::format("shapes/{}.txt", *list));
   if (!text)
     throw UsageError(fmt::format("unknown shape list '{}' in '{}' (known: {})", *list,

@@ -7,11 +7,14 @@
 #include "models/reference_check.h"
 #include "models/resnet.h"
 #include "models/training_step.h"
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
+#include "workloads/resnet50_train.h"
 #include "workloads/training_workload.h"
 
 namespace tb {
 namespace {
+
+const WorkloadKind& resnet50_train_kind();  // the key table, with the factory below
 
 struct ResNetTrainConfig {
   ResNetConfig model;
@@ -90,8 +93,6 @@ class ResNetTrainWorkload final : public TrainingWorkload {
   ResNetTrainConfig config_;
 };
 
-}  // namespace
-
 const WorkloadKind& resnet50_train_kind() {
   static const WorkloadKind kind{
       "resnet50-train",
@@ -125,8 +126,6 @@ const WorkloadKind& resnet50_train_kind() {
                        "set by batch=sweep on its last case: the largest batch that fits", 0))}};
   return kind;
 }
-
-namespace {
 
 ResNetTrainConfig parse_config(const Descriptor& descriptor, bool batch_may_sweep) {
   DescriptorReader reader(descriptor, resnet50_train_kind());
@@ -187,8 +186,6 @@ Status largest_batch(Backend& backend, ResNetTrainConfig config, std::uint64_t b
   return Status::Ok();
 }
 
-}  // namespace
-
 std::unique_ptr<Workload> make_resnet50_train(const Descriptor& descriptor) {
   if (descriptor.get("batch") == "sweep")
     throw UsageError(fmt::format("'{}': batch=sweep is expanded per backend by trainbench run",
@@ -196,6 +193,8 @@ std::unique_ptr<Workload> make_resnet50_train(const Descriptor& descriptor) {
   ResNetTrainConfig config = parse_config(descriptor, false);
   return std::make_unique<ResNetTrainWorkload>(config);
 }
+
+}  // namespace
 
 std::vector<Descriptor> expand_resnet50_sweep(const Descriptor& descriptor, Backend* backend,
                                               std::uint64_t memory_available) {
@@ -219,6 +218,13 @@ std::vector<Descriptor> expand_resnet50_sweep(const Descriptor& descriptor, Back
     cases.push_back(make_resnet50_train(d)->descriptor());
   }
   return cases;
+}
+
+KindEntry resnet50_train_kind_entry() {
+  return {.kinds = {resnet50_train_kind()},
+          .make = [](const Descriptor& descriptor,
+                     const DeviceInfo&) { return make_resnet50_train(descriptor); },
+          .expand_for_backend = &expand_resnet50_sweep};
 }
 
 }  // namespace tb

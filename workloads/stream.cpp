@@ -6,10 +6,12 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/stream.h"
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
 
 namespace tb {
 namespace {
+
+const WorkloadKind& stream_kind();  // the key table, with the factory below
 
 constexpr const char* kKernelNames[] = {"copy", "scale", "add", "triad", "dot"};
 
@@ -188,8 +190,6 @@ class StreamWorkload final : public OpWorkload {
   std::uint64_t seed_ = 0;
 };
 
-}  // namespace
-
 const WorkloadKind& stream_kind() {
   static const WorkloadKind kind{
       "stream",
@@ -226,6 +226,12 @@ std::unique_ptr<Workload> make_stream(const Descriptor& descriptor, const Device
   reader.checked_product({op.n, 3, 8}, "3 arrays of n doubles");
   reader.reject_unknown_keys();
   return std::make_unique<StreamWorkload>(op);
+}
+
+}  // namespace
+
+KindEntry stream_kind_entry() {
+  return {{stream_kind()}, &make_stream};
 }
 
 }  // namespace tb

@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
 
 namespace tb {
 namespace {
+
+const WorkloadKind& transfer_kind();  // the key table, with the factory below
 
 constexpr const char* kDirections[] = {"h2d", "d2h", "d2d"};
 constexpr std::int64_t kChunk = std::int64_t{16} << 20;
@@ -98,8 +100,6 @@ class TransferWorkload final : public OpWorkload {
   std::uint64_t seed_ = 0;
 };
 
-}  // namespace
-
 const WorkloadKind& transfer_kind() {
   static const WorkloadKind kind{
       "transfer",
@@ -128,6 +128,14 @@ std::unique_ptr<Workload> make_transfer(const Descriptor& descriptor) {
     op.pinned = reader.choice("memory") == "pinned";
   reader.reject_unknown_keys();
   return std::make_unique<TransferWorkload>(op);
+}
+
+}  // namespace
+
+KindEntry transfer_kind_entry() {
+  return {{transfer_kind()}, [](const Descriptor& descriptor, const DeviceInfo&) {
+            return make_transfer(descriptor);
+          }};
 }
 
 }  // namespace tb

@@ -8,11 +8,13 @@
 
 #include "data/fashion_mnist.h"
 #include "models/resnet.h"
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
 #include "workloads/time_to_train.h"
 
 namespace tb {
 namespace {
+
+const WorkloadKind& ttt_fashion_mnist_kind();  // the key table, with the factory below
 
 struct FashionRecipe {
   std::int64_t subset = 0;  // train on the first N images only (0: all), for quick checks
@@ -112,8 +114,6 @@ class TttFashionMnist final : public TimeToTrainWorkload {
   FashionMnist data_;
 };
 
-}  // namespace
-
 const WorkloadKind& ttt_fashion_mnist_kind() {
   static const WorkloadKind kind = [] {
     WorkloadKind kind{
@@ -136,6 +136,14 @@ std::unique_ptr<Workload> make_ttt_fashion_mnist(const Descriptor& descriptor) {
   recipe.subset = reader.integer("subset");
   reader.reject_unknown_keys();
   return std::make_unique<TttFashionMnist>(budget, recipe);
+}
+
+}  // namespace
+
+KindEntry ttt_fashion_mnist_kind_entry() {
+  return {{ttt_fashion_mnist_kind()}, [](const Descriptor& descriptor, const DeviceInfo&) {
+            return make_ttt_fashion_mnist(descriptor);
+          }};
 }
 
 }  // namespace tb

@@ -11,11 +11,13 @@
 #include "data/mlm_corpus.h"
 #include "data/wordnet_glosses.h"
 #include "models/bert.h"
-#include "workloads/kinds.h"
+#include "workloads/kind_registry.h"
 #include "workloads/time_to_train.h"
 
 namespace tb {
 namespace {
+
+const WorkloadKind& ttt_mlm_kind();  // the key table, with the factory below
 
 struct MlmRecipe {
   std::int64_t layers = 2, hidden = 128, sequence = 64, vocab = 8192;  // BERT-Tiny's shape
@@ -216,8 +218,6 @@ class TttMlm final : public TimeToTrainWorkload {
   std::vector<std::vector<NamedTensor>> heldout_batches_;
 };
 
-}  // namespace
-
 // A tuned run (this recipe, bf16, 2 CPU cores) reaches 17.5% in 3 of the 4 epochs.
 const TimeToTrainBudget kBudget{
     .target = 0.175, .batch = 32, .epochs = 4, .evaluations_per_epoch = 4, .peak_lr = 2e-3};
@@ -268,6 +268,13 @@ std::unique_ptr<Workload> make_ttt_mlm(const Descriptor& descriptor) {
   recipe.subset = reader.integer("subset");
   reader.reject_unknown_keys();
   return std::make_unique<TttMlm>(budget, recipe);
+}
+
+}  // namespace
+
+KindEntry ttt_mlm_kind_entry() {
+  return {{ttt_mlm_kind()},
+          [](const Descriptor& descriptor, const DeviceInfo&) { return make_ttt_mlm(descriptor); }};
 }
 
 }  // namespace tb

@@ -25,7 +25,8 @@ struct WorkCounts {
   double items = 0;   // samples (images, sequences) processed, for samples/s
   double tokens = 0;  // tokens processed (sequence models), for tokens/s
   // Collectives, in nccl-tests' terms: the size it prints (bytes), algbw = that / time, and
-  // busbw = algbw x bus_factor (bus_bandwidth_factor in workloads/kinds.h). 0: not a collective.
+  // busbw = algbw x bus_factor (bus_bandwidth_factor in workloads/collective.h). 0: not a
+  // collective.
   double collective_bytes = 0;
   double bus_factor = 0;
 };

@@ -35,6 +35,11 @@ TEST_F(Cli, ListShowsWorkloadsSuitesAndBackends) {
   EXPECT_EQ(outcome.exit_code, 0);
   for (const char* expected : {"gemm", "conv", "stream", "peak", "quick", "resnet50", "cpu-onednn"})
     EXPECT_NE(outcome.out.find(expected), std::string::npos) << expected;
+  // Every kind, in the binary itself: a kind whose object the linker left out would be missing.
+  for (const char* kind :
+       {"peak", "stream", "transfer", "gemm", "conv", "resnet50-train", "bert-train",
+        "ttt-fashion-mnist", "ttt-mlm", "allreduce", "reduce_scatter", "allgather", "broadcast"})
+    EXPECT_NE(outcome.out.find(fmt::format("\n  {} ", kind)), std::string::npos) << kind;
 }
 
 TEST_F(Cli, InfoShowsHostAndPeaks) {

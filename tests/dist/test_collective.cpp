@@ -13,7 +13,7 @@
 #include "backends/registry.h"
 #include "tests/dist/world_fixture.h"
 #include "tests/forwarding_backend.h"
-#include "workloads/kinds.h"
+#include "workloads/collective.h"
 #include "workloads/registry.h"
 
 namespace tb {

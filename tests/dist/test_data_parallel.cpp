@@ -16,7 +16,7 @@
 #include "models/resnet.h"
 #include "tests/dist/world_fixture.h"
 #include "tests/models/support.h"
-#include "workloads/kinds.h"
+#include "workloads/registry.h"
 
 namespace tb {
 namespace {
@@ -165,8 +165,8 @@ TEST(DataParallel, TrainingWorkloadValidatesAndReportsItsScaling) {
   World& world = test::world();
   const std::unique_ptr<Backend> backend = testing_support::make_cpu_backend();
   if (!backend) GTEST_SKIP() << "no CPU backend in this build";
-  std::unique_ptr<Workload> workload = make_resnet50_train(
-      Descriptor::parse("resnet50-train batch=4 image=64 width=8 classes=10 bucket_mb=1"));
+  std::unique_ptr<Workload> workload = create_workload(
+      Descriptor::parse("resnet50-train batch=4 image=64 width=8 classes=10 bucket_mb=1"), {});
   workload->join(world);
   ASSERT_TRUE(workload->setup(*backend, 7).ok());
   const Validation validation = workload->validate();
@@ -197,8 +197,10 @@ TEST(DataParallel, TimeToTrainStepsTheGlobalBatch) {
   const std::unique_ptr<Backend> backend = testing_support::make_backend("cpu-onednn");
   if (!backend) GTEST_SKIP() << "cpu-onednn is not in this build";
   const std::int64_t batch = 128 / world.size();
-  std::unique_ptr<Workload> workload = make_ttt_fashion_mnist(Descriptor::parse(
-      fmt::format("ttt-fashion-mnist target=0.5 subset=6400 epochs=1 batch={}", batch)));
+  std::unique_ptr<Workload> workload =
+      create_workload(Descriptor::parse(fmt::format(
+                          "ttt-fashion-mnist target=0.5 subset=6400 epochs=1 batch={}", batch)),
+                      {});
   workload->join(world);
   ASSERT_TRUE(workload->setup(*backend, 42).ok());
   const Status ran = workload->run();

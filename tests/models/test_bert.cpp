@@ -12,7 +12,7 @@
 #include "models/reference_check.h"
 #include "models/training_step.h"
 #include "tests/models/support.h"
-#include "workloads/kinds.h"
+#include "workloads/registry.h"
 #include "workloads/training_workload.h"
 
 namespace tb {
@@ -387,23 +387,25 @@ TEST(BertFusedAttention, CudaStepMatchesTheReferenceOpByOp) {
 }
 
 TEST(BertTrainDescriptor, BadDescriptorsAreUsageErrors) {
-  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train model=huge")), UsageError);
-  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train seq=1024")), UsageError);
-  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train dropout=1.5")), UsageError);
-  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train optimizer=sgd")), UsageError);
-  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train colour=red")), UsageError);
-  const auto workload = make_bert_train(Descriptor::parse("bert-train model=tiny optimizer=lamb"));
+  EXPECT_THROW(create_workload(Descriptor::parse("bert-train model=huge"), {}), UsageError);
+  EXPECT_THROW(create_workload(Descriptor::parse("bert-train seq=1024"), {}), UsageError);
+  EXPECT_THROW(create_workload(Descriptor::parse("bert-train dropout=1.5"), {}), UsageError);
+  EXPECT_THROW(create_workload(Descriptor::parse("bert-train optimizer=sgd"), {}), UsageError);
+  EXPECT_THROW(create_workload(Descriptor::parse("bert-train colour=red"), {}), UsageError);
+  const auto workload =
+      create_workload(Descriptor::parse("bert-train model=tiny optimizer=lamb"), {});
   EXPECT_EQ(workload->descriptor().to_string(),
             "bert-train model=tiny batch=8 seq=128 dtype=f32 optimizer=lamb dropout=0.1 lr=0.002");
   EXPECT_EQ(workload->counts().items, 8);
   EXPECT_EQ(workload->counts().tokens, 8 * 128);
-  EXPECT_THROW(make_bert_train(Descriptor::parse("bert-train attention=flash")), UsageError);
+  EXPECT_THROW(create_workload(Descriptor::parse("bert-train attention=flash"), {}), UsageError);
   // The fused variant is a separate case; its work is counted as the unfused layers'.
-  const auto fused = make_bert_train(Descriptor::parse("bert-train model=tiny attention=fused"));
+  const auto fused =
+      create_workload(Descriptor::parse("bert-train model=tiny attention=fused"), {});
   EXPECT_EQ(fused->descriptor().to_string(),
             "bert-train model=tiny batch=8 seq=128 dtype=f32 optimizer=adamw dropout=0.1 lr=0.0001 "
             "attention=fused");
-  const auto unfused = make_bert_train(Descriptor::parse("bert-train model=tiny"));
+  const auto unfused = create_workload(Descriptor::parse("bert-train model=tiny"), {});
   EXPECT_EQ(fused->counts().flops, unfused->counts().flops);
 }
 

@@ -14,7 +14,8 @@
 #include "models/resnet.h"
 #include "models/training_step.h"
 #include "tests/models/support.h"
-#include "workloads/kinds.h"
+#include "workloads/registry.h"
+#include "workloads/resnet50_train.h"
 #include "workloads/workload.h"
 
 namespace tb {
@@ -290,7 +291,7 @@ TEST(BatchSweep, ExpandsUpToTheLargestBatchThatFits) {
     EXPECT_EQ(d.get("lr"), fmt::format("{}", 0.1f * std::stof(*d.get("batch")) / 256));
   }
   EXPECT_EQ(batches, (std::vector<std::string>{"1", "2", "4", "8", "10"}));
-  EXPECT_THROW(make_resnet50_train(sweep), UsageError);  // only the runner expands it
+  EXPECT_THROW(create_workload(sweep, {}), UsageError);  // only the runner expands it
 }
 
 }  // namespace

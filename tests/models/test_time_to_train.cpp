@@ -14,7 +14,7 @@
 #include "models/resnet.h"
 #include "tests/models/support.h"
 #include "tests/temp_dir.h"
-#include "workloads/kinds.h"
+#include "workloads/registry.h"
 #include "workloads/time_to_train.h"
 
 namespace tb {
@@ -197,8 +197,8 @@ TEST(MlperfAggregate, MissedRunsCountAsInfinitelySlow) {
 TEST(TttFashionMnist, ShortRunsConvergeOrSayTheyDidNot) {
   auto backend = make_backend("cpu-onednn");
   if (!backend) GTEST_SKIP() << "cpu-onednn is not in this build";
-  auto workload = make_ttt_fashion_mnist(
-      Descriptor::parse("ttt-fashion-mnist target=0.5 subset=6400 epochs=1"));
+  auto workload =
+      create_workload(Descriptor::parse("ttt-fashion-mnist target=0.5 subset=6400 epochs=1"), {});
   ASSERT_TRUE(workload->times_itself());
   ASSERT_TRUE(workload->setup(*backend, 42).ok());
   const Validation validation = workload->validate();
@@ -217,8 +217,8 @@ TEST(TttFashionMnist, ShortRunsConvergeOrSayTheyDidNot) {
   EXPECT_GT(run["data_load_s"].get<double>(), 0.0);
   EXPECT_EQ(details["parameters"], 308'074);
 
-  auto unreachable = make_ttt_fashion_mnist(
-      Descriptor::parse("ttt-fashion-mnist target=0.99 subset=1280 epochs=1"));
+  auto unreachable =
+      create_workload(Descriptor::parse("ttt-fashion-mnist target=0.99 subset=1280 epochs=1"), {});
   ASSERT_TRUE(unreachable->setup(*backend, 42).ok());
   const Status failed = unreachable->run();
   EXPECT_FALSE(failed.ok());
@@ -229,13 +229,10 @@ TEST(TttFashionMnist, ShortRunsConvergeOrSayTheyDidNot) {
 }
 
 TEST(TttFashionMnist, DescriptorsAreChecked) {
-  EXPECT_THROW(make_ttt_fashion_mnist(Descriptor::parse("ttt-fashion-mnist target=1.5")),
-               UsageError);
-  EXPECT_THROW(make_ttt_fashion_mnist(Descriptor::parse("ttt-fashion-mnist colour=red")),
-               UsageError);
-  EXPECT_EQ(
-      make_ttt_fashion_mnist(Descriptor::parse("ttt-fashion-mnist"))->descriptor().to_string(),
-      "ttt-fashion-mnist target=0.9 batch=128 dtype=f32 epochs=3 lr=0.1 runs=1");
+  EXPECT_THROW(create_workload(Descriptor::parse("ttt-fashion-mnist target=1.5"), {}), UsageError);
+  EXPECT_THROW(create_workload(Descriptor::parse("ttt-fashion-mnist colour=red"), {}), UsageError);
+  EXPECT_EQ(create_workload(Descriptor::parse("ttt-fashion-mnist"), {})->descriptor().to_string(),
+            "ttt-fashion-mnist target=0.9 batch=128 dtype=f32 epochs=3 lr=0.1 runs=1");
 }
 
 // A short run of the masked-LM on real text: it must learn beyond the unigram plateau (always
@@ -244,8 +241,9 @@ TEST(TttFashionMnist, DescriptorsAreChecked) {
 TEST(TttMlm, ShortRunLearnsBeyondTheMostFrequentWord) {
   auto backend = make_backend("cpu-onednn");
   if (!backend) GTEST_SKIP() << "cpu-onednn is not in this build";
-  auto workload = make_ttt_mlm(Descriptor::parse(
-      "ttt-mlm target=0.09 vocab=4096 subset=8192 epochs=1 lr=0.001 warmup=0.06"));
+  auto workload = create_workload(
+      Descriptor::parse("ttt-mlm target=0.09 vocab=4096 subset=8192 epochs=1 lr=0.001 warmup=0.06"),
+      {});
   ASSERT_TRUE(workload->setup(*backend, 42).ok());
   const Validation validation = workload->validate();
   ASSERT_TRUE(validation.passed) << validation.message;
@@ -265,8 +263,9 @@ TEST(TttMlm, ShortRunLearnsBeyondTheMostFrequentWord) {
   EXPECT_EQ(details["parameters"].get<std::int64_t>(),
             (v + s + 2) * h + 2 * h + 2 * layer + (h * h + h) + 2 * h + v);
 
-  auto unreachable = make_ttt_mlm(
-      Descriptor::parse("ttt-mlm target=0.9 layers=1 hidden=64 vocab=1024 subset=256 epochs=1"));
+  auto unreachable = create_workload(
+      Descriptor::parse("ttt-mlm target=0.9 layers=1 hidden=64 vocab=1024 subset=256 epochs=1"),
+      {});
   ASSERT_TRUE(unreachable->setup(*backend, 42).ok());
   const Status failed = unreachable->run();
   EXPECT_NE(failed.message().find("held-out masked-LM accuracy"), std::string::npos)
@@ -275,13 +274,13 @@ TEST(TttMlm, ShortRunLearnsBeyondTheMostFrequentWord) {
 }
 
 TEST(TttMlm, DescriptorsAreChecked) {
-  EXPECT_EQ(make_ttt_mlm(Descriptor::parse("ttt-mlm"))->descriptor().to_string(),
+  EXPECT_EQ(create_workload(Descriptor::parse("ttt-mlm"), {})->descriptor().to_string(),
             "ttt-mlm target=0.175 batch=32 dtype=f32 epochs=4 lr=0.002 runs=1 seq=64 vocab=8192 "
             "layers=2 hidden=128 dropout=0 warmup=0.2");
   for (const char* bad :
        {"ttt-mlm target=0", "ttt-mlm hidden=100", "ttt-mlm vocab=60000", "ttt-mlm seq=8",
         "ttt-mlm dtype=f16", "ttt-mlm optimizer=sgd", "ttt-mlm warmup=1", "ttt-mlm dropout=-0.1"})
-    EXPECT_THROW(make_ttt_mlm(Descriptor::parse(bad)), UsageError) << bad;
+    EXPECT_THROW(create_workload(Descriptor::parse(bad), {}), UsageError) << bad;
 }
 
 TEST(LinearWarmupDecay, RisesToThePeakThenFallsToZero) {

@@ -35,6 +35,26 @@ std::string damaged(std::string text, const std::string& anchor, const std::stri
   return text.replace(at, from.size(), to);
 }
 
+// The registry holds every kind's entry, in `trainbench list` order, each with a factory that
+// makes its kind: the generated list (workloads/CMakeLists.txt) and the kinds' files agree.
+TEST(KindRegistry, ListsEveryKindInOrderAndMakesEach) {
+  std::vector<std::string> names;
+  for (const WorkloadKind& kind : workload_kinds()) names.push_back(kind.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"peak", "stream", "transfer", "gemm", "conv",
+                                             "resnet50-train", "bert-train", "ttt-fashion-mnist",
+                                             "ttt-mlm", "allreduce", "reduce_scatter", "allgather",
+                                             "broadcast"}));
+  for (const char* descriptor : {"gemm m=8", "broadcast", "peak"})
+    EXPECT_EQ(create_workload(Descriptor::parse(descriptor), {})->descriptor().kind(),
+              Descriptor::parse(descriptor).kind());
+  EXPECT_THROW(create_workload(Descriptor::parse("gemmm m=8"), {}), UsageError);
+  // Expansions come from the kind's entry: a collective's sizes=, resnet50-train's batch=sweep.
+  EXPECT_EQ(expand_shapes(Descriptor::parse("allreduce sizes=8:32")).size(), 3u);
+  EXPECT_EQ(expand_for_backend(Descriptor::parse("resnet50-train batch=sweep"), nullptr, 0).size(),
+            1u);
+  EXPECT_EQ(expand_for_backend(Descriptor::parse("gemm m=8"), nullptr, 0).size(), 1u);
+}
+
 // The key tables of docs/workloads.md are the code's (trainbench list --markdown).
 TEST(KeyTables, DocsAgreeWithTheCode) {
   const std::string path = std::string(TRAINBENCH_SOURCE_DIR) + "/docs/workloads.md";
