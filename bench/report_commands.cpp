@@ -19,12 +19,13 @@
 
 #include "backends/numbers.h"
 #include "backends/status.h"
-#include "bench/text_table.h"
 #include "reports/compare.h"
 #include "reports/history.h"
 #include "reports/html.h"
 #include "reports/report.h"
 #include "reports/stats.h"
+#include "reports/summary.h"
+#include "reports/text_table.h"
 
 namespace tb {
 namespace {
@@ -45,55 +46,9 @@ std::string format_speedup(const SampleComparison& c) {
                      1 / c.ci_low, c.p_value, verdict_name(c.verdict));
 }
 
-nlohmann::json comparison_json(const SampleComparison& c) {
-  return {{"speedup", 1 / c.time_ratio},
-          {"speedup_ci95", {1 / c.ci_high, 1 / c.ci_low}},
-          {"time_ratio", c.time_ratio},
-          {"p_value", c.p_value},
-          {"min_p", c.min_p},
-          {"verdict", verdict_name(c.verdict)}};
-}
-
 void print(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
-}
-
-struct Costs {
-  std::optional<double> price_per_hour, watts;
-};
-
-// Per report: best GEMM TFLOP/s per dtype, bandwidth, training throughput and time-to-train,
-// for each backend; with price and power, per dollar and per watt.
-nlohmann::json headline(const nlohmann::json& report, const Costs& costs) {
-  nlohmann::json lines = nlohmann::json::array();
-  std::map<std::string, HeadlineValue> best;  // "backend|figure" -> the best result's
-  for (const ResultRecord& result : read_results(report)) {
-    const auto& figure = result.headline;
-    if (!figure || figure->headline.figure.empty()) continue;
-    const std::string key = fmt::format("{}|{}", result.key.backend, figure->headline.figure);
-    const auto slot = best.find(key);
-    if (slot == best.end() ||
-        (figure->headline.lower_is_better ? figure->value < slot->second.value
-                                          : figure->value > slot->second.value))
-      best.insert_or_assign(key, *figure);
-  }
-  for (const auto& [key, figure] : best) {
-    const auto bar = key.find('|');
-    nlohmann::json line = {{"backend", key.substr(0, bar)},
-                           {"figure", key.substr(bar + 1)},
-                           {"value", figure.value},
-                           {"unit", figure.headline.unit}};
-    if (figure.headline.lower_is_better) {  // a time-to-train: its cost and energy
-      if (costs.price_per_hour) line["cost_usd"] = figure.value / 3600 * *costs.price_per_hour;
-      if (costs.watts) line["energy_kwh"] = figure.value * *costs.watts / 3.6e6;
-    } else {  // a throughput: per dollar (per hour of the machine) and per watt
-      if (costs.price_per_hour) line["per_usd_per_hour"] = figure.value / *costs.price_per_hour;
-      if (costs.watts) line["per_watt"] = figure.value / *costs.watts;
-    }
-    lines.push_back(line);
-  }
-  return lines;
 }
 
 std::string headline_text(const nlohmann::json& line) {
@@ -208,48 +163,6 @@ nlohmann::json read_input_report(const std::string& path) {
 
 namespace {
 
-// Columns of the comparison: one per report, or one per (report, backend) across backends.
-struct Column {
-  std::string label;
-  std::size_t report;
-  std::string backend;  // empty: any
-};
-using RowKey =
-    std::tuple<std::string, std::string, std::string>;  // workload, dtype, backend ("" across)
-
-// The columns, and per row (a case) the result each column has for it.
-struct CompareGrid {
-  std::vector<Column> columns;
-  std::vector<std::vector<ResultRecord>> records;  // per report; the rows point into them
-  std::map<RowKey, std::map<std::size_t, const ResultRecord*>> rows;
-};
-
-CompareGrid compare_grid(const CompareOptions& options,
-                         const std::vector<nlohmann::json>& reports) {
-  CompareGrid grid;
-  auto& [columns, records, rows] = grid;
-  for (const nlohmann::json& report : reports) records.push_back(read_results(report));
-  for (std::size_t r = 0; r < reports.size(); ++r) {
-    const std::string name = std::filesystem::path(options.reports[r]).filename().string();
-    std::map<std::string, std::size_t> column_of_backend;
-    for (const ResultRecord& result : records[r]) {
-      const std::string& backend = result.key.backend;
-      std::size_t column = r;
-      if (options.across_backends) {
-        auto [it, inserted] = column_of_backend.emplace(backend, columns.size());
-        if (inserted) columns.push_back({fmt::format("{}:{}", name, backend), r, backend});
-        column = it->second;
-      } else if (columns.size() == r) {
-        columns.push_back({name, r, ""});
-      }
-      rows[{result.key.workload, result.key.dtype, options.across_backends ? "" : backend}]
-          [column] = &result;
-    }
-    if (!options.across_backends && columns.size() == r) columns.push_back({name, r, ""});
-  }
-  return grid;
-}
-
 // One column's cell of a case: its figure and median, or its status ("-" when absent), as text
 // into `out` and as JSON returned.
 nlohmann::json compare_cell(const ResultRecord* result, const Column& column, std::string* out) {
@@ -298,14 +211,17 @@ int compare_command(const CompareOptions& options) {
   for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
   const std::vector<Costs> costs = load_costs(options);
 
-  const CompareGrid grid = compare_grid(options, reports);
+  std::vector<std::string> names;
+  for (const std::string& path : options.reports)
+    names.push_back(std::filesystem::path(path).filename().string());
+  const CompareGrid grid = compare_grid(reports, names, options.across_backends);
   const auto& [columns, records, rows] = grid;
 
   nlohmann::json out = {{"reports", nlohmann::json::array()}, {"cases", nlohmann::json::array()}};
   for (std::size_t r = 0; r < reports.size(); ++r)
     out["reports"].push_back({{"path", options.reports[r]},
                               {"fingerprint", machine_fingerprint(reports[r])},
-                              {"headline", headline(reports[r], costs[r])}});
+                              {"headline", headline_lines(reports[r], costs[r])}});
 
   std::vector<std::string> header = {"workload", "dtype"};
   if (!options.across_backends) header.push_back("backend");
@@ -337,7 +253,7 @@ int compare_command(const CompareOptions& options) {
             (*first->json)["samples_s"].get<std::vector<double>>(),
             (*result->json)["samples_s"].get<std::vector<double>>(), options.threshold);
         versus = format_speedup(comparison);
-        cell["versus_first"] = comparison_json(comparison);
+        cell["versus_first"] = to_json(comparison);
       }
       row.push_back(versus);
       entry["columns"].push_back(cell);
@@ -371,16 +287,6 @@ std::string format_runs(const RunComparison& c) {
   return text;
 }
 
-nlohmann::json runs_json(const RunComparison& c) {
-  nlohmann::json j = {{"speedup", 1 / c.time_ratio},       {"time_ratio", c.time_ratio},
-                      {"baseline_runs", c.baseline_runs},  {"current_runs", c.current_runs},
-                      {"significance_tested", c.tested},   {"run_to_run_noise", c.noise},
-                      {"verdict", verdict_name(c.verdict)}};
-  if (c.tested) j["speedup_ci98"] = {1 / c.ci_high, 1 / c.ci_low};
-  if (!c.note.empty()) j["note"] = c.note;
-  return j;
-}
-
 int print_check(const CheckResult& check, TableFormat format, double threshold,
                 RunStatistic statistic) {
   if (format == TableFormat::json) {
@@ -393,7 +299,7 @@ int print_check(const CheckResult& check, TableFormat format, double threshold,
                              {"dtype", entry.key.dtype},
                              {"backend", entry.key.backend},
                              {"verdict", verdict_name(entry.verdict)}};
-      if (entry.comparison) item["comparison"] = runs_json(*entry.comparison);
+      if (entry.comparison) item["comparison"] = to_json(*entry.comparison);
       if (!entry.reason.empty()) item["reason"] = entry.reason;
       if (entry.reason_code != ReasonCode::none)
         item["reason_code"] = reason_code_name(entry.reason_code);
@@ -520,35 +426,6 @@ bool run_build(const std::string& binary, const std::vector<std::string>& argume
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) <= 1;
-}
-
-// One report per build whose samples are the per-round medians (kept with --out-dir); a case
-// that failed in any round is failed.
-nlohmann::json combine_rounds(const std::vector<nlohmann::json>& rounds) {
-  nlohmann::json combined = rounds.front();
-  std::map<CaseKey, std::vector<ResultRecord>> by_case;
-  for (const auto& report : rounds)
-    for (ResultRecord& result : read_results(report))
-      by_case[result.key].push_back(std::move(result));
-  combined["results"] = nlohmann::json::array();
-  for (const auto& [key, results] : by_case) {
-    nlohmann::json merged = *results.front().json;
-    std::vector<double> medians;
-    for (const ResultRecord& result : results) {
-      if (!result.passed()) {
-        merged = *result.json;
-        medians.clear();
-        break;
-      }
-      medians.push_back(result.stats->median);
-    }
-    if (!medians.empty()) {
-      merged["samples_s"] = medians;
-      merged["stats"] = to_json(summarize(medians));
-    }
-    combined["results"].push_back(merged);
-  }
-  return combined;
 }
 
 }  // namespace

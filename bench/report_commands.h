@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/compare.h"
+#include "reports/text_table.h"
 
 namespace tb {
 
-enum class TableFormat { table, markdown, csv, json };
 TableFormat parse_table_format(const std::string& name);  // throws UsageError
 // "5%" or "0.05" -> 0.05; throws UsageError.
 double parse_threshold(const std::string& text);

@@ -11,7 +11,7 @@ set(rules_data "${base};data/")
 set(rules_dist "${base};backends/cpu/low_precision\\.h;dist/")
 set(rules_models "${base};backends/cpu/low_precision\\.h;data/;models/")
 set(rules_workloads "backends/;data/;models/;workloads/")
-set(rules_reports "${base};workloads/;reports/")
+set(rules_reports "${base};models/;workloads/;reports/")
 set(rules_bench "backends/;dist/;data/;models/;workloads/;reports/;bench/")
 
 # Headers private to their folder: the executor's inside, which only models/ may see.

@@ -417,4 +417,78 @@ CheckResult check_reports(const nlohmann::json& baseline, const nlohmann::json& 
   return check_runs({baseline}, {current}, threshold);
 }
 
+nlohmann::json to_json(const SampleComparison& c) {
+  return {{"speedup", 1 / c.time_ratio},
+          {"speedup_ci95", {1 / c.ci_high, 1 / c.ci_low}},
+          {"time_ratio", c.time_ratio},
+          {"p_value", c.p_value},
+          {"min_p", c.min_p},
+          {"verdict", verdict_name(c.verdict)}};
+}
+
+nlohmann::json to_json(const RunComparison& c) {
+  nlohmann::json j = {{"speedup", 1 / c.time_ratio},       {"time_ratio", c.time_ratio},
+                      {"baseline_runs", c.baseline_runs},  {"current_runs", c.current_runs},
+                      {"significance_tested", c.tested},   {"run_to_run_noise", c.noise},
+                      {"verdict", verdict_name(c.verdict)}};
+  if (c.tested) j["speedup_ci98"] = {1 / c.ci_high, 1 / c.ci_low};
+  if (!c.note.empty()) j["note"] = c.note;
+  return j;
+}
+
+CompareGrid compare_grid(const std::vector<nlohmann::json>& reports,
+                         const std::vector<std::string>& names, bool across_backends) {
+  CompareGrid grid;
+  auto& [columns, records, rows] = grid;
+  for (const nlohmann::json& report : reports) records.push_back(read_results(report));
+  for (std::size_t r = 0; r < reports.size(); ++r) {
+    const std::string& name = names[r];
+    std::map<std::string, std::size_t> column_of_backend;
+    for (const ResultRecord& result : records[r]) {
+      const std::string& backend = result.key.backend;
+      std::size_t column = r;
+      if (across_backends) {
+        auto [it, inserted] = column_of_backend.emplace(backend, columns.size());
+        if (inserted) columns.push_back({fmt::format("{}:{}", name, backend), r, backend});
+        column = it->second;
+      } else if (columns.size() == r) {
+        columns.push_back({name, r, ""});
+      }
+      rows[{result.key.workload, result.key.dtype, across_backends ? "" : backend}][column] =
+          &result;
+    }
+    if (!across_backends && columns.size() == r) columns.push_back({name, r, ""});
+  }
+  return grid;
+}
+
+// One report per build whose samples are the per-round medians (kept with --out-dir); a case
+// that failed in any round is failed.
+nlohmann::json combine_rounds(const std::vector<nlohmann::json>& rounds) {
+  nlohmann::json combined = rounds.front();
+  std::map<CaseKey, std::vector<ResultRecord>> by_case;
+  for (const auto& report : rounds)
+    for (ResultRecord& result : read_results(report))
+      by_case[result.key].push_back(std::move(result));
+  combined["results"] = nlohmann::json::array();
+  for (const auto& [key, results] : by_case) {
+    nlohmann::json merged = *results.front().json;
+    std::vector<double> medians;
+    for (const ResultRecord& result : results) {
+      if (!result.passed()) {
+        merged = *result.json;
+        medians.clear();
+        break;
+      }
+      medians.push_back(result.stats->median);
+    }
+    if (!medians.empty()) {
+      merged["samples_s"] = medians;
+      merged["stats"] = to_json(summarize(medians));
+    }
+    combined["results"].push_back(merged);
+  }
+  return combined;
+}
+
 }  // namespace tb

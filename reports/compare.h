@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -122,5 +123,34 @@ CheckResult check_reports(const nlohmann::json& baseline, const nlohmann::json& 
 
 // Passed results of a report by key.
 std::map<CaseKey, ResultRecord> passed_results(const nlohmann::json& report);
+
+// A comparison as `compare` and `check` write it in JSON.
+nlohmann::json to_json(const SampleComparison& c);
+nlohmann::json to_json(const RunComparison& c);
+
+// Columns of the comparison: one per report, or one per (report, backend) across backends.
+struct Column {
+  std::string label;
+  std::size_t report;
+  std::string backend;  // empty: any
+};
+using RowKey =
+    std::tuple<std::string, std::string, std::string>;  // workload, dtype, backend ("" across)
+
+// The columns, and per row (a case) the result each column has for it.
+struct CompareGrid {
+  std::vector<Column> columns;
+  std::vector<std::vector<ResultRecord>> records;  // per report; the rows point into them
+  std::map<RowKey, std::map<std::size_t, const ResultRecord*>> rows;
+};
+
+// The grid of `compare`: reports[r] is named names[r]; across_backends makes a column per
+// (report, backend) and a row per (workload, dtype).
+CompareGrid compare_grid(const std::vector<nlohmann::json>& reports,
+                         const std::vector<std::string>& names, bool across_backends);
+
+// `ab`'s rounds of one build as one report whose samples are the per-round medians; a case that
+// failed in any round is failed.
+nlohmann::json combine_rounds(const std::vector<nlohmann::json>& rounds);
 
 }  // namespace tb

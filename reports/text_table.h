@@ -1,12 +1,12 @@
-// Text output shared by the subcommands that read reports (compare, check, summary...).
+// Text output of what reads reports (compare, check, summary...): aligned tables, Markdown, CSV.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "bench/report_commands.h"
-
 namespace tb {
+
+enum class TableFormat { table, markdown, csv, json };
 
 // Rows of text cells, printed as an aligned table, Markdown or CSV.
 class TextTable {

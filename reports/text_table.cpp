@@ -1,4 +1,4 @@
-#include "bench/text_table.h"
+#include "reports/text_table.h"
 
 #include <algorithm>
 

@@ -1,0 +1,36 @@
+// What `trainbench summary` answers: the questions a buyer asks, answered from one report, each
+// answer with the measurements it comes from (bench/ prints them).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/text_table.h"
+
+namespace tb {
+
+struct Answer {
+  std::string question, answer;
+  std::vector<std::string> from;       // the measurements (descriptor and figure)
+  std::vector<TextTable> tables = {};  // with a title line each, after the answer
+  std::vector<std::string> titles = {};
+  nlohmann::json data = nullptr;  // the figures behind the answer, for --format json
+};
+
+// GPU over CPU, memory bandwidth, mixed precision, the state of the art, the projected
+// time-to-train, the per-layer breakdown and the communication projection, in that order.
+std::vector<Answer> summary_answers(const nlohmann::json& report);
+
+// A machine's price and power, where given (compare --price-per-hour, --watts, --costs).
+struct Costs {
+  std::optional<double> price_per_hour, watts;
+};
+
+// Per report: best GEMM TFLOP/s per dtype, bandwidth, training throughput and time-to-train,
+// for each backend; with price and power, per dollar and per watt.
+nlohmann::json headline_lines(const nlohmann::json& report, const Costs& costs);
+
+}  // namespace tb
