@@ -36,6 +36,15 @@ inline Buffer slice(Buffer buffer, std::size_t offset_bytes, std::size_t bytes) 
   return {static_cast<char*>(buffer.data) + offset_bytes, bytes, buffer.kind};
 }
 
+// What an operand's values are to a checker, declared with the operand (backends/operands.cpp).
+enum class OperandRole {
+  value,              // read (an input) or written (an output): compared by value
+  updated_in_place,   // read and written: an optimizer's weights and state, unscaled gradients
+  accumulated,        // an output the op adds to (a tied embedding table's gradient)
+  running_statistic,  // batch norm's running mean and variance: moved by a small momentum
+  workspace,          // contents the implementation defines (ReLU masks, pooling indices)
+};
+
 // One operand of a plan, in the order execute() takes them.
 struct OperandSpec {
   std::string name;  // "a", "b", "c", "src", "weights", "diff_dst", ...
@@ -44,6 +53,13 @@ struct OperandSpec {
   std::size_t bytes = 0;           // size in the plan's layout (may exceed the plain size)
   bool is_output = false;
   MemoryKind memory = MemoryKind::device;  // host memory for the host side of a transfer
+  OperandRole role = OperandRole::value;
+
+  // Whether the op reads the output's previous contents (in-place updates, sums, statistics).
+  bool reads_previous() const {
+    return role == OperandRole::updated_in_place || role == OperandRole::accumulated ||
+           role == OperandRole::running_statistic;
+  }
 
   std::size_t elements() const {  // in the plain layout
     std::size_t count = 1;

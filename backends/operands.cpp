@@ -1,13 +1,23 @@
 #include "backends/operands.h"
 
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 namespace tb {
 namespace {
 
-OperandSpec spec(std::string name, DType dtype, std::vector<std::int64_t> dims, bool is_output) {
+OperandSpec spec(std::string name, DType dtype, std::vector<std::int64_t> dims, bool is_output,
+                 OperandRole role = OperandRole::value) {
   OperandSpec operand{std::move(name), dtype, std::move(dims), 0, is_output};
   operand.bytes = operand.elements() * dtype_size(dtype);
+  operand.role = role;
   return operand;
 }
+
+constexpr OperandRole kInPlace = OperandRole::updated_in_place;
+constexpr OperandRole kRunning = OperandRole::running_statistic;
+constexpr OperandRole kWorkspace = OperandRole::workspace;
 
 }  // namespace
 
@@ -23,6 +33,23 @@ std::vector<OperandSpec> stream_operands(const StreamOp& op) {
        op.kernel == StreamKernel::copy || op.kernel == StreamKernel::add}};
   if (op.kernel == StreamKernel::dot)
     operands.push_back({"result", DType::f64, {1}, sizeof(double), true});
+  return operands;
+}
+
+std::vector<OperandSpec> peak_operands(std::int64_t workers) {
+  return {spec("per_worker", DType::f64, {workers}, true)};
+}
+
+std::vector<OperandSpec> transfer_operands(const TransferOp& op) {
+  const MemoryKind host = op.pinned ? MemoryKind::host_pinned : MemoryKind::host_pageable;
+  const std::size_t bytes = static_cast<std::size_t>(op.bytes);
+  std::vector<OperandSpec> operands = {spec("source", DType::f32, {op.bytes / 4}, false),
+                                       spec("destination", DType::f32, {op.bytes / 4}, true)};
+  for (OperandSpec& operand : operands) operand.bytes = bytes;
+  operands[0].memory =
+      op.direction == TransferDirection::host_to_device ? host : MemoryKind::device;
+  operands[1].memory =
+      op.direction == TransferDirection::device_to_host ? host : MemoryKind::device;
   return operands;
 }
 
@@ -48,8 +75,8 @@ std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op) {
     return {spec("src", t, data, false),
             spec("gamma", c, channel, false),
             spec("beta", c, channel, false),
-            spec("running_mean", c, channel, false),
-            spec("running_var", c, channel, false),
+            spec("running_mean", c, channel, false, kRunning),
+            spec("running_var", c, channel, false, kRunning),
             spec("dst", t, data, true)};
   if (op.pass == Pass::forward) {
     operands = {spec("src", t, data, false),
@@ -58,15 +85,15 @@ std::vector<OperandSpec> batch_norm_operands(const BatchNormOp& op) {
                 spec("dst", t, data, true),
                 spec("mean", c, channel, true),
                 spec("variance", c, channel, true),
-                spec("running_mean", c, channel, true),
-                spec("running_var", c, channel, true)};
-    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, true));
+                spec("running_mean", c, channel, true, kRunning),
+                spec("running_var", c, channel, true, kRunning)};
+    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, true, kWorkspace));
   } else {
     // beta is unused by the math but oneDNN 2.x's primitive takes it.
     operands = {spec("src", t, data, false),      spec("diff_dst", t, data, false),
                 spec("gamma", c, channel, false), spec("beta", c, channel, false),
                 spec("mean", c, channel, false),  spec("variance", c, channel, false)};
-    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, false));
+    if (op.fuse_relu) operands.push_back(spec("relu_mask", DType::i32, data, false, kWorkspace));
     operands.push_back(spec("diff_src", t, data, true));
     operands.push_back(spec("diff_gamma", c, channel, true));
     operands.push_back(spec("diff_beta", c, channel, true));
@@ -99,13 +126,13 @@ std::vector<OperandSpec> layer_norm_operands(const LayerNormOp& op) {
 
 std::vector<OperandSpec> optimizer_operands(const OptimizerOp& op) {
   const std::vector<std::int64_t> dims = {op.count};
-  std::vector<OperandSpec> operands = {spec("weights", op.dtype, dims, true),
+  std::vector<OperandSpec> operands = {spec("weights", op.dtype, dims, true, kInPlace),
                                        spec("grads", op.dtype, dims, false)};
   if (op.kind == OptimizerKind::sgd_momentum) {
-    operands.push_back(spec("momentum", op.dtype, dims, true));
+    operands.push_back(spec("momentum", op.dtype, dims, true, kInPlace));
   } else {
-    operands.push_back(spec("m", op.dtype, dims, true));
-    operands.push_back(spec("v", op.dtype, dims, true));
+    operands.push_back(spec("m", op.dtype, dims, true, kInPlace));
+    operands.push_back(spec("v", op.dtype, dims, true, kInPlace));
   }
   if (op.kind == OptimizerKind::lamb)
     operands.push_back(spec("tensor_offsets", DType::i32, {op.tensors + 1}, false));
@@ -122,11 +149,11 @@ std::vector<OperandSpec> pool_operands(const PoolOp& op) {
   if (op.pass == Pass::forward) {
     std::vector<OperandSpec> operands = {spec("src", op.dtype, src, false),
                                          spec("dst", op.dtype, dst, true)};
-    if (max) operands.push_back(spec("indices", DType::i32, dst, true));
+    if (max) operands.push_back(spec("indices", DType::i32, dst, true, kWorkspace));
     return operands;
   }
   std::vector<OperandSpec> operands = {spec("diff_dst", op.dtype, dst, false)};
-  if (max) operands.push_back(spec("indices", DType::i32, dst, false));
+  if (max) operands.push_back(spec("indices", DType::i32, dst, false, kWorkspace));
   operands.push_back(spec("diff_src", op.dtype, src, true));
   return operands;
 }
@@ -191,7 +218,8 @@ std::vector<OperandSpec> embedding_operands(const EmbeddingOp& op) {
     return {spec("table", op.dtype, table, false), spec("ids", DType::i32, ids, false),
             spec("dst", op.dtype, rows, true)};
   return {spec("diff_dst", op.dtype, rows, false), spec("ids", DType::i32, ids, false),
-          spec("diff_table", embedding_table_grad_dtype(op), table, true)};
+          spec("diff_table", embedding_table_grad_dtype(op), table, true,
+               op.accumulate ? OperandRole::accumulated : OperandRole::value)};
 }
 
 std::vector<OperandSpec> binary_operands(const BinaryOp& op) {
@@ -216,7 +244,7 @@ std::vector<OperandSpec> softmax_cross_entropy_operands(const SoftmaxCrossEntrop
 }
 
 std::vector<OperandSpec> unscale_gradients_operands(const UnscaleGradientsOp& op) {
-  std::vector<OperandSpec> operands = {spec("grads", op.dtype, {op.count}, true),
+  std::vector<OperandSpec> operands = {spec("grads", op.dtype, {op.count}, true, kInPlace),
                                        spec("inverse_scale", DType::f32, {1}, false),
                                        spec("found_nonfinite", DType::i32, {1}, true)};
   operands[1].memory = MemoryKind::host_pageable;  // changes between steps
@@ -251,6 +279,40 @@ std::vector<OperandSpec> attention_operands(const AttentionOp& op) {
   for (const char* name : {"diff_q", "diff_k", "diff_v"})
     operands.push_back(spec(name, op.dtype, rows, true));
   return operands;
+}
+
+std::optional<int> find_operand(std::span<const OperandSpec> specs, std::string_view name) {
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name) return static_cast<int>(i);
+  return std::nullopt;
+}
+
+int operand_index(std::span<const OperandSpec> specs, std::string_view name) {
+  if (const std::optional<int> index = find_operand(specs, name)) return *index;
+  std::string declared;
+  for (const OperandSpec& spec : specs) declared += (declared.empty() ? "" : ", ") + spec.name;
+  throw std::logic_error(fmt::format("no operand '{}' among the op's ({})", name, declared));
+}
+
+BoundOperands::BoundOperands(std::span<const OperandSpec> specs, std::span<const Buffer> buffers)
+    : specs_(specs), buffers_(buffers) {
+  if (buffers.size() < specs.size())
+    throw std::logic_error(fmt::format("{} buffers for {} operands", buffers.size(), specs.size()));
+}
+
+const OperandSpec& BoundOperands::spec(std::string_view name) const {
+  return specs_[static_cast<std::size_t>(operand_index(specs_, name))];
+}
+
+const Buffer& BoundOperands::buffer(std::string_view name) const {
+  return buffers_[static_cast<std::size_t>(operand_index(specs_, name))];
+}
+
+const Buffer& BoundOperands::output_buffer(std::string_view name) const {
+  const int index = operand_index(specs_, name);
+  if (!specs_[static_cast<std::size_t>(index)].is_output)
+    throw std::logic_error(fmt::format("operand '{}' is an input, not written", name));
+  return buffers_[static_cast<std::size_t>(index)];
 }
 
 }  // namespace tb

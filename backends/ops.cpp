@@ -93,4 +93,23 @@ std::string_view op_name(const OpDesc& op) {
   return kNames[op.index()];
 }
 
+GemmOp fully_connected_gemm(const FullyConnectedOp& op) {
+  GemmOp gemm;
+  gemm.a_type = gemm.b_type = op.dtype;
+  gemm.c_type = storage_dtype(op.dtype);  // a TF32 product is written as f32
+  switch (op.direction) {
+    case ConvDirection::forward:  // [mb, in] x [out, in]^T
+      gemm.m = op.mb, gemm.n = op.out, gemm.k = op.in, gemm.trans_b = true;
+      break;
+    case ConvDirection::backward_data:  // [mb, out] x [out, in]
+      gemm.m = op.mb, gemm.n = op.in, gemm.k = op.out;
+      break;
+    case ConvDirection::backward_weights:  // [mb, out]^T x [mb, in], fp32 master gradients
+      gemm.m = op.out, gemm.n = op.in, gemm.k = op.mb, gemm.trans_a = true;
+      gemm.c_type = DType::f32;
+      break;
+  }
+  return gemm;
+}
+
 }  // namespace tb

@@ -197,6 +197,11 @@ struct FullyConnectedOp {
   DType dtype = DType::f32;
 };
 
+// The GEMM a fully connected layer's direction is on its row-major operands (forward: src times
+// weights transposed; backward-data: diff_dst times weights; backward-weights: diff_dst
+// transposed times src, into fp32). The bias and its gradient are not part of it.
+GemmOp fully_connected_gemm(const FullyConnectedOp& op);
+
 // Row softmax of scale * src + mask, as attention uses it: `mask` (f32, additive: 0 to keep,
 // a large negative value to drop) has one row per `rows_per_mask` rows of src (one row of key
 // positions per sequence, shared by its heads and queries).

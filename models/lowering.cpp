@@ -4,9 +4,11 @@
 // between them, orders backward and adds the optimizer.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "backends/operands.h"
 #include "backends/seeded.h"
 #include "models/training_step_impl.h"
 
@@ -57,14 +59,32 @@ struct LayerOps {
   int weight_grad(int k) {
     return step.param_slot(step.grads_slot, layer.params.at(k), step.policy.master);
   }
-  Status forward(const OpDesc& op, std::vector<int> operands) {
-    return step.add_op(step.forward, op, std::move(operands), l, Phase::forward);
+  Status forward(const OpDesc& op, const NamedSlots& operands) {
+    return step.add_op(step.forward, op, operands, l, Phase::forward);
   }
-  Status backward(const OpDesc& op, std::vector<int> operands) {
+  Status backward(const OpDesc& op, const NamedSlots& operands) {
     if (step.options.evaluation) return Status::Ok();
-    return step.add_op(step.backward, op, std::move(operands), l, Phase::backward);
+    return step.add_op(step.backward, op, operands, l, Phase::backward);
   }
 };
+
+// A normalization's operands, which batch and layer norm name alike: forward writes the
+// batch's statistics, backward reads them.
+NamedSlots normalization_forward(LayerOps& ops, int mean, int variance) {
+  return {{"src", ops.input},  {"gamma", ops.weight(0)}, {"beta", ops.weight(1)},
+          {"dst", ops.output}, {"mean", mean},           {"variance", variance}};
+}
+NamedSlots normalization_backward(LayerOps& ops, int mean, int variance) {
+  return {{"src", ops.input},
+          {"diff_dst", ops.output_grad},
+          {"gamma", ops.weight(0)},
+          {"beta", ops.weight(1)},
+          {"mean", mean},
+          {"variance", variance},
+          {"diff_src", ops.input_grad(0)},
+          {"diff_gamma", ops.weight_grad(0)},
+          {"diff_beta", ops.weight_grad(1)}};
+}
 
 Status lower_conv(LayerOps& ops) {
   const TensorShape &x = ops.x, &y = ops.y;
@@ -74,13 +94,18 @@ Status lower_conv(LayerOps& ops) {
   op.ph = op.pw = ops.layer.pad;
   op.dtype = ops.step.policy.matmul_dtype(ops.dtype), op.layout = ops.step.options.layout;
   op.winograd_allowed = ops.step.options.winograd_allowed;
-  TB_RETURN_IF_ERROR(ops.forward(op, {ops.input, ops.weight(0), ops.output}));
+  TB_RETURN_IF_ERROR(
+      ops.forward(op, {{"src", ops.input}, {"weights", ops.weight(0)}, {"dst", ops.output}}));
   if (ops.has_grad) {
     op.direction = ConvDirection::backward_data;
-    TB_RETURN_IF_ERROR(ops.backward(op, {ops.output_grad, ops.weight(0), ops.input_grad(0)}));
+    TB_RETURN_IF_ERROR(ops.backward(op, {{"diff_dst", ops.output_grad},
+                                         {"weights", ops.weight(0)},
+                                         {"diff_src", ops.input_grad(0)}}));
   }
   op.direction = ConvDirection::backward_weights;
-  return ops.backward(op, {ops.input, ops.output_grad, ops.weight_grad(0)});
+  return ops.backward(
+      op,
+      {{"src", ops.input}, {"diff_dst", ops.output_grad}, {"diff_weights", ops.weight_grad(0)}});
 }
 
 // Training: normalized by the batch's statistics, which backward reads again; evaluation:
@@ -96,21 +121,25 @@ Status lower_batch_norm(LayerOps& ops) {
   running = {ops.new_slot(channel_bytes), ops.new_slot(channel_bytes)};
   if (step.options.evaluation) {
     op.inference = true;
-    return ops.forward(
-        op, {ops.input, ops.weight(0), ops.weight(1), running.first, running.second, ops.output});
+    return ops.forward(op, {{"src", ops.input},
+                            {"gamma", ops.weight(0)},
+                            {"beta", ops.weight(1)},
+                            {"running_mean", running.first},
+                            {"running_var", running.second},
+                            {"dst", ops.output}});
   }
-  const int mean = ops.new_slot(), variance = ops.new_slot(),
-            mask = ops.layer.relu ? ops.new_slot() : -1;
-  std::vector<int> forward_slots = {ops.input, ops.weight(0), ops.weight(1), ops.output,
-                                    mean,      variance,      running.first, running.second};
-  if (mask >= 0) forward_slots.push_back(mask);
+  const int mean = ops.new_slot(), variance = ops.new_slot();
+  NamedSlots forward_slots = normalization_forward(ops, mean, variance);
+  forward_slots.insert(forward_slots.end(),
+                       {{"running_mean", running.first}, {"running_var", running.second}});
+  NamedSlots backward_slots = normalization_backward(ops, mean, variance);
+  if (ops.layer.relu) {
+    const int mask = ops.new_slot();
+    forward_slots.push_back({"relu_mask", mask});
+    backward_slots.push_back({"relu_mask", mask});
+  }
   TB_RETURN_IF_ERROR(ops.forward(op, forward_slots));
   op.pass = Pass::backward;
-  std::vector<int> backward_slots = {ops.input, ops.output_grad, ops.weight(0), ops.weight(1),
-                                     mean,      variance};
-  if (mask >= 0) backward_slots.push_back(mask);
-  backward_slots.insert(backward_slots.end(),
-                        {ops.input_grad(0), ops.weight_grad(0), ops.weight_grad(1)});
   return ops.backward(op, backward_slots);
 }
 
@@ -125,10 +154,13 @@ Status lower_pool(LayerOps& ops) {
   op.kh = max ? layer.kernel : x.h, op.kw = max ? layer.kernel : x.w;
   op.sh = op.sw = max ? layer.stride : 1, op.ph = op.pw = max ? layer.pad : 0;
   op.dtype = ops.dtype, op.layout = ops.step.options.layout;
-  const int indices = max ? ops.new_slot() : -1;
-  std::vector<int> forward_slots = {ops.input, ops.output}, backward_slots = {ops.output_grad};
-  if (max) forward_slots.push_back(indices), backward_slots.push_back(indices);
-  backward_slots.push_back(ops.input_grad(0));
+  NamedSlots forward_slots = {{"src", ops.input}, {"dst", ops.output}},
+             backward_slots = {{"diff_dst", ops.output_grad}, {"diff_src", ops.input_grad(0)}};
+  if (max) {
+    const int indices = ops.new_slot();
+    forward_slots.push_back({"indices", indices});
+    backward_slots.push_back({"indices", indices});
+  }
   TB_RETURN_IF_ERROR(ops.forward(op, forward_slots));
   op.pass = Pass::backward;
   return ops.backward(op, backward_slots);
@@ -139,28 +171,39 @@ Status lower_fully_connected(LayerOps& ops) {
   FullyConnectedOp op;
   op.mb = x.n, op.in = x.c * x.h * x.w, op.out = y.c;
   op.dtype = ops.step.policy.matmul_dtype(ops.dtype);
-  TB_RETURN_IF_ERROR(ops.forward(op, {ops.input, ops.weight(0), ops.weight(1), ops.output}));
+  TB_RETURN_IF_ERROR(ops.forward(op, {{"src", ops.input},
+                                      {"weights", ops.weight(0)},
+                                      {"bias", ops.weight(1)},
+                                      {"dst", ops.output}}));
   op.direction = ConvDirection::backward_data;
-  TB_RETURN_IF_ERROR(ops.backward(op, {ops.output_grad, ops.weight(0), ops.input_grad(0)}));
+  TB_RETURN_IF_ERROR(ops.backward(op, {{"diff_dst", ops.output_grad},
+                                       {"weights", ops.weight(0)},
+                                       {"diff_src", ops.input_grad(0)}}));
   op.direction = ConvDirection::backward_weights;
-  return ops.backward(op, {ops.input, ops.output_grad, ops.weight_grad(0), ops.weight_grad(1)});
+  return ops.backward(op, {{"src", ops.input},
+                           {"diff_dst", ops.output_grad},
+                           {"diff_weights", ops.weight_grad(0)},
+                           {"diff_bias", ops.weight_grad(1)}});
 }
 
 // relu(a + b); backward is the ReLU's, into the one gradient both inputs share (join_diff).
 Status lower_add_relu(LayerOps& ops) {
   BinaryOp add;
   add.count = ops.y.elements(), add.fuse_relu = true, add.dtype = ops.dtype;
-  TB_RETURN_IF_ERROR(ops.forward(add, {ops.input, ops.input_value(1), ops.output}));
+  TB_RETURN_IF_ERROR(
+      ops.forward(add, {{"src0", ops.input}, {"src1", ops.input_value(1)}, {"dst", ops.output}}));
   EltwiseOp relu;
   relu.pass = Pass::backward, relu.count = ops.y.elements(), relu.dtype = ops.dtype;
-  return ops.backward(relu, {ops.output, ops.output_grad, ops.routing.join_diff.at(ops.l)});
+  return ops.backward(relu, {{"dst", ops.output},
+                             {"diff_dst", ops.output_grad},
+                             {"diff_src", ops.routing.join_diff.at(ops.l)}});
 }
 
 // Backward: both inputs' gradients are the output's (join_diff aliases it), so no op.
 Status lower_add(LayerOps& ops) {
   BinaryOp add;
   add.count = ops.y.elements(), add.dtype = ops.dtype;
-  return ops.forward(add, {ops.input, ops.input_value(1), ops.output});
+  return ops.forward(add, {{"src0", ops.input}, {"src1", ops.input_value(1)}, {"dst", ops.output}});
 }
 
 // A loss: its output is one of the values loss() sums; backward starts from it (scaled by
@@ -171,11 +214,15 @@ Status lower_softmax_cross_entropy(LayerOps& ops) {
   op.rows = x.n, op.classes = x.c * x.h * x.w, op.dtype = ops.dtype;
   const int labels = ops.input_value(1), probabilities = ops.new_slot();
   ops.step.loss_slots.push_back(ops.output);
-  TB_RETURN_IF_ERROR(ops.forward(op, {ops.input, labels, probabilities, ops.output}));
+  TB_RETURN_IF_ERROR(ops.forward(op, {{"logits", ops.input},
+                                      {"labels", labels},
+                                      {"probabilities", probabilities},
+                                      {"loss", ops.output}}));
   op.pass = Pass::backward, op.scaled = ops.step.loss_scale_slot >= 0;
-  return ops.backward(op, op.scaled ? std::vector<int>{probabilities, labels,
-                                                       ops.step.loss_scale_slot, ops.input_grad(0)}
-                                    : std::vector<int>{probabilities, labels, ops.input_grad(0)});
+  NamedSlots backward_slots = {
+      {"probabilities", probabilities}, {"labels", labels}, {"diff_logits", ops.input_grad(0)}};
+  if (op.scaled) backward_slots.push_back({"scale", ops.step.loss_scale_slot});
+  return ops.backward(op, backward_slots);
 }
 
 // A table lookup by index input; a table tied to a later layer adds its gradient to that
@@ -187,9 +234,11 @@ Status lower_embedding(LayerOps& ops) {
   op.tokens = ops.x.elements(), op.vocab = table.dims.at(0), op.dim = table.dims.at(1);
   op.dtype = ops.dtype;
   const int ids = ops.input_value(0);
-  TB_RETURN_IF_ERROR(ops.forward(op, {ops.weight(0), ids, ops.output}));
+  TB_RETURN_IF_ERROR(
+      ops.forward(op, {{"table", ops.weight(0)}, {"ids", ids}, {"dst", ops.output}}));
   op.pass = Pass::backward, op.accumulate = ops.routing.last_user[table_parameter] != ops.l;
-  return ops.backward(op, {ops.output_grad, ids, ops.weight_grad(0)});
+  return ops.backward(
+      op, {{"diff_dst", ops.output_grad}, {"ids", ids}, {"diff_table", ops.weight_grad(0)}});
 }
 
 Status lower_gather_rows(LayerOps& ops) {
@@ -197,30 +246,31 @@ Status lower_gather_rows(LayerOps& ops) {
   op.tokens = ops.step.network.tensors()[ops.layer.inputs.at(1)].elements();
   op.vocab = ops.x.n, op.dim = ops.x.c, op.dtype = ops.dtype, op.weight_table = false;
   const int ids = ops.input_value(1);
-  TB_RETURN_IF_ERROR(ops.forward(op, {ops.input, ids, ops.output}));
+  TB_RETURN_IF_ERROR(ops.forward(op, {{"table", ops.input}, {"ids", ids}, {"dst", ops.output}}));
   op.pass = Pass::backward;
-  return ops.backward(op, {ops.output_grad, ids, ops.input_grad(0)});
+  return ops.backward(
+      op, {{"diff_dst", ops.output_grad}, {"ids", ids}, {"diff_table", ops.input_grad(0)}});
 }
 
 Status lower_layer_norm(LayerOps& ops) {
   LayerNormOp op;
   op.rows = ops.x.n, op.cols = ops.x.c, op.dtype = ops.dtype;
   const int mean = ops.new_slot(), variance = ops.new_slot();
-  TB_RETURN_IF_ERROR(
-      ops.forward(op, {ops.input, ops.weight(0), ops.weight(1), ops.output, mean, variance}));
+  TB_RETURN_IF_ERROR(ops.forward(op, normalization_forward(ops, mean, variance)));
   op.pass = Pass::backward;
-  return ops.backward(op, {ops.input, ops.output_grad, ops.weight(0), ops.weight(1), mean, variance,
-                           ops.input_grad(0), ops.weight_grad(0), ops.weight_grad(1)});
+  return ops.backward(op, normalization_backward(ops, mean, variance));
 }
 
 Status lower_gelu_or_tanh(LayerOps& ops) {
   EltwiseOp op;
   op.kind = ops.layer.kind == LayerKind::gelu ? EltwiseKind::gelu : EltwiseKind::tanh;
   op.count = ops.y.elements(), op.dtype = ops.dtype;
-  TB_RETURN_IF_ERROR(ops.forward(op, {ops.input, ops.output}));
+  TB_RETURN_IF_ERROR(ops.forward(op, {{"src", ops.input}, {"dst", ops.output}}));
   op.pass = Pass::backward;  // GELU's gradient from its input, tanh's from its output
-  return ops.backward(op, {op.kind == EltwiseKind::gelu ? ops.input : ops.output, ops.output_grad,
-                           ops.input_grad(0)});
+  const bool gelu = op.kind == EltwiseKind::gelu;
+  return ops.backward(op, {{gelu ? "src" : "dst", gelu ? ops.input : ops.output},
+                           {"diff_dst", ops.output_grad},
+                           {"diff_src", ops.input_grad(0)}});
 }
 
 // The mask is drawn from the layer's seed and the step number (in host memory), never stored.
@@ -235,9 +285,12 @@ Status lower_dropout(LayerOps& ops) {
   op.seed = mix64(step.options.dropout_seed + static_cast<std::uint64_t>(ops.l) * kGoldenGamma);
   if (step.dropout_step_slot < 0)
     step.dropout_step_slot = step.memory.host_slot(sizeof(std::int32_t));
-  TB_RETURN_IF_ERROR(ops.forward(op, {ops.input, step.dropout_step_slot, ops.output}));
+  TB_RETURN_IF_ERROR(
+      ops.forward(op, {{"src", ops.input}, {"step", step.dropout_step_slot}, {"dst", ops.output}}));
   op.pass = Pass::backward;
-  return ops.backward(op, {ops.output_grad, step.dropout_step_slot, ops.input_grad(0)});
+  return ops.backward(op, {{"diff_dst", ops.output_grad},
+                           {"step", step.dropout_step_slot},
+                           {"diff_src", ops.input_grad(0)}});
 }
 
 // scores[b, h] = Q[b, h] K[b, h]^T, with Q and K head-interleaved as the projections store
@@ -250,14 +303,15 @@ Status lower_attention_scores(LayerOps& ops) {
   op.m = sequence, op.n = sequence, op.k = ops.x.c / heads, op.trans_b = true;
   op.a_interleaved = op.b_interleaved = true;
   const int queries = ops.input_value(0), keys = ops.input_value(1);
-  TB_RETURN_IF_ERROR(ops.forward(op, {queries, keys, ops.output}));
+  TB_RETURN_IF_ERROR(ops.forward(op, {{"a", queries}, {"b", keys}, {"c", ops.output}}));
   GemmOp dq = op;
   dq.n = op.k, dq.k = sequence, dq.trans_b = false, dq.a_interleaved = false,
   dq.c_interleaved = true;
-  TB_RETURN_IF_ERROR(ops.backward(dq, {ops.output_grad, keys, ops.input_grad(0)}));
+  TB_RETURN_IF_ERROR(
+      ops.backward(dq, {{"a", ops.output_grad}, {"b", keys}, {"c", ops.input_grad(0)}}));
   GemmOp dk = dq;
   dk.trans_a = true;
-  return ops.backward(dk, {ops.output_grad, queries, ops.input_grad(1)});
+  return ops.backward(dk, {{"a", ops.output_grad}, {"b", queries}, {"c", ops.input_grad(1)}});
 }
 
 // context[b, h] = P[b, h] V[b, h], with V and the context head-interleaved; backward
@@ -271,14 +325,15 @@ Status lower_attention_context(LayerOps& ops) {
   op.m = sequence, op.n = head_dim, op.k = sequence;
   op.b_interleaved = op.c_interleaved = true;
   const int probabilities = ops.input_value(0), values = ops.input_value(1);
-  TB_RETURN_IF_ERROR(ops.forward(op, {probabilities, values, ops.output}));
+  TB_RETURN_IF_ERROR(ops.forward(op, {{"a", probabilities}, {"b", values}, {"c", ops.output}}));
   GemmOp dp = op;
   dp.n = sequence, dp.k = head_dim, dp.trans_b = true;
   dp.a_interleaved = true, dp.b_interleaved = true, dp.c_interleaved = false;
-  TB_RETURN_IF_ERROR(ops.backward(dp, {ops.output_grad, values, ops.input_grad(0)}));
+  TB_RETURN_IF_ERROR(
+      ops.backward(dp, {{"a", ops.output_grad}, {"b", values}, {"c", ops.input_grad(0)}}));
   GemmOp dv = op;
   dv.trans_a = true;
-  return ops.backward(dv, {probabilities, ops.output_grad, ops.input_grad(1)});
+  return ops.backward(dv, {{"a", probabilities}, {"b", ops.output_grad}, {"c", ops.input_grad(1)}});
 }
 
 // Fused: queries, keys, values (head-interleaved), key lengths; the softmax statistics are
@@ -290,10 +345,15 @@ Status lower_attention(LayerOps& ops) {
   op.head_dim = ops.x.c / layer.heads, op.scale = layer.scale, op.dtype = ops.dtype;
   const int keys = ops.input_value(1), values = ops.input_value(2), lengths = ops.input_value(3),
             stats = ops.new_slot();
-  TB_RETURN_IF_ERROR(ops.forward(op, {ops.input, keys, values, lengths, ops.output, stats}));
+  NamedSlots slots = {{"q", ops.input},         {"k", keys},         {"v", values},
+                      {"key_lengths", lengths}, {"out", ops.output}, {"stats", stats}};
+  TB_RETURN_IF_ERROR(ops.forward(op, slots));
   op.pass = Pass::backward;
-  return ops.backward(op, {ops.input, keys, values, lengths, ops.output, stats, ops.output_grad,
-                           ops.input_grad(0), ops.input_grad(1), ops.input_grad(2)});
+  slots.insert(slots.end(), {{"diff_out", ops.output_grad},
+                             {"diff_q", ops.input_grad(0)},
+                             {"diff_k", ops.input_grad(1)},
+                             {"diff_v", ops.input_grad(2)}});
+  return ops.backward(op, slots);
 }
 
 Status lower_attention_softmax(LayerOps& ops) {
@@ -301,9 +361,11 @@ Status lower_attention_softmax(LayerOps& ops) {
   op.rows = ops.x.n, op.cols = ops.x.c, op.masked = true, op.dtype = ops.dtype;
   op.rows_per_mask = ops.layer.heads * ops.layer.sequence;
   op.scale = ops.layer.scale;
-  TB_RETURN_IF_ERROR(ops.forward(op, {ops.input, ops.input_value(1), ops.output}));
+  TB_RETURN_IF_ERROR(
+      ops.forward(op, {{"src", ops.input}, {"mask", ops.input_value(1)}, {"dst", ops.output}}));
   op.pass = Pass::backward;
-  return ops.backward(op, {ops.output, ops.output_grad, ops.input_grad(0)});
+  return ops.backward(
+      op, {{"dst", ops.output}, {"diff_dst", ops.output_grad}, {"diff_src", ops.input_grad(0)}});
 }
 
 using Lowering = Status (*)(LayerOps&);
@@ -390,7 +452,7 @@ Status lower_layer(Impl& step, const Routing& routing, int l) {
     CastOp cast;
     cast.count = x.elements(), cast.from = tensor_dtype[in], cast.to = dtype;
     ops.input = ops.new_slot();
-    TB_RETURN_IF_ERROR(ops.forward(cast, {step.value[in], ops.input}));
+    TB_RETURN_IF_ERROR(ops.forward(cast, {{"src", step.value[in]}, {"dst", ops.input}}));
     ops.cast_diff = ops.new_slot();
   }
   const Lowering lower = lowering_of(layer.kind);
@@ -399,7 +461,7 @@ Status lower_layer(Impl& step, const Routing& routing, int l) {
   if (!cast_input || !ops.has_grad) return Status::Ok();
   CastOp back;
   back.count = x.elements(), back.from = dtype, back.to = tensor_dtype[in];
-  return ops.backward(back, {ops.cast_diff, routing.target.at({l, 0})});
+  return ops.backward(back, {{"src", ops.cast_diff}, {"dst", routing.target.at({l, 0})}});
 }
 
 // Parameters: one flat buffer each for values, gradients and the optimizer's state; under
@@ -421,7 +483,8 @@ Status plan_parameters(Impl& step) {
   step.compute_params_slot = step.memory.new_slot();
   CastOp cast;
   cast.count = step.param_total, cast.from = step.policy.master, cast.to = step.policy.compute;
-  return step.add_op(step.weight_cast, cast, {step.params_slot, step.compute_params_slot}, 0,
+  return step.add_op(step.weight_cast, cast,
+                     {{"src", step.params_slot}, {"dst", step.compute_params_slot}}, 0,
                      Phase::weight_cast);
 }
 
@@ -507,7 +570,9 @@ Status order_backward(Impl& step, const Routing& routing) {
       int accumulated = routing.target.at(readers[0]);
       for (std::size_t k = 1; k < readers.size(); ++k) {
         TB_RETURN_IF_ERROR(step.add_op(ordered, sum,
-                                       {accumulated, routing.target.at(readers[k]), step.grad[out]},
+                                       {{"src0", accumulated},
+                                        {"src1", routing.target.at(readers[k])},
+                                        {"dst", step.grad[out]}},
                                        l, Phase::backward));
         accumulated = step.grad[out];
       }
@@ -546,7 +611,9 @@ Status add_optimizer(Impl& step) {
     step.nonfinite_slot = memory.new_slot(sizeof(std::int32_t));
     std::vector<Impl::Op> list;
     TB_RETURN_IF_ERROR(step.add_op(list, check,
-                                   {step.grads_slot, step.inverse_scale_slot, step.nonfinite_slot},
+                                   {{"grads", step.grads_slot},
+                                    {"inverse_scale", step.inverse_scale_slot},
+                                    {"found_nonfinite", step.nonfinite_slot}},
                                    0, Phase::optimizer));
     step.unscale = std::move(list.front());
   }
@@ -560,18 +627,39 @@ Status add_optimizer(Impl& step) {
     step.optimizer_state_slots.push_back(memory.new_slot(flat_bytes));
   step.hyper_slot = memory.host_slot(
       (op.kind == OptimizerKind::sgd_momentum ? kSgdHyperCount : kAdamHyperCount) * sizeof(float));
-  std::vector<int> operands = {step.params_slot, step.grads_slot};
-  operands.insert(operands.end(), step.optimizer_state_slots.begin(),
-                  step.optimizer_state_slots.end());
+  NamedSlots operands = {
+      {"weights", step.params_slot}, {"grads", step.grads_slot}, {"hyper", step.hyper_slot}};
+  const std::vector<int>& state = step.optimizer_state_slots;
+  if (op.kind == OptimizerKind::sgd_momentum)
+    operands.push_back({"momentum", state.front()});
+  else
+    operands.insert(operands.end(), {{"m", state.front()}, {"v", state.back()}});
   if (op.kind == OptimizerKind::lamb) {
     step.tensor_offsets_slot =
         memory.new_slot((step.parameter_offsets.size() + 1) * sizeof(std::int32_t));
-    operands.push_back(step.tensor_offsets_slot);
+    operands.push_back({"tensor_offsets", step.tensor_offsets_slot});
   }
-  operands.push_back(step.hyper_slot);
   std::vector<Impl::Op> list;
   TB_RETURN_IF_ERROR(step.add_op(list, op, operands, 0, Phase::optimizer));
   step.optimizer = std::move(list.front());
+  return Status::Ok();
+}
+
+// The slots in the order `specs` declares the operands; a name the op does not declare, one
+// given twice or an operand left without a slot is a lowering error.
+Status order_slots(const std::vector<OperandSpec>& specs, const NamedSlots& named,
+                   std::vector<int>* slots) {
+  slots->assign(specs.size(), -1);
+  for (const auto& [name, slot] : named) {
+    const std::optional<int> index = find_operand(specs, name);
+    if (!index) return Status::Failed(fmt::format("the plan has no operand '{}'", name));
+    if ((*slots)[*index] >= 0)
+      return Status::Failed(fmt::format("operand '{}' is given twice", name));
+    (*slots)[*index] = slot;
+  }
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if ((*slots)[i] < 0)
+      return Status::Failed(fmt::format("the step gives operand '{}' no slot", specs[i].name));
   return Status::Ok();
 }
 
@@ -591,15 +679,14 @@ Status TrainingStep::Impl::build() {
 }
 
 Status TrainingStep::Impl::add_op(std::vector<Op>& list, const OpDesc& desc,
-                                  std::vector<int> operand_slots, int layer, Phase phase) {
+                                  const NamedSlots& named, int layer, Phase phase) {
   std::unique_ptr<Plan> plan;
   const Status status = backend.plan(desc, &plan);
   const std::string& where = network.layers()[layer].name;
   if (!status.ok()) return status.with_prefix(fmt::format("{} ({}): ", where, op_name(desc)));
-  if (plan->operands().size() != operand_slots.size())
-    return Status::Failed(fmt::format("{}: the {} plan takes {} operands, the step gives {}", where,
-                                      op_name(desc), plan->operands().size(),
-                                      operand_slots.size()));
+  std::vector<int> operand_slots;
+  TB_RETURN_IF_ERROR(order_slots(plan->operands(), named, &operand_slots)
+                         .with_prefix(fmt::format("{} ({}): ", where, op_name(desc))));
   for (std::size_t i = 0; i < operand_slots.size(); ++i) {
     StepMemory::Slot& slot = memory[memory.root(operand_slots[i])];
     const OperandSpec& spec = plan->operands()[i];

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "backends/numeric.h"
+#include "backends/operands.h"
 #include "backends/registry.h"
 #include "backends/seeded.h"
 #include "models/host_values.h"
@@ -60,26 +61,17 @@ std::optional<OpDesc> reference_op(const OpDesc& desc) {
 
 // Operands whose contents differ by design between implementations (oneDNN's workspace
 // formats): the f64 forward's own stand in for them.
-bool opaque_operand(const std::string& name) {
-  return name == "relu_mask" || name == "indices";
+bool opaque_operand(const OperandSpec& spec) {
+  return spec.role == OperandRole::workspace;
 }
 // Running statistics, updated in place by a momentum too small to judge within one step:
 // never compared.
-bool statistics_operand(const std::string& name) {
-  return name == "running_mean" || name == "running_var";
+bool statistics_operand(const OperandSpec& spec) {
+  return spec.role == OperandRole::running_statistic;
 }
 // Values an op updates in place: the optimizer's weights and state, the unscaled gradients.
-bool updated_in_place(const OpDesc& desc, const std::string& name) {
-  if (std::holds_alternative<OptimizerOp>(desc))
-    return name == "weights" || name == "momentum" || name == "m" || name == "v";
-  return std::holds_alternative<UnscaleGradientsOp>(desc) && name == "grads";
-}
-// Outputs whose previous contents the op reads: in-place statistics and updates, and a tied
-// weight's gradient that an embedding's backward adds to.
-bool reads_output(const OpDesc& desc, const std::string& name) {
-  const auto* embedding = std::get_if<EmbeddingOp>(&desc);
-  return statistics_operand(name) || updated_in_place(desc, name) ||
-         (embedding && embedding->accumulate && name == "diff_table");
+bool updated_in_place(const OperandSpec& spec) {
+  return spec.role == OperandRole::updated_in_place;
 }
 
 // An op over every parameter, checked on sampled tensors where the model is large
@@ -290,8 +282,8 @@ class OpChecker::Checker {
     if (inputs->size() < specs.size()) inputs->resize(specs.size());
     for (std::size_t i = 0; i < specs.size(); ++i) {
       (*inputs)[i].clear();
-      if (specs[i].is_output && !reads_output(op.desc, specs[i].name)) continue;
-      if (opaque_operand(specs[i].name)) {
+      if (specs[i].is_output && !specs[i].reads_previous()) continue;
+      if (opaque_operand(specs[i])) {
         const auto saved = reference_state_.find(s_.memory.root(op.slots[i]));
         if (saved == reference_state_.end())
           return Status::Failed(
@@ -378,8 +370,10 @@ class OpChecker::Checker {
     std::vector<std::vector<double>>& inputs = inputs_;
     TB_RETURN_IF_ERROR(read_inputs(op, &inputs));
     TB_RETURN_IF_ERROR(s_.execute(op));
-    Output output{1, {}, rounded_to(inputs[0], cast.to), {}, {}, kExactTolerance};
-    TB_RETURN_IF_ERROR(step_values(op, 1, &output.got));
+    const std::vector<OperandSpec>& specs = op.plan->operands();
+    const int src = operand_index(specs, "src"), dst = operand_index(specs, "dst");
+    Output output{dst, {}, rounded_to(inputs[src], cast.to), {}, {}, kExactTolerance};
+    TB_RETURN_IF_ERROR(step_values(op, dst, &output.got));
     judge(op, output);
     ++out_->ops_checked;
     return Status::Ok();
@@ -463,7 +457,7 @@ class OpChecker::Checker {
       for (std::size_t i = 0; i < specs.size(); ++i) {
         const int index = static_cast<int>(i);
         std::vector<double>& values = range.inputs[i];
-        if (specs[i].is_output && !reads_output(op.desc, specs[i].name)) continue;
+        if (specs[i].is_output && !specs[i].reads_previous()) continue;
         if (flat(i))
           TB_RETURN_IF_ERROR(flat_values(op, index, range.offset, range.length, &values));
         else if (specs[i].name == "tensor_offsets")
@@ -488,7 +482,7 @@ class OpChecker::Checker {
         TB_RETURN_IF_ERROR(host_->plan(*reference_op(part), &plan));
         TB_RETURN_IF_ERROR(pool_.fit(*plan));
         for (std::size_t i = 0; i < specs.size(); ++i)
-          if (!specs[i].is_output || reads_output(op.desc, specs[i].name))
+          if (!specs[i].is_output || specs[i].reads_previous())
             TB_RETURN_IF_ERROR(import_values(*host_, *plan, static_cast<int>(i), range.inputs[i],
                                              pool_.operand[i], &scratch_));
         TB_RETURN_IF_ERROR(host_->execute(*plan, pool_.operand, pool_.workspace));
@@ -497,7 +491,7 @@ class OpChecker::Checker {
         Output& output = outputs_[n];
         const int index = compared[n];
         if (cast) {
-          values = rounded_to(range.inputs[0], cast->to);
+          values = rounded_to(range.inputs[operand_index(specs, "src")], cast->to);
         } else {
           TB_RETURN_IF_ERROR(
               export_values(*host_, *plan, index, pool_.operand[index], &values, &scratch_));
@@ -505,7 +499,7 @@ class OpChecker::Checker {
         output.want.insert(output.want.end(), values.begin(), values.end());
         TB_RETURN_IF_ERROR(flat_values(op, index, range.offset, range.length, &values));
         output.got.insert(output.got.end(), values.begin(), values.end());
-        if (updated_in_place(op.desc, specs[index].name))
+        if (updated_in_place(specs[index]))
           output.before.insert(output.before.end(), range.inputs[index].begin(),
                                range.inputs[index].end());
       }
@@ -528,8 +522,9 @@ class OpChecker::Checker {
     const std::vector<OperandSpec>& specs = op.plan->operands();
     for (std::size_t i = 0; i < specs.size(); ++i) {
       if (!specs[i].is_output) continue;
-      const SampledOutput want = sample_reference(op.desc, static_cast<int>(i), inputs,
-                                                  options_.samples, mix64(++sample_stream_));
+      const SampledOutput want =
+          sample_reference(op.desc, specs[i].name, OperandValues(specs, inputs), options_.samples,
+                           mix64(++sample_stream_));
       std::vector<double>& all = sampled_values_;
       TB_RETURN_IF_ERROR(step_values(op, static_cast<int>(i), &all));
       Output output{static_cast<int>(i), {}, want.value,
@@ -550,26 +545,26 @@ class OpChecker::Checker {
     TB_RETURN_IF_ERROR(read_inputs(op, &inputs));
     const std::vector<OperandSpec>& specs = plan->operands();
     for (std::size_t i = 0; i < specs.size(); ++i)
-      if (!specs[i].is_output || reads_output(op.desc, specs[i].name))
+      if (!specs[i].is_output || specs[i].reads_previous())
         TB_RETURN_IF_ERROR(import_values(*host_, *plan, static_cast<int>(i), inputs[i],
                                          buffers.operand[i], &scratch_));
     TB_RETURN_IF_ERROR(s_.execute(op));
     TB_RETURN_IF_ERROR(host_->execute(*plan, buffers.operand, buffers.workspace));
     std::span<Output> outputs;
     for (std::size_t i = 0; i < specs.size(); ++i) {
-      if (!specs[i].is_output || statistics_operand(specs[i].name)) continue;
+      if (!specs[i].is_output || statistics_operand(specs[i])) continue;
       const int index = static_cast<int>(i);
       Output& output = reuse_output(outputs.size(), index, tolerance_of(op, index));
       TB_RETURN_IF_ERROR(
           export_values(*host_, *plan, index, buffers.operand[i], &output.want, &scratch_));
-      if (opaque_operand(specs[i].name)) {
+      if (opaque_operand(specs[i])) {
         TB_RETURN_IF_ERROR(step_decisions(op, index, &output.want));
         reference_state_[s_.memory.root(op.slots[i])] = output.want;
         continue;
       }
       TB_RETURN_IF_ERROR(step_values(op, index, &output.got));
       if (specs[i].dtype == DType::i32) output.tolerance = kExactTolerance;  // a flag or index
-      if (updated_in_place(op.desc, specs[i].name)) output.before = inputs[i];
+      if (updated_in_place(specs[i])) output.before = inputs[i];
       ReductionMagnitude magnitude = reduction_magnitude(op.desc, specs, inputs, index);
       output.magnitude = std::move(magnitude.sums);
       output.magnitude_rounding = magnitude.rounding;

@@ -4,21 +4,15 @@
 #include <array>
 #include <cmath>
 
+#include "backends/operands.h"
+#include "backends/product_reference.h"
 #include "backends/seeded.h"
 
 namespace tb {
 namespace {
 
 using Index = std::int64_t;
-
-// A sum of products in f64, and the same sum of their absolute values.
-struct Dot {
-  double value = 0, magnitude = 0;
-  void add(double x, double y) {
-    value += x * y;
-    magnitude += std::fabs(x * y);
-  }
-};
+using reference::ProductSum;
 
 Index sample_index(std::uint64_t seed, Index sample, Index elements) {
   return static_cast<Index>(mix64(seed + static_cast<std::uint64_t>(sample) * kGoldenGamma) %
@@ -36,107 +30,66 @@ std::array<Index, N> coordinates(Index flat, const std::array<Index, N>& dims) {
   return at;
 }
 
-Dot conv_at(const ConvOp& op, std::span<const std::vector<double>> in, Index flat) {
+ProductSum conv_at(const ConvOp& op, const OperandValues& in, Index flat) {
   const Index oh = op.oh(), ow = op.ow();
-  Dot dot;
-  auto src_at = [&](Index n, Index c, Index y, Index x) {
-    return ((n * op.ic + c) * op.ih + y) * op.iw + x;
-  };
-  auto dst_at = [&](Index n, Index k, Index y, Index x) {
-    return ((n * op.oc + k) * oh + y) * ow + x;
-  };
-  auto weight_at = [&](Index k, Index c, Index y, Index x) {
-    return ((k * op.ic + c) * op.kh + y) * op.kw + x;
-  };
   switch (op.direction) {
     case ConvDirection::forward: {
       const auto [n, k, y, x] = coordinates<4>(flat, {op.mb, op.oc, oh, ow});
-      for (Index c = 0; c < op.ic; ++c)
-        for (Index ky = 0; ky < op.kh; ++ky)
-          for (Index kx = 0; kx < op.kw; ++kx) {
-            const Index iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
-            if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
-            dot.add(in[0][src_at(n, c, iy, ix)], in[1][weight_at(k, c, ky, kx)]);
-          }
-      if (op.epilogue != ConvEpilogue::none) dot.add(in[2][k], 1.0);
-      if (op.epilogue == ConvEpilogue::bias_relu) dot.value = std::max(dot.value, 0.0);
-      return dot;
+      ProductSum sum =
+          reference::conv_forward_element(op, in["src"].data(), in["weights"].data(), n, k, y, x);
+      if (op.epilogue != ConvEpilogue::none)
+        reference::add_bias(sum, in["bias"][k], op.epilogue == ConvEpilogue::bias_relu);
+      return sum;
     }
     case ConvDirection::backward_data: {
       const auto [n, c, iy, ix] = coordinates<4>(flat, {op.mb, op.ic, op.ih, op.iw});
-      for (Index k = 0; k < op.oc; ++k)
-        for (Index ky = 0; ky < op.kh; ++ky)
-          for (Index kx = 0; kx < op.kw; ++kx) {
-            const Index ty = iy + op.ph - ky, tx = ix + op.pw - kx;
-            if (ty < 0 || tx < 0 || ty % op.sh != 0 || tx % op.sw != 0) continue;
-            const Index y = ty / op.sh, x = tx / op.sw;
-            if (y >= oh || x >= ow) continue;
-            dot.add(in[0][dst_at(n, k, y, x)], in[1][weight_at(k, c, ky, kx)]);
-          }
-      return dot;
+      return reference::conv_backward_data_element(op, in["diff_dst"].data(), in["weights"].data(),
+                                                   n, c, iy, ix);
     }
     case ConvDirection::backward_weights: {
       const auto [k, c, ky, kx] = coordinates<4>(flat, {op.oc, op.ic, op.kh, op.kw});
-      for (Index n = 0; n < op.mb; ++n)
-        for (Index y = 0; y < oh; ++y)
-          for (Index x = 0; x < ow; ++x) {
-            const Index iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
-            if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
-            dot.add(in[0][src_at(n, c, iy, ix)], in[1][dst_at(n, k, y, x)]);
-          }
-      return dot;
+      return reference::conv_backward_weights_element(op, in["src"].data(), in["diff_dst"].data(),
+                                                      k, c, ky, kx);
     }
   }
-  return dot;
+  return {};
 }
 
-Dot fully_connected_at(const FullyConnectedOp& op, int output,
-                       std::span<const std::vector<double>> in, Index flat) {
-  Dot dot;
+ProductSum fully_connected_at(const FullyConnectedOp& op, std::string_view output,
+                              const OperandValues& in, Index flat) {
   switch (op.direction) {
-    case ConvDirection::forward: {  // src [mb, in], weights [out, in], bias [out] -> dst
+    case ConvDirection::forward: {
       const auto [n, o] = coordinates<2>(flat, {op.mb, op.out});
-      for (Index i = 0; i < op.in; ++i) dot.add(in[0][n * op.in + i], in[1][o * op.in + i]);
-      dot.add(in[2][o], 1.0);
-      return dot;
+      ProductSum sum =
+          reference::fully_connected_element(op, in["src"].data(), in["weights"].data(), n, o);
+      reference::add_bias(sum, in["bias"][o], false);
+      return sum;
     }
-    case ConvDirection::backward_data: {  // diff_dst, weights -> diff_src [mb, in]
+    case ConvDirection::backward_data: {
       const auto [n, i] = coordinates<2>(flat, {op.mb, op.in});
-      for (Index o = 0; o < op.out; ++o) dot.add(in[0][n * op.out + o], in[1][o * op.in + i]);
-      return dot;
+      return reference::fully_connected_element(op, in["diff_dst"].data(), in["weights"].data(), n,
+                                                i);
     }
-    case ConvDirection::backward_weights: {  // src, diff_dst -> diff_weights, diff_bias
-      if (output == 3) {
-        for (Index n = 0; n < op.mb; ++n) dot.add(in[1][n * op.out + flat], 1.0);
-        return dot;
-      }
+    case ConvDirection::backward_weights: {
+      if (output == "diff_bias")
+        return reference::fully_connected_bias_gradient_element(op, in["diff_dst"].data(), flat);
       const auto [o, i] = coordinates<2>(flat, {op.out, op.in});
-      for (Index n = 0; n < op.mb; ++n) dot.add(in[1][n * op.out + o], in[0][n * op.in + i]);
-      return dot;
+      return reference::fully_connected_element(op, in["diff_dst"].data(), in["src"].data(), o, i);
     }
   }
-  return dot;
+  return {};
 }
 
 // GEMM: the sample is a logical element (batch, head, i, j) of C; its index is where the
 // stored C holds it.
-Dot gemm_at(const GemmOp& op, std::span<const std::vector<double>> in, Index logical,
-            Index* stored) {
-  const GemmOperandLayout la = gemm_layout(op, GemmOperand::a),
-                          lb = gemm_layout(op, GemmOperand::b),
-                          lc = gemm_layout(op, GemmOperand::c);
+ProductSum gemm_at(const GemmOp& op, const OperandValues& in, Index logical, Index* stored) {
+  const GemmOperandLayout lc = gemm_layout(op, GemmOperand::c);
   const auto [batch, head, i, j] = coordinates<4>(logical, {op.batch, op.heads, op.m, op.n});
-  Dot dot;
-  for (Index p = 0; p < op.k; ++p)
-    dot.add(in[0][batch * la.batch + head * la.head + i * la.row + p * la.col],
-            in[1][batch * lb.batch + head * lb.head + p * lb.row + j * lb.col]);
-  dot.value *= op.alpha;
-  dot.magnitude *= std::fabs(op.alpha);
   *stored = batch * lc.batch + head * lc.head + i * lc.row + j * lc.col;
-  return dot;
+  return reference::gemm_element(op, in["a"].data(), in["b"].data(), batch, head, i, j);
 }
 
-Index output_elements(const OpDesc& desc, int output) {
+Index output_elements(const OpDesc& desc, std::string_view output) {
   if (const auto* op = std::get_if<GemmOp>(&desc)) return op->batch * op->heads * op->m * op->n;
   if (const auto* op = std::get_if<ConvOp>(&desc)) {
     switch (op->direction) {
@@ -155,7 +108,7 @@ Index output_elements(const OpDesc& desc, int output) {
       case ConvDirection::backward_data:
         return op->mb * op->in;
       case ConvDirection::backward_weights:
-        return output == 3 ? op->out : op->out * op->in;
+        return output == "diff_bias" ? op->out : op->out * op->in;
     }
   }
   return 0;
@@ -177,15 +130,23 @@ bool has_sampled_reference(const OpDesc& desc) {
   return std::holds_alternative<ConvOp>(desc) || std::holds_alternative<FullyConnectedOp>(desc);
 }
 
-SampledOutput sample_reference(const OpDesc& desc, int output,
-                               std::span<const std::vector<double>> operands, std::int64_t samples,
+OperandValues::OperandValues(std::span<const OperandSpec> specs,
+                             std::span<const std::vector<double>> values)
+    : specs_(specs), values_(values) {}
+
+const std::vector<double>& OperandValues::operator[](std::string_view name) const {
+  return values_[static_cast<std::size_t>(operand_index(specs_, name))];
+}
+
+SampledOutput sample_reference(const OpDesc& desc, std::string_view output,
+                               const OperandValues& operands, std::int64_t samples,
                                std::uint64_t seed) {
   SampledOutput out;
   const Index elements = output_elements(desc, output);
   if (elements <= 0) return out;
   for (Index s = 0; s < samples; ++s) {
     Index where = sample_index(seed, s, elements);
-    Dot dot;
+    ProductSum dot;
     if (const auto* op = std::get_if<GemmOp>(&desc)) dot = gemm_at(*op, operands, where, &where);
     if (const auto* op = std::get_if<ConvOp>(&desc)) dot = conv_at(*op, operands, where);
     if (const auto* op = std::get_if<FullyConnectedOp>(&desc))

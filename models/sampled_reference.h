@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/ops.h"
 
 namespace tb {
@@ -26,10 +28,22 @@ struct SampledOutput {
   std::vector<double> value, magnitude;
 };
 
-// `samples` seeded elements of output operand `output` (its index in the op's operand list),
-// from `operands`: each input's plain values, as doubles, in operand order (outputs empty).
-SampledOutput sample_reference(const OpDesc& op, int output,
-                               std::span<const std::vector<double>> operands, std::int64_t samples,
+// Each input's plain values, as doubles, bound to the names the op declares its operands by
+// (`values` in the declaration's order; outputs may be empty).
+class OperandValues {
+ public:
+  OperandValues(std::span<const OperandSpec> specs, std::span<const std::vector<double>> values);
+  // Throws std::logic_error for a name the op does not declare.
+  const std::vector<double>& operator[](std::string_view name) const;
+
+ private:
+  std::span<const OperandSpec> specs_;
+  std::span<const std::vector<double>> values_;
+};
+
+// `samples` seeded elements of the output operand called `output`, from `inputs`.
+SampledOutput sample_reference(const OpDesc& op, std::string_view output,
+                               const OperandValues& inputs, std::int64_t samples,
                                std::uint64_t seed);
 
 }  // namespace tb

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,9 @@
 namespace tb {
 
 enum class Phase { weight_cast, forward, backward, optimizer };
+
+// An op's operands as step slots, by the names the op declares (backends/operands.cpp).
+using NamedSlots = std::vector<std::pair<std::string_view, int>>;
 
 // One lowered op: its plan and the slots of its operands, in the plan's operand order.
 struct StepOp {
@@ -94,8 +98,9 @@ struct TrainingStep::Impl {
 
   // Lowering (lowering.cpp): the network's layers as planned ops on planned slots.
   Status build();
-  Status add_op(std::vector<Op>& list, const OpDesc& desc, std::vector<int> operand_slots,
-                int layer, Phase phase);
+  // `operands`: the op's slots by operand name, put in the plan's order here.
+  Status add_op(std::vector<Op>& list, const OpDesc& desc, const NamedSlots& operands, int layer,
+                Phase phase);
   int param_slot(int base, int param, DType type);
   DType slot_dtype_of_base(int base) const {
     return base == compute_params_slot ? policy.compute : policy.master;

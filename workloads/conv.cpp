@@ -1,11 +1,15 @@
 // conv: forward, backward-data and backward-weights 2-D convolution.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "backends/cpu/reference.h"
+#include "backends/product_reference.h"
 #include "workloads/kind_registry.h"
 
 namespace tb {
@@ -85,17 +89,19 @@ class ConvWorkload final : public OpWorkload {
   Status setup(Backend& backend, std::uint64_t seed) override {
     TB_RETURN_IF_ERROR(plan_and_allocate(backend, op_));
     seed_ = seed;
-    // Inputs: operands 0 and 1 of every direction, and the bias; the output is the last.
-    for (int operand = 0; operand < output_operand(); ++operand) {
-      const OperandSpec& spec = plan_->operands()[operand];
-      inputs_[operand] = random_values(spec.elements(), seed + operand, spec.dtype);
-      TB_RETURN_IF_ERROR(import(operand, inputs_[operand]));
+    // Every input, seeded by its place in the declaration (the output is the last).
+    const std::vector<OperandSpec>& specs = plan_->operands();
+    for (std::size_t operand = 0; operand < specs.size(); ++operand) {
+      if (specs[operand].is_output) continue;
+      std::vector<float>& values = inputs_[specs[operand].name];
+      values = random_values(specs[operand].elements(), seed + operand, specs[operand].dtype);
+      TB_RETURN_IF_ERROR(import(specs[operand].name, values));
     }
     return Status::Ok();
   }
 
   Validation validate() override {
-    const int output = output_operand();
+    const char* output = output_operand();
     Status status = poison(output);
     if (status.ok()) status = run();
     std::vector<double> out;
@@ -103,7 +109,7 @@ class ConvWorkload final : public OpWorkload {
     if (!status.ok()) return {false, "", 0, 0, 0, status.message()};
 
     Validation result = check_finite_and_nonzero(out);
-    const OperandSpec& out_spec = plan_->operands()[output];
+    const OperandSpec& out_spec = plan_->operands()[operand_at(output)];
     const std::int64_t reduction =
         op_.direction == ConvDirection::forward         ? op_.ic * op_.kh * op_.kw
         : op_.direction == ConvDirection::backward_data ? op_.oc * op_.kh * op_.kw
@@ -141,10 +147,9 @@ class ConvWorkload final : public OpWorkload {
     // (not after a ReLU, which is not linear).
     double probe = 0;
     if (probe_groups > 0)
-      probe =
-          cpu::conv_probe_error(op_, inputs_[0].data(), inputs_[1].data(),
-                                op_.epilogue == ConvEpilogue::bias ? inputs_[2].data() : nullptr,
-                                out.data(), probe_groups, scale, seed_ + 8);
+      probe = cpu::conv_probe_error(op_, product_inputs().first, product_inputs().second,
+                                    op_.epilogue == ConvEpilogue::bias ? input("bias") : nullptr,
+                                    out.data(), probe_groups, scale, seed_ + 8);
     result.checked = checked + (probe_groups > 0 ? shape.batches * shape.rows * probe_groups : 0);
     judge_sampled_and_probe(worst, probe, &result);
     return result;
@@ -171,39 +176,53 @@ class ConvWorkload final : public OpWorkload {
         index[d] = rest % dims[d];
         rest /= dims[d];
       }
-      cpu::ReferenceValue ref = reference(index);
-      if (op_.epilogue != ConvEpilogue::none) {  // bias, then ReLU, on the fp64 sum
-        const double bias = inputs_[2][static_cast<std::size_t>(index[1])];
-        ref.value += bias;
-        ref.squares += bias * bias;
-        if (op_.epilogue == ConvEpilogue::bias_relu) ref.value = std::max(ref.value, 0.0);
-      }
-      worst = std::max(worst, scale.error(out[static_cast<std::size_t>(flat[sample])], ref));
+      reference::ProductSum ref = reference(index);
+      if (op_.epilogue != ConvEpilogue::none)  // bias, then ReLU, on the fp64 sum
+        reference::add_bias(ref, input("bias")[index[1]], op_.epilogue == ConvEpilogue::bias_relu);
+      worst = std::max(worst, scale.error(out[static_cast<std::size_t>(flat[sample])],
+                                          {ref.value, ref.squares}));
     }
     return worst;
   }
-  cpu::ReferenceValue reference(const std::int64_t (&i)[4]) const {
-    const float* in0 = inputs_[0].data();
-    const float* in1 = inputs_[1].data();
+  reference::ProductSum reference(const std::int64_t (&i)[4]) const {
+    const auto [in0, in1] = product_inputs();
     switch (op_.direction) {
       case ConvDirection::forward:  // src, weights -> dst
-        return cpu::conv_forward_reference(op_, in0, in1, i[0], i[1], i[2], i[3]);
+        return reference::conv_forward_element(op_, in0, in1, i[0], i[1], i[2], i[3]);
       case ConvDirection::backward_data:  // diff_dst, weights -> diff_src
-        return cpu::conv_backward_data_reference(op_, in0, in1, i[0], i[1], i[2], i[3]);
+        return reference::conv_backward_data_element(op_, in0, in1, i[0], i[1], i[2], i[3]);
       case ConvDirection::backward_weights:  // src, diff_dst -> diff_weights
-        return cpu::conv_backward_weights_reference(op_, in0, in1, i[0], i[1], i[2], i[3]);
+        return reference::conv_backward_weights_element(op_, in0, in1, i[0], i[1], i[2], i[3]);
     }
     return {};
   }
 
-  int output_operand() const {
-    return op_.epilogue == ConvEpilogue::none ? 2 : 3;
+  const char* output_operand() const {
+    return op_.direction == ConvDirection::forward         ? "dst"
+           : op_.direction == ConvDirection::backward_data ? "diff_src"
+                                                           : "diff_weights";
+  }
+  const float* input(std::string_view name) const {
+    return inputs_.at(std::string(name)).data();
+  }
+  // The direction's two product inputs, in the order the references take them.
+  std::pair<const float*, const float*> product_inputs() const {
+    switch (op_.direction) {
+      case ConvDirection::forward:
+        return {input("src"), input("weights")};
+      case ConvDirection::backward_data:
+        return {input("diff_dst"), input("weights")};
+      case ConvDirection::backward_weights:
+        return {input("src"), input("diff_dst")};
+    }
+    return {};
   }
 
   ConvOp op_;
   std::string name_;
   std::uint64_t seed_ = 0;
-  std::vector<float> inputs_[3];  // plain NCHW / OIHW (and the bias), rounded to their dtypes
+  // By operand name: plain NCHW / OIHW (and the bias), rounded to their dtypes.
+  std::map<std::string, std::vector<float>> inputs_;
 };
 
 const WorkloadKind& conv_kind() {

@@ -14,7 +14,6 @@ namespace {
 
 const WorkloadKind& gemm_kind();  // the key table, with the factory below
 
-enum Operand { kA = 0, kB = 1, kC = 2 };
 constexpr int kSampledOutputs = 256;
 // Multiply-adds the probe may spend (2 per row, column group and k): 2^30 (batch m k groups)
 // is about 1 s on two cores of this machine.
@@ -68,19 +67,19 @@ class GemmWorkload final : public OpWorkload {
     b_ = random_values(static_cast<std::size_t>(op_.batch * op_.k * op_.n), seed + 1, op_.b_type);
     c0_ = random_values(static_cast<std::size_t>(op_.batch * op_.m * op_.n), seed + 2, op_.c_type);
     seed_ = seed;
-    TB_RETURN_IF_ERROR(import(kA, a_));
-    TB_RETURN_IF_ERROR(import(kB, b_));
-    return import(kC, c0_);
+    TB_RETURN_IF_ERROR(import("a", a_));
+    TB_RETURN_IF_ERROR(import("b", b_));
+    return import("c", c0_);
   }
 
   bool output_feeds_back() const override { return op_.beta != 0; }
-  Status reset() override { return import(kC, c0_); }
+  Status reset() override { return import("c", c0_); }
 
   Validation validate() override {
-    Status status = op_.beta != 0 ? reset() : poison(kC);
+    Status status = op_.beta != 0 ? reset() : poison("c");
     if (status.ok()) status = run();
     std::vector<double> c;
-    if (status.ok()) status = export_doubles(kC, &c);
+    if (status.ok()) status = export_doubles("c", &c);
     if (status.ok() && op_.beta != 0) status = reset();
     if (!status.ok()) return {false, "", 0, 0, 0, status.message()};
 

@@ -57,8 +57,8 @@ class StreamWorkload final : public OpWorkload {
       for (std::int64_t begin = 0; begin < op_.n; begin += kChunk) {
         const std::int64_t count = std::min(kChunk, op_.n - begin);
         fill_initial(array, begin, count, chunk.data());
-        TB_RETURN_IF_ERROR(
-            backend.upload(chunk.data(), slice(array, begin, count), count * sizeof(double)));
+        TB_RETURN_IF_ERROR(backend.upload(chunk.data(), slice(kArrays[array], begin, count),
+                                          count * sizeof(double)));
       }
     return Status::Ok();
   }
@@ -75,19 +75,22 @@ class StreamWorkload final : public OpWorkload {
   }
 
  private:
-  int output_operand() const {
+  // The arrays by name, in the order their seeds number them.
+  static constexpr const char* kArrays[] = {"a", "b", "c"};
+
+  const char* output_operand() const {
     switch (op_.kernel) {
       case StreamKernel::copy:
       case StreamKernel::add:
-        return 2;
+        return "c";
       case StreamKernel::scale:
-        return 1;
+        return "b";
       case StreamKernel::triad:
-        return 0;
+        return "a";
       case StreamKernel::dot:
-        return 3;
+        return "result";
     }
-    return 0;
+    return "";
   }
 
   static constexpr std::int64_t kChunk = std::int64_t{1} << 20;
@@ -105,8 +108,8 @@ class StreamWorkload final : public OpWorkload {
     for (std::int64_t i = 0; i < count; ++i) out[i] = initial(array, begin + i);
   }
 
-  Buffer slice(int operand, std::int64_t begin, std::int64_t count) const {
-    return {static_cast<double*>(buffers_[operand].data) + begin,
+  Buffer slice(std::string_view operand, std::int64_t begin, std::int64_t count) const {
+    return {static_cast<double*>(buffer(operand).data) + begin,
             static_cast<std::size_t>(count) * sizeof(double)};
   }
 
@@ -136,7 +139,7 @@ class StreamWorkload final : public OpWorkload {
   }
 
   Status validate_elements(Validation* result) {
-    const int output = output_operand();
+    const char* output = output_operand();
     std::vector<double> chunk(kChunk);
     std::int64_t mismatches = 0, fused_mismatches = 0, first = -1, fused_first = -1;
     for (std::int64_t begin = 0; begin < op_.n; begin += kChunk) {
@@ -170,7 +173,7 @@ class StreamWorkload final : public OpWorkload {
   // fp64 sum with a tolerance.
   Status validate_dot(Validation* result) {
     double got = 0;
-    TB_RETURN_IF_ERROR(backend_->download(buffers_[3], &got, sizeof(got)));
+    TB_RETURN_IF_ERROR(backend_->download(buffer("result"), &got, sizeof(got)));
     double sum = 0, squares = 0;
 #pragma omp parallel for schedule(static) reduction(+ : sum, squares)
     for (std::int64_t i = 0; i < op_.n; ++i) {

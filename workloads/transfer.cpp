@@ -45,8 +45,8 @@ class TransferWorkload final : public OpWorkload {
     for (std::int64_t begin = 0; begin < op_.bytes; begin += kChunk) {
       const std::int64_t count = std::min(kChunk, op_.bytes - begin);
       pattern(begin, count, &chunk);
-      TB_RETURN_IF_ERROR(
-          backend.upload(chunk.data(), slice(0, begin, count), static_cast<std::size_t>(count)));
+      TB_RETURN_IF_ERROR(backend.upload(chunk.data(), slice("source", begin, count),
+                                        static_cast<std::size_t>(count)));
     }
     return Status::Ok();
   }
@@ -54,7 +54,7 @@ class TransferWorkload final : public OpWorkload {
   Validation validate() override {
     Validation result;
     result.method = "every byte of the destination equals the seeded source";
-    Status status = poison(1);
+    Status status = poison("destination");
     if (status.ok()) status = run();
     std::vector<std::uint64_t> expected, got;
     std::int64_t first = -1;
@@ -62,8 +62,8 @@ class TransferWorkload final : public OpWorkload {
       const std::int64_t count = std::min(kChunk, op_.bytes - begin);
       pattern(begin, count, &expected);
       got.assign(expected.size(), 0);
-      status =
-          backend_->download(slice(1, begin, count), got.data(), static_cast<std::size_t>(count));
+      status = backend_->download(slice("destination", begin, count), got.data(),
+                                  static_cast<std::size_t>(count));
       const auto* a = reinterpret_cast<const unsigned char*>(expected.data());
       const auto* b = reinterpret_cast<const unsigned char*>(got.data());
       const auto mismatch = std::mismatch(a, a + count, b);
@@ -89,8 +89,8 @@ class TransferWorkload final : public OpWorkload {
       (*out)[i] = mix64(seed_ + word * kGoldenGamma);
     }
   }
-  Buffer slice(int operand, std::int64_t begin, std::int64_t count) const {
-    Buffer buffer = buffers_[operand];
+  Buffer slice(std::string_view operand, std::int64_t begin, std::int64_t count) const {
+    Buffer buffer = this->buffer(operand);
     buffer.data = static_cast<char*>(buffer.data) + begin;
     buffer.bytes = static_cast<std::size_t>(count);
     return buffer;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/low_precision.h"
+#include "backends/operands.h"
 
 namespace tb {
 
@@ -53,7 +54,16 @@ std::string OpWorkload::math_mode() const {
   return plan_ ? plan_->math_mode() : "";
 }
 
-Status OpWorkload::import(int operand, const std::vector<float>& values) {
+int OpWorkload::operand_at(std::string_view name) const {
+  return operand_index(plan_->operands(), name);
+}
+
+const Buffer& OpWorkload::buffer(std::string_view name) const {
+  return buffers_.at(static_cast<std::size_t>(operand_at(name)));
+}
+
+Status OpWorkload::import(std::string_view name, const std::vector<float>& values) {
+  const int operand = operand_at(name);
   const DType dtype = plan_->operands().at(operand).dtype;
   switch (dtype) {
     case DType::f32:
@@ -80,7 +90,8 @@ Status OpWorkload::import(int operand, const std::vector<float>& values) {
   }
 }
 
-Status OpWorkload::export_floats(int operand, std::vector<float>* values) {
+Status OpWorkload::export_floats(std::string_view name, std::vector<float>* values) {
+  const int operand = operand_at(name);
   const OperandSpec& spec = plan_->operands().at(operand);
   const std::size_t count = spec.elements();
   values->resize(count);
@@ -102,22 +113,24 @@ Status OpWorkload::export_floats(int operand, std::vector<float>* values) {
   }
 }
 
-Status OpWorkload::export_doubles(int operand, std::vector<double>* values) {
+Status OpWorkload::export_doubles(std::string_view name, std::vector<double>* values) {
+  const int operand = operand_at(name);
   const OperandSpec& spec = plan_->operands().at(operand);
   if (spec.dtype == DType::f64) {
     values->resize(spec.elements());
     return backend_->export_operand(*plan_, operand, buffers_[operand], values->data());
   }
   std::vector<float> narrow;
-  TB_RETURN_IF_ERROR(export_floats(operand, &narrow));
+  TB_RETURN_IF_ERROR(export_floats(name, &narrow));
   values->assign(narrow.begin(), narrow.end());
   return Status::Ok();
 }
 
-Status OpWorkload::poison(int operand) {
+Status OpWorkload::poison(std::string_view name) {
   // All-ones bytes are a NaN in every floating-point format used here.
-  const std::vector<unsigned char> nan_bytes(buffers_.at(operand).bytes, 0xff);
-  return backend_->upload(nan_bytes.data(), buffers_[operand], nan_bytes.size());
+  const Buffer& output = buffer(name);
+  const std::vector<unsigned char> nan_bytes(output.bytes, 0xff);
+  return backend_->upload(nan_bytes.data(), output, nan_bytes.size());
 }
 
 cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fast_accumulation) {

@@ -116,11 +116,14 @@ class OpWorkload : public Workload {
  protected:
   // Plans `op` on `backend` and allocates every operand and the workspace.
   Status plan_and_allocate(Backend& backend, const OpDesc& op);
-  Status import(int operand, const std::vector<float>& values);     // floats -> operand dtype
-  Status export_floats(int operand, std::vector<float>* values);    // operand dtype -> floats
-  Status export_doubles(int operand, std::vector<double>* values);  // exact for every dtype
+  // Operands by the names their op declares (backends/operands.h), never by position.
+  int operand_at(std::string_view name) const;
+  const Buffer& buffer(std::string_view name) const;
+  Status import(std::string_view name, const std::vector<float>& values);     // floats -> dtype
+  Status export_floats(std::string_view name, std::vector<float>* values);    // dtype -> floats
+  Status export_doubles(std::string_view name, std::vector<double>* values);  // exact, any dtype
   // Overwrites an output with NaN, so an element the op never writes cannot pass validation.
-  Status poison(int operand);
+  Status poison(std::string_view name);
 
   Backend* backend_ = nullptr;
   std::unique_ptr<Plan> plan_;

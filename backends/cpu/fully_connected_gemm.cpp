@@ -24,29 +24,34 @@ void column_sums(const float* diff_dst, std::int64_t rows, std::int64_t cols, fl
 
 }  // namespace
 
-Status fully_connected_with_gemm(const FullyConnectedOp& op, std::span<const Buffer> operands,
+Status fully_connected_with_gemm(const FullyConnectedOp& op, const BoundOperands& b,
                                  RowMajorSgemm sgemm) {
-  auto f = [&](int i) { return static_cast<float*>(operands[i].data); };
   const std::int64_t mb = op.mb, in = op.in, out = op.out;
   switch (op.direction) {
     case ConvDirection::forward: {  // dst = src W^T + bias
-      float* dst = f(3);
+      float* dst = b.out<float>("dst");
+      const float* bias = b.in<float>("bias");
 #pragma omp parallel for schedule(static)
       for (std::int64_t n = 0; n < mb; ++n)
-        std::memcpy(dst + n * out, f(2), static_cast<std::size_t>(out) * sizeof(float));
-      if (!sgemm('N', 'T', mb, out, in, 1.0f, f(0), in, f(1), in, 1.0f, dst, out))
+        std::memcpy(dst + n * out, bias, static_cast<std::size_t>(out) * sizeof(float));
+      if (!sgemm('N', 'T', mb, out, in, 1.0f, b.in<float>("src"), in, b.in<float>("weights"), in,
+                 1.0f, dst, out))
         return Status::Failed("fully connected forward: the sgemm call was refused");
       return Status::Ok();
     }
     case ConvDirection::backward_data:  // diff_src = diff_dst W
-      if (!sgemm('N', 'N', mb, in, out, 1.0f, f(0), out, f(1), in, 0.0f, f(2), in))
+      if (!sgemm('N', 'N', mb, in, out, 1.0f, b.in<float>("diff_dst"), out, b.in<float>("weights"),
+                 in, 0.0f, b.out<float>("diff_src"), in))
         return Status::Failed("fully connected backward-data: the sgemm call was refused");
       return Status::Ok();
-    case ConvDirection::backward_weights:  // diff_W = diff_dst^T src
-      if (!sgemm('T', 'N', out, in, mb, 1.0f, f(1), out, f(0), in, 0.0f, f(2), in))
+    case ConvDirection::backward_weights: {  // diff_W = diff_dst^T src
+      const float* diff_dst = b.in<float>("diff_dst");
+      if (!sgemm('T', 'N', out, in, mb, 1.0f, diff_dst, out, b.in<float>("src"), in, 0.0f,
+                 b.out<float>("diff_weights"), in))
         return Status::Failed("fully connected backward-weights: the sgemm call was refused");
-      column_sums(f(1), mb, out, f(3));
+      column_sums(diff_dst, mb, out, b.out<float>("diff_bias"));
       return Status::Ok();
+    }
   }
   return Status::InvalidArgument("unknown fully connected direction");
 }

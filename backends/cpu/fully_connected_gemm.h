@@ -4,9 +4,8 @@
 // gradient a column sum.
 #pragma once
 
-#include <span>
-
 #include "backends/backend.h"
+#include "backends/operands.h"
 #include "backends/status.h"
 
 namespace tb::cpu {
@@ -18,8 +17,8 @@ using RowMajorSgemm = bool (*)(char trans_a, char trans_b, std::int64_t m, std::
                                const float* b, std::int64_t ldb, float beta, float* c,
                                std::int64_t ldc);
 
-// Operands as fully_connected_operands(op) lists them.
-Status fully_connected_with_gemm(const FullyConnectedOp& op, std::span<const Buffer> operands,
+// Operands by the names fully_connected_operands(op) declares.
+Status fully_connected_with_gemm(const FullyConnectedOp& op, const BoundOperands& operands,
                                  RowMajorSgemm sgemm);
 
 }  // namespace tb::cpu

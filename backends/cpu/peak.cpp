@@ -20,6 +20,7 @@
 #include "backends/cpu/low_precision.h"
 #include "backends/cpu/peak_arm.h"
 #include "backends/cpu/peak_table.h"
+#include "backends/operands.h"
 
 namespace tb::cpu {
 namespace {
@@ -242,7 +243,7 @@ class PeakPlan final : public CpuPlan {
  public:
   PeakPlan(const PeakOp& op, PeakKernel kernel, int threads, const IsaLevel& level)
       : op_(op), kernel_(kernel), threads_(threads) {
-    operands_ = {{"per_thread", DType::f64, {threads}, threads * sizeof(double), true}};
+    operands_ = peak_operands(threads);
     implementation_ = fmt::format("{} (level {})", kernel.name, level.reason);
     math_mode_ = dtype_name(op.dtype);
     flops_per_execution_ =
@@ -250,7 +251,7 @@ class PeakPlan final : public CpuPlan {
   }
 
   Status run(std::span<const Buffer> operands, Buffer) override {
-    auto* per_thread = static_cast<double*>(operands[0].data);
+    auto* per_thread = BoundOperands(operands_, operands).out<double>("per_worker");
     // Read through volatile so the compiler cannot fold the multiply by one.
     volatile float one = 1.0f, increment = static_cast<float>(kPeakIncrement);
     const float one_value = one, increment_value = increment;

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "backends/product_reference.h"
+
 namespace tb::cpu {
 namespace {
 
@@ -24,11 +26,6 @@ struct GemmView {
     return op.trans_b ? base[j * op.k + kk] : base[kk * op.n + j];
   }
 };
-
-void accumulate(ReferenceValue& ref, double term) {
-  ref.value += term;
-  ref.squares += term * term;
-}
 
 // Both sums of one probe group at once, sum x_i y_i and sum x_i^2 z_i, in four independent
 // partial sums each: the loop is bound by multiply-add latency otherwise.
@@ -60,13 +57,9 @@ double ErrorScale::error(double got, const ReferenceValue& want) const {
 
 ReferenceValue gemm_reference(const GemmOp& op, const float* a, const float* b, const float* c0,
                               std::int64_t batch, std::int64_t i, std::int64_t j) {
-  const GemmView view{op, a, b, batch};
-  ReferenceValue product;
-  for (std::int64_t kk = 0; kk < op.k; ++kk)
-    accumulate(product, view.a_at(i, kk) * view.b_at(kk, j));
-  ReferenceValue result{op.alpha * product.value, double{op.alpha} * op.alpha * product.squares};
-  if (op.beta != 0) accumulate(result, op.beta * double{c0[(batch * op.m + i) * op.n + j]});
-  return result;
+  reference::ProductSum sum = reference::gemm_element(op, a, b, batch, 0, i, j);
+  if (op.beta != 0) sum.add(op.beta * double{c0[(batch * op.m + i) * op.n + j]}, 1.0);
+  return {sum.value, sum.squares};
 }
 
 double gemm_probe_error(const GemmOp& op, const float* a, const float* b, const float* c0,
@@ -255,63 +248,6 @@ double conv_probe_error(const ConvOp& op, const float* in0, const float* in1, co
     }
   }
   return worst;
-}
-
-ReferenceValue conv_forward_reference(const ConvOp& op, const float* src, const float* weights,
-                                      std::int64_t n, std::int64_t oc, std::int64_t oh,
-                                      std::int64_t ow) {
-  ReferenceValue ref;
-  for (std::int64_t ic = 0; ic < op.ic; ++ic)
-    for (std::int64_t kh = 0; kh < op.kh; ++kh) {
-      const std::int64_t ih = oh * op.sh - op.ph + kh;
-      if (ih < 0 || ih >= op.ih) continue;
-      for (std::int64_t kw = 0; kw < op.kw; ++kw) {
-        const std::int64_t iw = ow * op.sw - op.pw + kw;
-        if (iw < 0 || iw >= op.iw) continue;
-        accumulate(ref, double{src[((n * op.ic + ic) * op.ih + ih) * op.iw + iw]} *
-                            weights[((oc * op.ic + ic) * op.kh + kh) * op.kw + kw]);
-      }
-    }
-  return ref;
-}
-
-ReferenceValue conv_backward_data_reference(const ConvOp& op, const float* diff_dst,
-                                            const float* weights, std::int64_t n, std::int64_t ic,
-                                            std::int64_t ih, std::int64_t iw) {
-  const std::int64_t out_h = op.oh(), out_w = op.ow();
-  ReferenceValue ref;
-  for (std::int64_t oc = 0; oc < op.oc; ++oc)
-    for (std::int64_t kh = 0; kh < op.kh; ++kh) {
-      const std::int64_t h = ih + op.ph - kh;  // = oh * sh
-      if (h < 0 || h % op.sh != 0 || h / op.sh >= out_h) continue;
-      for (std::int64_t kw = 0; kw < op.kw; ++kw) {
-        const std::int64_t w = iw + op.pw - kw;
-        if (w < 0 || w % op.sw != 0 || w / op.sw >= out_w) continue;
-        accumulate(ref,
-                   double{diff_dst[((n * op.oc + oc) * out_h + h / op.sh) * out_w + w / op.sw]} *
-                       weights[((oc * op.ic + ic) * op.kh + kh) * op.kw + kw]);
-      }
-    }
-  return ref;
-}
-
-ReferenceValue conv_backward_weights_reference(const ConvOp& op, const float* src,
-                                               const float* diff_dst, std::int64_t oc,
-                                               std::int64_t ic, std::int64_t kh, std::int64_t kw) {
-  const std::int64_t out_h = op.oh(), out_w = op.ow();
-  ReferenceValue ref;
-  for (std::int64_t n = 0; n < op.mb; ++n)
-    for (std::int64_t oh = 0; oh < out_h; ++oh) {
-      const std::int64_t ih = oh * op.sh - op.ph + kh;
-      if (ih < 0 || ih >= op.ih) continue;
-      for (std::int64_t ow = 0; ow < out_w; ++ow) {
-        const std::int64_t iw = ow * op.sw - op.pw + kw;
-        if (iw < 0 || iw >= op.iw) continue;
-        accumulate(ref, double{src[((n * op.ic + ic) * op.ih + ih) * op.iw + iw]} *
-                            diff_dst[((n * op.oc + oc) * out_h + oh) * out_w + ow]);
-      }
-    }
-  return ref;
 }
 
 }  // namespace tb::cpu

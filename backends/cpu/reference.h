@@ -1,5 +1,7 @@
-// Plain double-precision references the workloads validate against. Slow and obvious on
-// purpose. Inputs are row-major / NCHW float arrays already rounded to the op's input dtype.
+// What the workloads validate with: the error scale of an f64 reference value, GEMM with its
+// beta C0, and the Freivalds probes. Each output element's f64 value comes from
+// backends/product_reference.h. Inputs are row-major / NCHW float arrays already rounded to the
+// op's input dtype.
 #pragma once
 
 #include <cstdint>
@@ -60,16 +62,5 @@ ConvAsGemm conv_as_gemm(const ConvOp& op);
 double conv_probe_error(const ConvOp& op, const float* in0, const float* in1, const float* bias,
                         const double* out, std::int64_t groups, const ErrorScale& scale,
                         std::uint64_t seed);
-
-// One output element of each convolution direction (NCHW src / dst, OIHW weights).
-ReferenceValue conv_forward_reference(const ConvOp& op, const float* src, const float* weights,
-                                      std::int64_t n, std::int64_t oc, std::int64_t oh,
-                                      std::int64_t ow);
-ReferenceValue conv_backward_data_reference(const ConvOp& op, const float* diff_dst,
-                                            const float* weights, std::int64_t n, std::int64_t ic,
-                                            std::int64_t ih, std::int64_t iw);
-ReferenceValue conv_backward_weights_reference(const ConvOp& op, const float* src,
-                                               const float* diff_dst, std::int64_t oc,
-                                               std::int64_t ic, std::int64_t kh, std::int64_t kw);
 
 }  // namespace tb::cpu

@@ -20,9 +20,11 @@ class StreamPlan final : public CpuPlan {
   }
 
   Status run(std::span<const Buffer> operands, Buffer) override {
-    double* a = static_cast<double*>(operands[0].data);
-    double* b = static_cast<double*>(operands[1].data);
-    double* c = static_cast<double*>(operands[2].data);
+    // Each kernel writes the one array its declaration marks as an output.
+    const BoundOperands bound(operands_, operands);
+    auto* a = static_cast<double*>(bound.buffer("a").data);
+    auto* b = static_cast<double*>(bound.buffer("b").data);
+    auto* c = static_cast<double*>(bound.buffer("c").data);
     const std::int64_t n = op_.n;
     const double s = op_.scalar;
     switch (op_.kernel) {
@@ -39,7 +41,7 @@ class StreamPlan final : public CpuPlan {
         kernels_->stream_triad(a, b, c, s, n);
         break;
       case StreamKernel::dot:
-        *static_cast<double*>(operands[3].data) = kernels_->stream_dot(a, b, n);
+        *bound.out<double>("result") = kernels_->stream_dot(a, b, n);
         break;
     }
     return Status::Ok();

@@ -1,6 +1,7 @@
 #include "backends/cpu/training_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -16,6 +17,7 @@
 #include "backends/cpu/vector_kernels.h"
 #include "backends/operands.h"
 #include "backends/optimizer_math.h"
+#include "backends/product_reference.h"
 #include "backends/seeded.h"
 
 namespace tb::cpu {
@@ -26,7 +28,7 @@ using Index = std::int64_t;
 // A plan whose work is one function over the operand buffers.
 class KernelPlan final : public CpuPlan {
  public:
-  using Kernel = std::function<void(std::span<const Buffer>)>;
+  using Kernel = std::function<void(const BoundOperands&)>;
   KernelPlan(std::vector<OperandSpec> operands, std::string implementation, Kernel kernel,
              bool reference = false)
       : kernel_(std::move(kernel)) {
@@ -35,18 +37,13 @@ class KernelPlan final : public CpuPlan {
     is_reference_ = reference;
   }
   Status run(std::span<const Buffer> operands, Buffer) override {
-    kernel_(operands);
+    kernel_(BoundOperands(operands_, operands));
     return Status::Ok();
   }
 
  private:
   Kernel kernel_;
 };
-
-template <typename T>
-T* as(const Buffer& buffer) {
-  return static_cast<T*>(buffer.data);
-}
 
 // The f32 (and bf16) paths run the plan's kernel table (vector_kernels.h); the templates' plain
 // loops are the f64 reference.
@@ -70,17 +67,18 @@ PoolShape pool_shape(const PoolOp& op) {
 // --- batch norm (per channel over N, H, W), optionally followed by ReLU ---
 
 template <typename T>
-void batch_norm_forward(const CpuKernels& k, const BatchNormOp& op, std::span<const Buffer> b) {
-  const T* src = as<T>(b[0]);
-  const T *gamma = as<T>(b[1]), *beta = as<T>(b[2]);
-  T* dst = as<T>(b[3]);
-  T *mean = as<T>(b[4]), *variance = as<T>(b[5]);
-  std::int32_t* mask = op.fuse_relu ? as<std::int32_t>(b[8]) : nullptr;
+void batch_norm_forward(const CpuKernels& k, const BatchNormOp& op, const BoundOperands& b) {
+  const T* src = b.in<T>("src");
+  const T *gamma = b.in<T>("gamma"), *beta = b.in<T>("beta");
+  T* dst = b.out<T>("dst");
+  T *mean = b.out<T>("mean"), *variance = b.out<T>("variance");
+  T *running_mean = b.out<T>("running_mean"), *running_var = b.out<T>("running_var");
+  std::int32_t* mask = b.out_if<std::int32_t>("relu_mask");
   const Index plane = op.h * op.w, reduced = op.mb * plane;
   if constexpr (std::is_same_v<T, float>) {
     k.batch_norm_forward_f32(batch_norm_shape(op), src, gamma, beta, dst, mean, variance, mask);
-    return update_running_stats(mean, variance, op.channels, reduced, op.momentum, as<T>(b[6]),
-                                as<T>(b[7]));
+    return update_running_stats(mean, variance, op.channels, reduced, op.momentum, running_mean,
+                                running_var);
   }
 #pragma omp parallel for schedule(static)
   for (Index c = 0; c < op.channels; ++c) {
@@ -111,15 +109,16 @@ void batch_norm_forward(const CpuKernels& k, const BatchNormOp& op, std::span<co
     mean[c] = static_cast<T>(mu);
     variance[c] = static_cast<T>(var);
   }
-  update_running_stats(mean, variance, op.channels, reduced, op.momentum, as<T>(b[6]), as<T>(b[7]));
+  update_running_stats(mean, variance, op.channels, reduced, op.momentum, running_mean,
+                       running_var);
 }
 
 template <typename T>
-void batch_norm_inference(const CpuKernels& k, const BatchNormOp& op, std::span<const Buffer> b) {
-  const T* src = as<T>(b[0]);
-  const T *gamma = as<T>(b[1]), *beta = as<T>(b[2]);
-  const T *running_mean = as<T>(b[3]), *running_var = as<T>(b[4]);
-  T* dst = as<T>(b[5]);
+void batch_norm_inference(const CpuKernels& k, const BatchNormOp& op, const BoundOperands& b) {
+  const T* src = b.in<T>("src");
+  const T *gamma = b.in<T>("gamma"), *beta = b.in<T>("beta");
+  const T *running_mean = b.in<T>("running_mean"), *running_var = b.in<T>("running_var");
+  T* dst = b.out<T>("dst");
   if constexpr (std::is_same_v<T, float>)
     return k.batch_norm_inference_f32(batch_norm_shape(op), src, gamma, beta, running_mean,
                                       running_var, dst, op.fuse_relu);
@@ -137,12 +136,12 @@ void batch_norm_inference(const CpuKernels& k, const BatchNormOp& op, std::span<
 }
 
 template <typename T>
-void batch_norm_backward(const CpuKernels& k, const BatchNormOp& op, std::span<const Buffer> b) {
-  const T *src = as<T>(b[0]), *diff_dst = as<T>(b[1]), *gamma = as<T>(b[2]);
-  const T *mean = as<T>(b[4]), *variance = as<T>(b[5]);
-  const int out = op.fuse_relu ? 7 : 6;
-  const std::int32_t* mask = op.fuse_relu ? as<std::int32_t>(b[6]) : nullptr;
-  T *diff_src = as<T>(b[out]), *diff_gamma = as<T>(b[out + 1]), *diff_beta = as<T>(b[out + 2]);
+void batch_norm_backward(const CpuKernels& k, const BatchNormOp& op, const BoundOperands& b) {
+  const T *src = b.in<T>("src"), *diff_dst = b.in<T>("diff_dst"), *gamma = b.in<T>("gamma");
+  const T *mean = b.in<T>("mean"), *variance = b.in<T>("variance");
+  const std::int32_t* mask = b.in_if<std::int32_t>("relu_mask");
+  T *diff_src = b.out<T>("diff_src"), *diff_gamma = b.out<T>("diff_gamma"),
+    *diff_beta = b.out<T>("diff_beta");
   if constexpr (std::is_same_v<T, float>)
     return k.batch_norm_backward_f32(batch_norm_shape(op), src, diff_dst, gamma, mean, variance,
                                      mask, diff_src, diff_gamma, diff_beta);
@@ -176,18 +175,18 @@ void batch_norm_backward(const CpuKernels& k, const BatchNormOp& op, std::span<c
 // --- element-wise ---
 
 template <typename T>
-void relu_forward(const CpuKernels& k, Index count, std::span<const Buffer> b) {
-  const T* src = as<T>(b[0]);
-  T* dst = as<T>(b[1]);
+void relu_forward(const CpuKernels& k, Index count, const BoundOperands& b) {
+  const T* src = b.in<T>("src");
+  T* dst = b.out<T>("dst");
   if constexpr (std::is_same_v<T, float>) return k.relu_forward_f32(count, src, dst);
 #pragma omp parallel for simd schedule(static)
   for (Index i = 0; i < count; ++i) dst[i] = src[i] > 0 ? src[i] : T(0);
 }
 
 template <typename T>
-void relu_backward(const CpuKernels& k, Index count, std::span<const Buffer> b) {
-  const T *dst = as<T>(b[0]), *diff_dst = as<T>(b[1]);
-  T* diff_src = as<T>(b[2]);
+void relu_backward(const CpuKernels& k, Index count, const BoundOperands& b) {
+  const T *dst = b.in<T>("dst"), *diff_dst = b.in<T>("diff_dst");
+  T* diff_src = b.out<T>("diff_src");
   if constexpr (std::is_same_v<T, float>)
     return k.relu_backward_f32(count, dst, diff_dst, diff_src);
 #pragma omp parallel for simd schedule(static)
@@ -195,9 +194,9 @@ void relu_backward(const CpuKernels& k, Index count, std::span<const Buffer> b) 
 }
 
 template <typename T>
-void add(const CpuKernels& k, const BinaryOp& op, std::span<const Buffer> b) {
-  const T *x = as<T>(b[0]), *y = as<T>(b[1]);
-  T* dst = as<T>(b[2]);
+void add(const CpuKernels& k, const BinaryOp& op, const BoundOperands& b) {
+  const T *x = b.in<T>("src0"), *y = b.in<T>("src1");
+  T* dst = b.out<T>("dst");
   if constexpr (std::is_same_v<T, float>) return k.add_f32(op.count, x, y, dst, op.fuse_relu);
   if (op.fuse_relu) {
 #pragma omp parallel for simd schedule(static)
@@ -210,18 +209,18 @@ void add(const CpuKernels& k, const BinaryOp& op, std::span<const Buffer> b) {
 
 // GELU with erf, as BERT defines it: x * Phi(x).
 template <typename T>
-void gelu_forward(Index count, std::span<const Buffer> b) {
-  const T* src = as<T>(b[0]);
-  T* dst = as<T>(b[1]);
+void gelu_forward(Index count, const BoundOperands& b) {
+  const T* src = b.in<T>("src");
+  T* dst = b.out<T>("dst");
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i)
     dst[i] = static_cast<T>(0.5 * src[i] * (1.0 + std::erf(src[i] / std::numbers::sqrt2)));
 }
 
 template <typename T>
-void gelu_backward(Index count, std::span<const Buffer> b) {
-  const T *src = as<T>(b[0]), *diff_dst = as<T>(b[1]);
-  T* diff_src = as<T>(b[2]);
+void gelu_backward(Index count, const BoundOperands& b) {
+  const T *src = b.in<T>("src"), *diff_dst = b.in<T>("diff_dst");
+  T* diff_src = b.out<T>("diff_src");
   const double density = 1.0 / std::sqrt(2 * std::numbers::pi);
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) {
@@ -232,17 +231,17 @@ void gelu_backward(Index count, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void tanh_forward(Index count, std::span<const Buffer> b) {
-  const T* src = as<T>(b[0]);
-  T* dst = as<T>(b[1]);
+void tanh_forward(Index count, const BoundOperands& b) {
+  const T* src = b.in<T>("src");
+  T* dst = b.out<T>("dst");
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i) dst[i] = static_cast<T>(std::tanh(static_cast<double>(src[i])));
 }
 
 template <typename T>
-void tanh_backward(Index count, std::span<const Buffer> b) {
-  const T *dst = as<T>(b[0]), *diff_dst = as<T>(b[1]);
-  T* diff_src = as<T>(b[2]);
+void tanh_backward(Index count, const BoundOperands& b) {
+  const T *dst = b.in<T>("dst"), *diff_dst = b.in<T>("diff_dst");
+  T* diff_src = b.out<T>("diff_src");
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < count; ++i)
     diff_src[i] = static_cast<T>(diff_dst[i] * (1.0 - static_cast<double>(dst[i]) * dst[i]));
@@ -255,12 +254,12 @@ template <typename T>
 using StatisticsType = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 template <typename T>
-void layer_norm_forward(const LayerNormOp& op, std::span<const Buffer> b) {
+void layer_norm_forward(const LayerNormOp& op, const BoundOperands& b) {
   using C = StatisticsType<T>;
-  const T* src = as<T>(b[0]);
-  const C *gamma = as<C>(b[1]), *beta = as<C>(b[2]);
-  T* dst = as<T>(b[3]);
-  C *mean = as<C>(b[4]), *variance = as<C>(b[5]);
+  const T* src = b.in<T>("src");
+  const C *gamma = b.in<C>("gamma"), *beta = b.in<C>("beta");
+  T* dst = b.out<T>("dst");
+  C *mean = b.out<C>("mean"), *variance = b.out<C>("variance");
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < op.rows; ++r) {
     const T* x = src + r * op.cols;
@@ -278,12 +277,12 @@ void layer_norm_forward(const LayerNormOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void layer_norm_backward(const LayerNormOp& op, std::span<const Buffer> b) {
+void layer_norm_backward(const LayerNormOp& op, const BoundOperands& b) {
   using C = StatisticsType<T>;
-  const T *src = as<T>(b[0]), *diff_dst = as<T>(b[1]);
-  const C *gamma = as<C>(b[2]), *mean = as<C>(b[4]), *variance = as<C>(b[5]);
-  T* diff_src = as<T>(b[6]);
-  C *diff_gamma = as<C>(b[7]), *diff_beta = as<C>(b[8]);
+  const T *src = b.in<T>("src"), *diff_dst = b.in<T>("diff_dst");
+  const C *gamma = b.in<C>("gamma"), *mean = b.in<C>("mean"), *variance = b.in<C>("variance");
+  T* diff_src = b.out<T>("diff_src");
+  C *diff_gamma = b.out<C>("diff_gamma"), *diff_beta = b.out<C>("diff_beta");
   const double n = static_cast<double>(op.cols);
   auto rstd_of = [&](Index r) {
     return 1.0 / std::sqrt(static_cast<double>(variance[r]) + op.epsilon);
@@ -318,10 +317,10 @@ void layer_norm_backward(const LayerNormOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void softmax_forward(const CpuKernels& k, const SoftmaxOp& op, std::span<const Buffer> b) {
-  const T* src = as<T>(b[0]);
-  const float* mask = op.masked ? as<float>(b[1]) : nullptr;
-  T* dst = as<T>(b[op.masked ? 2 : 1]);
+void softmax_forward(const CpuKernels& k, const SoftmaxOp& op, const BoundOperands& b) {
+  const T* src = b.in<T>("src");
+  const float* mask = b.in_if<float>("mask");
+  T* dst = b.out<T>("dst");
   if constexpr (std::is_same_v<T, float>) {
     return k.softmax_rows_f32(src, mask, dst, op.rows, op.cols, op.scale, op.rows_per_mask);
   } else if constexpr (std::is_same_v<T, Bf16>) {
@@ -344,9 +343,9 @@ void softmax_forward(const CpuKernels& k, const SoftmaxOp& op, std::span<const B
 }
 
 template <typename T>
-void softmax_backward(const SoftmaxOp& op, std::span<const Buffer> b) {
-  const T *dst = as<T>(b[0]), *diff_dst = as<T>(b[1]);
-  T* diff_src = as<T>(b[2]);
+void softmax_backward(const SoftmaxOp& op, const BoundOperands& b) {
+  const T *dst = b.in<T>("dst"), *diff_dst = b.in<T>("diff_dst");
+  T* diff_src = b.out<T>("diff_src");
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < op.rows; ++r) {
     double dot = 0;
@@ -377,10 +376,10 @@ Index key_length(const AttentionOp& op, const std::int32_t* lengths, Index b) {
   return std::clamp<Index>(lengths[b], 0, op.sequence);
 }
 
-void attention_forward(const AttentionOp& op, std::span<const Buffer> b) {
-  const double *q = as<double>(b[0]), *k = as<double>(b[1]), *v = as<double>(b[2]);
-  const std::int32_t* lengths = as<std::int32_t>(b[3]);
-  double *out = as<double>(b[4]), *stats = as<double>(b[5]);
+void attention_forward(const AttentionOp& op, const BoundOperands& b) {
+  const double *q = b.in<double>("q"), *k = b.in<double>("k"), *v = b.in<double>("v");
+  const std::int32_t* lengths = b.in<std::int32_t>("key_lengths");
+  double *out = b.out<double>("out"), *stats = b.out<double>("stats");
   const InterleavedRows rows{op};
 #pragma omp parallel for collapse(2) schedule(static)
   for (Index n = 0; n < op.batch; ++n)
@@ -411,11 +410,13 @@ void attention_forward(const AttentionOp& op, std::span<const Buffer> b) {
 
 // From the forward's log-sum-exp, as flash attention's backward: P = exp(scale Q K^T - stats),
 // dP = dO V^T, dS = P (dP - rowsum(dO * O)), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO.
-void attention_backward(const AttentionOp& op, std::span<const Buffer> b) {
-  const double *q = as<double>(b[0]), *k = as<double>(b[1]), *v = as<double>(b[2]);
-  const std::int32_t* lengths = as<std::int32_t>(b[3]);
-  const double *out = as<double>(b[4]), *stats = as<double>(b[5]), *diff_out = as<double>(b[6]);
-  double *diff_q = as<double>(b[7]), *diff_k = as<double>(b[8]), *diff_v = as<double>(b[9]);
+void attention_backward(const AttentionOp& op, const BoundOperands& b) {
+  const double *q = b.in<double>("q"), *k = b.in<double>("k"), *v = b.in<double>("v");
+  const std::int32_t* lengths = b.in<std::int32_t>("key_lengths");
+  const double *out = b.in<double>("out"), *stats = b.in<double>("stats"),
+               *diff_out = b.in<double>("diff_out");
+  double *diff_q = b.out<double>("diff_q"), *diff_k = b.out<double>("diff_k"),
+         *diff_v = b.out<double>("diff_v");
   const InterleavedRows rows{op};
 #pragma omp parallel for collapse(2) schedule(static)
   for (Index n = 0; n < op.batch; ++n)
@@ -444,10 +445,10 @@ void attention_backward(const AttentionOp& op, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void embedding_forward(const EmbeddingOp& op, std::span<const Buffer> b) {
-  const T* table = as<T>(b[0]);
-  const std::int32_t* ids = as<std::int32_t>(b[1]);
-  T* dst = as<T>(b[2]);
+void embedding_forward(const EmbeddingOp& op, const BoundOperands& b) {
+  const T* table = b.in<T>("table");
+  const std::int32_t* ids = b.in<std::int32_t>("ids");
+  T* dst = b.out<T>("dst");
 #pragma omp parallel for schedule(static)
   for (Index t = 0; t < op.tokens; ++t)
     std::copy(table + ids[t] * op.dim, table + (ids[t] + 1) * op.dim, dst + t * op.dim);
@@ -455,10 +456,10 @@ void embedding_forward(const EmbeddingOp& op, std::span<const Buffer> b) {
 
 // G: the table gradient's type (fp32 for a bf16 weight table: fp32 master gradients).
 template <typename T, typename G>
-void embedding_backward(const EmbeddingOp& op, std::span<const Buffer> b) {
-  const T* diff_dst = as<T>(b[0]);
-  const std::int32_t* ids = as<std::int32_t>(b[1]);
-  G* diff_table = as<G>(b[2]);
+void embedding_backward(const EmbeddingOp& op, const BoundOperands& b) {
+  const T* diff_dst = b.in<T>("diff_dst");
+  const std::int32_t* ids = b.in<std::int32_t>("ids");
+  G* diff_table = b.out<G>("diff_table");
   if (!op.accumulate) std::fill(diff_table, diff_table + op.vocab * op.dim, G(0));
     // Parallel over embedding columns: a row repeats across tokens, a column never collides.
 #pragma omp parallel for schedule(static)
@@ -470,10 +471,10 @@ void embedding_backward(const EmbeddingOp& op, std::span<const Buffer> b) {
 // --- pooling ---
 
 template <typename T>
-void max_pool_forward(const CpuKernels& k, const PoolOp& op, std::span<const Buffer> b) {
-  const T* src = as<T>(b[0]);
-  T* dst = as<T>(b[1]);
-  std::int32_t* indices = as<std::int32_t>(b[2]);
+void max_pool_forward(const CpuKernels& k, const PoolOp& op, const BoundOperands& b) {
+  const T* src = b.in<T>("src");
+  T* dst = b.out<T>("dst");
+  std::int32_t* indices = b.out<std::int32_t>("indices");
   if constexpr (std::is_same_v<T, float>)
     return k.max_pool_forward_f32(pool_shape(op), src, dst, indices);
   const Index oh = op.oh(), ow = op.ow();
@@ -500,10 +501,10 @@ void max_pool_forward(const CpuKernels& k, const PoolOp& op, std::span<const Buf
 }
 
 template <typename T>
-void max_pool_backward(const CpuKernels& k, const PoolOp& op, std::span<const Buffer> b) {
-  const T* diff_dst = as<T>(b[0]);
-  const std::int32_t* indices = as<std::int32_t>(b[1]);
-  T* diff_src = as<T>(b[2]);
+void max_pool_backward(const CpuKernels& k, const PoolOp& op, const BoundOperands& b) {
+  const T* diff_dst = b.in<T>("diff_dst");
+  const std::int32_t* indices = b.in<std::int32_t>("indices");
+  T* diff_src = b.out<T>("diff_src");
   if constexpr (std::is_same_v<T, float>)
     return k.max_pool_backward_f32(pool_shape(op), diff_dst, indices, diff_src);
   const Index outputs = op.oh() * op.ow(), inputs = op.ih * op.iw;
@@ -518,9 +519,9 @@ void max_pool_backward(const CpuKernels& k, const PoolOp& op, std::span<const Bu
 }
 
 template <typename T>
-void average_pool_forward(const CpuKernels& k, const PoolOp& op, std::span<const Buffer> b) {
-  const T* src = as<T>(b[0]);
-  T* dst = as<T>(b[1]);
+void average_pool_forward(const CpuKernels& k, const PoolOp& op, const BoundOperands& b) {
+  const T* src = b.in<T>("src");
+  T* dst = b.out<T>("dst");
   if constexpr (std::is_same_v<T, float>)
     return k.average_pool_forward_f32(pool_shape(op), src, dst);
   const Index inputs = op.ih * op.iw;
@@ -533,9 +534,9 @@ void average_pool_forward(const CpuKernels& k, const PoolOp& op, std::span<const
 }
 
 template <typename T>
-void average_pool_backward(const CpuKernels& k, const PoolOp& op, std::span<const Buffer> b) {
-  const T* diff_dst = as<T>(b[0]);
-  T* diff_src = as<T>(b[1]);
+void average_pool_backward(const CpuKernels& k, const PoolOp& op, const BoundOperands& b) {
+  const T* diff_dst = b.in<T>("diff_dst");
+  T* diff_src = b.out<T>("diff_src");
   if constexpr (std::is_same_v<T, float>)
     return k.average_pool_backward_f32(pool_shape(op), diff_dst, diff_src);
   const Index inputs = op.ih * op.iw;
@@ -545,142 +546,103 @@ void average_pool_backward(const CpuKernels& k, const PoolOp& op, std::span<cons
               static_cast<T>(diff_dst[plane] / static_cast<double>(inputs)));
 }
 
-// --- convolution and fully connected, f64 reference: direct loops ---
+// --- convolution, fully connected and GEMM, f64 reference: each output element from
+// backends/product_reference.h, the loops workload validation and the op check also use ---
 
-void conv_forward(const ConvOp& op, std::span<const Buffer> b) {
-  const double *src = as<double>(b[0]), *weights = as<double>(b[1]);
-  const bool epilogue = op.epilogue != ConvEpilogue::none;
-  const double* bias = epilogue ? as<double>(b[2]) : nullptr;
-  double* dst = as<double>(b[epilogue ? 3 : 2]);
-  const Index oh = op.oh(), ow = op.ow();
+// Every element (i, j, k, l) of a row-major [d0, d1, d2, d3] output, the first two dimensions
+// shared among the threads.
+template <typename Element>
+void fill_4d(double* out, const std::array<Index, 4>& d, Element element) {
 #pragma omp parallel for collapse(2) schedule(static)
-  for (Index n = 0; n < op.mb; ++n)
-    for (Index oc = 0; oc < op.oc; ++oc)
-      for (Index y = 0; y < oh; ++y)
-        for (Index x = 0; x < ow; ++x) {
-          double sum = 0;
-          for (Index ic = 0; ic < op.ic; ++ic)
-            for (Index ky = 0; ky < op.kh; ++ky)
-              for (Index kx = 0; kx < op.kw; ++kx) {
-                const Index iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
-                if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
-                sum += src[((n * op.ic + ic) * op.ih + iy) * op.iw + ix] *
-                       weights[((oc * op.ic + ic) * op.kh + ky) * op.kw + kx];
-              }
-          if (bias) sum += bias[oc];
-          if (op.epilogue == ConvEpilogue::bias_relu) sum = std::max(sum, 0.0);
-          dst[((n * op.oc + oc) * oh + y) * ow + x] = sum;
-        }
+  for (Index i = 0; i < d[0]; ++i)
+    for (Index j = 0; j < d[1]; ++j)
+      for (Index k = 0; k < d[2]; ++k)
+        for (Index l = 0; l < d[3]; ++l)
+          out[((i * d[1] + j) * d[2] + k) * d[3] + l] = element(i, j, k, l);
 }
 
-void conv_backward_data(const ConvOp& op, std::span<const Buffer> b) {
-  const double *diff_dst = as<double>(b[0]), *weights = as<double>(b[1]);
-  double* diff_src = as<double>(b[2]);
-  const Index oh = op.oh(), ow = op.ow();
-#pragma omp parallel for collapse(2) schedule(static)
-  for (Index n = 0; n < op.mb; ++n)
-    for (Index ic = 0; ic < op.ic; ++ic) {
-      double* dx = diff_src + (n * op.ic + ic) * op.ih * op.iw;
-      std::fill(dx, dx + op.ih * op.iw, 0.0);
-      for (Index oc = 0; oc < op.oc; ++oc)
-        for (Index y = 0; y < oh; ++y)
-          for (Index x = 0; x < ow; ++x)
-            for (Index ky = 0; ky < op.kh; ++ky)
-              for (Index kx = 0; kx < op.kw; ++kx) {
-                const Index iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
-                if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
-                dx[iy * op.iw + ix] += diff_dst[((n * op.oc + oc) * oh + y) * ow + x] *
-                                       weights[((oc * op.ic + ic) * op.kh + ky) * op.kw + kx];
-              }
-    }
+void conv_forward(const ConvOp& op, const BoundOperands& b) {
+  const double *src = b.in<double>("src"), *weights = b.in<double>("weights");
+  const double* bias = b.in_if<double>("bias");
+  fill_4d(b.out<double>("dst"), {op.mb, op.oc, op.oh(), op.ow()},
+          [&](Index n, Index oc, Index y, Index x) {
+            reference::ProductSum sum =
+                reference::conv_forward_element(op, src, weights, n, oc, y, x);
+            if (bias) reference::add_bias(sum, bias[oc], op.epilogue == ConvEpilogue::bias_relu);
+            return sum.value;
+          });
 }
 
-void conv_backward_weights(const ConvOp& op, std::span<const Buffer> b) {
-  const double *src = as<double>(b[0]), *diff_dst = as<double>(b[1]);
-  double* diff_weights = as<double>(b[2]);
-  const Index oh = op.oh(), ow = op.ow();
-#pragma omp parallel for collapse(2) schedule(static)
-  for (Index oc = 0; oc < op.oc; ++oc)
-    for (Index ic = 0; ic < op.ic; ++ic)
-      for (Index ky = 0; ky < op.kh; ++ky)
-        for (Index kx = 0; kx < op.kw; ++kx) {
-          double sum = 0;
-          for (Index n = 0; n < op.mb; ++n)
-            for (Index y = 0; y < oh; ++y)
-              for (Index x = 0; x < ow; ++x) {
-                const Index iy = y * op.sh - op.ph + ky, ix = x * op.sw - op.pw + kx;
-                if (iy < 0 || iy >= op.ih || ix < 0 || ix >= op.iw) continue;
-                sum += src[((n * op.ic + ic) * op.ih + iy) * op.iw + ix] *
-                       diff_dst[((n * op.oc + oc) * oh + y) * ow + x];
-              }
-          diff_weights[((oc * op.ic + ic) * op.kh + ky) * op.kw + kx] = sum;
-        }
+void conv_backward_data(const ConvOp& op, const BoundOperands& b) {
+  const double *diff_dst = b.in<double>("diff_dst"), *weights = b.in<double>("weights");
+  fill_4d(b.out<double>("diff_src"), {op.mb, op.ic, op.ih, op.iw},
+          [&](Index n, Index ic, Index y, Index x) {
+            return reference::conv_backward_data_element(op, diff_dst, weights, n, ic, y, x).value;
+          });
 }
 
-void fully_connected(const FullyConnectedOp& op, std::span<const Buffer> b) {
+void conv_backward_weights(const ConvOp& op, const BoundOperands& b) {
+  const double *src = b.in<double>("src"), *diff_dst = b.in<double>("diff_dst");
+  fill_4d(
+      b.out<double>("diff_weights"), {op.oc, op.ic, op.kh, op.kw},
+      [&](Index oc, Index ic, Index ky, Index kx) {
+        return reference::conv_backward_weights_element(op, src, diff_dst, oc, ic, ky, kx).value;
+      });
+}
+
+void fully_connected(const FullyConnectedOp& op, const BoundOperands& b) {
   switch (op.direction) {
     case ConvDirection::forward: {
-      const double *src = as<double>(b[0]), *weights = as<double>(b[1]), *bias = as<double>(b[2]);
-      double* dst = as<double>(b[3]);
+      const double *src = b.in<double>("src"), *weights = b.in<double>("weights"),
+                   *bias = b.in<double>("bias");
+      double* dst = b.out<double>("dst");
 #pragma omp parallel for collapse(2) schedule(static)
       for (Index n = 0; n < op.mb; ++n)
         for (Index o = 0; o < op.out; ++o) {
-          double sum = bias[o];
-          for (Index i = 0; i < op.in; ++i) sum += src[n * op.in + i] * weights[o * op.in + i];
-          dst[n * op.out + o] = sum;
+          reference::ProductSum sum = reference::fully_connected_element(op, src, weights, n, o);
+          reference::add_bias(sum, bias[o], false);
+          dst[n * op.out + o] = sum.value;
         }
       return;
     }
     case ConvDirection::backward_data: {
-      const double *diff_dst = as<double>(b[0]), *weights = as<double>(b[1]);
-      double* diff_src = as<double>(b[2]);
+      const double *diff_dst = b.in<double>("diff_dst"), *weights = b.in<double>("weights");
+      double* diff_src = b.out<double>("diff_src");
 #pragma omp parallel for collapse(2) schedule(static)
       for (Index n = 0; n < op.mb; ++n)
-        for (Index i = 0; i < op.in; ++i) {
-          double sum = 0;
-          for (Index o = 0; o < op.out; ++o)
-            sum += diff_dst[n * op.out + o] * weights[o * op.in + i];
-          diff_src[n * op.in + i] = sum;
-        }
+        for (Index i = 0; i < op.in; ++i)
+          diff_src[n * op.in + i] =
+              reference::fully_connected_element(op, diff_dst, weights, n, i).value;
       return;
     }
     case ConvDirection::backward_weights: {
-      const double *src = as<double>(b[0]), *diff_dst = as<double>(b[1]);
-      double *diff_weights = as<double>(b[2]), *diff_bias = as<double>(b[3]);
+      const double *src = b.in<double>("src"), *diff_dst = b.in<double>("diff_dst");
+      double *diff_weights = b.out<double>("diff_weights"), *diff_bias = b.out<double>("diff_bias");
 #pragma omp parallel for schedule(static)
       for (Index o = 0; o < op.out; ++o) {
-        double bias_sum = 0;
-        for (Index n = 0; n < op.mb; ++n) bias_sum += diff_dst[n * op.out + o];
-        diff_bias[o] = bias_sum;
-        for (Index i = 0; i < op.in; ++i) {
-          double sum = 0;
-          for (Index n = 0; n < op.mb; ++n) sum += diff_dst[n * op.out + o] * src[n * op.in + i];
-          diff_weights[o * op.in + i] = sum;
-        }
+        diff_bias[o] = reference::fully_connected_bias_gradient_element(op, diff_dst, o).value;
+        for (Index i = 0; i < op.in; ++i)
+          diff_weights[o * op.in + i] =
+              reference::fully_connected_element(op, diff_dst, src, o, i).value;
       }
       return;
     }
   }
 }
 
-// Strided-batched GEMM over batch and heads, f64 reference: C = alpha op(A) op(B) + beta C.
-void gemm(const GemmOp& op, std::span<const Buffer> b) {
-  const double *a = as<double>(b[0]), *bm = as<double>(b[1]);
-  double* c = as<double>(b[2]);
-  const GemmOperandLayout la = gemm_layout(op, GemmOperand::a),
-                          lb = gemm_layout(op, GemmOperand::b),
-                          lc = gemm_layout(op, GemmOperand::c);
+// Strided-batched GEMM over batch and heads: C = alpha op(A) op(B) + beta C.
+void gemm(const GemmOp& op, const BoundOperands& b) {
+  const double *a = b.in<double>("a"), *bm = b.in<double>("b");
+  double* c = b.out<double>("c");
+  const GemmOperandLayout lc = gemm_layout(op, GemmOperand::c);
 #pragma omp parallel for collapse(3) schedule(static)
   for (Index batch = 0; batch < op.batch; ++batch)
     for (Index head = 0; head < op.heads; ++head)
       for (Index i = 0; i < op.m; ++i)
         for (Index j = 0; j < op.n; ++j) {
-          double sum = 0;
-          for (Index p = 0; p < op.k; ++p)
-            sum += a[batch * la.batch + head * la.head + i * la.row + p * la.col] *
-                   bm[batch * lb.batch + head * lb.head + p * lb.row + j * lb.col];
           double& out = c[batch * lc.batch + head * lc.head + i * lc.row + j * lc.col];
-          out = op.alpha * sum + (op.beta != 0 ? op.beta * out : 0.0);
+          out = reference::gemm_element(op, a, bm, batch, head, i, j).value +
+                (op.beta != 0 ? op.beta * out : 0.0);
         }
 }
 
@@ -688,12 +650,13 @@ void gemm(const GemmOp& op, std::span<const Buffer> b) {
 
 template <typename T>
 void softmax_cross_entropy_forward(const CpuKernels& k, const SoftmaxCrossEntropyOp& op,
-                                   std::span<const Buffer> b) {
-  const T* logits = as<T>(b[0]);
-  const std::int32_t* labels = as<std::int32_t>(b[1]);
-  T* probabilities = as<T>(b[2]);
+                                   const BoundOperands& b) {
+  const T* logits = b.in<T>("logits");
+  const std::int32_t* labels = b.in<std::int32_t>("labels");
+  T* probabilities = b.out<T>("probabilities");
+  T* loss_out = b.out<T>("loss");
   if constexpr (std::is_same_v<T, float>) {
-    *as<T>(b[3]) = static_cast<T>(
+    *loss_out = static_cast<T>(
         k.softmax_cross_entropy_f32(logits, labels, probabilities, op.rows, op.classes) /
         static_cast<double>(op.rows));
     return;
@@ -709,15 +672,15 @@ void softmax_cross_entropy_forward(const CpuKernels& k, const SoftmaxCrossEntrop
       probabilities[r * op.classes + c] = static_cast<T>(std::exp(z[c] - top) / sum);
     loss += std::log(sum) + top - z[labels[r]];
   }
-  *as<T>(b[3]) = static_cast<T>(loss / static_cast<double>(op.rows));
+  *loss_out = static_cast<T>(loss / static_cast<double>(op.rows));
 }
 
 template <typename T>
-void softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op, std::span<const Buffer> b) {
-  const T* probabilities = as<T>(b[0]);
-  const std::int32_t* labels = as<std::int32_t>(b[1]);
-  T* diff = as<T>(b[op.scaled ? 3 : 2]);
-  const double loss_scale = op.scaled ? *as<float>(b[2]) : 1.0;
+void softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op, const BoundOperands& b) {
+  const T* probabilities = b.in<T>("probabilities");
+  const std::int32_t* labels = b.in<std::int32_t>("labels");
+  T* diff = b.out<T>("diff_logits");
+  const double loss_scale = op.scaled ? *b.in<float>("scale") : 1.0;
   const double scale = loss_scale / static_cast<double>(op.rows);
 #pragma omp parallel for schedule(static)
   for (Index r = 0; r < op.rows; ++r)
@@ -727,11 +690,11 @@ void softmax_cross_entropy_backward(const SoftmaxCrossEntropyOp& op, std::span<c
 }
 
 template <typename T>
-void adamw(const CpuKernels& kernels, Index count, std::span<const Buffer> b) {
-  T* weights = as<T>(b[0]);
-  const T* grads = as<T>(b[1]);
-  T *m = as<T>(b[2]), *v = as<T>(b[3]);
-  const float* hyper = as<float>(b[4]);
+void adamw(const CpuKernels& kernels, Index count, const BoundOperands& b) {
+  T* weights = b.out<T>("weights");
+  const T* grads = b.in<T>("grads");
+  T *m = b.out<T>("m"), *v = b.out<T>("v");
+  const float* hyper = b.in<float>("hyper");
   const double lr = hyper[0], beta1 = hyper[1], beta2 = hyper[2], epsilon = hyper[3],
                weight_decay = hyper[4], step = hyper[5];
   const double correction1 = 1 - std::pow(beta1, step), correction2 = 1 - std::pow(beta2, step);
@@ -751,14 +714,14 @@ void adamw(const CpuKernels& kernels, Index count, std::span<const Buffer> b) {
   }
 }
 
-// LAMB over a flat buffer of `tensors` parameter tensors (offsets in operand 4).
+// LAMB over a flat buffer of `tensors` parameter tensors (offsets in tensor_offsets).
 template <typename T>
-void lamb(const CpuKernels& kernels, Index tensors, std::span<const Buffer> b) {
-  T* weights = as<T>(b[0]);
-  const T* grads = as<T>(b[1]);
-  T *m = as<T>(b[2]), *v = as<T>(b[3]);
-  const std::int32_t* offsets = as<std::int32_t>(b[4]);
-  const float* hyper = as<float>(b[5]);
+void lamb(const CpuKernels& kernels, Index tensors, const BoundOperands& b) {
+  T* weights = b.out<T>("weights");
+  const T* grads = b.in<T>("grads");
+  T *m = b.out<T>("m"), *v = b.out<T>("v");
+  const std::int32_t* offsets = b.in<std::int32_t>("tensor_offsets");
+  const float* hyper = b.in<float>("hyper");
   const double lr = hyper[0], beta1 = hyper[1], beta2 = hyper[2], epsilon = hyper[3],
                weight_decay = hyper[4], step = hyper[5];
   const double correction1 = 1 - std::pow(beta1, step), correction2 = 1 - std::pow(beta2, step);
@@ -791,10 +754,11 @@ void lamb(const CpuKernels& kernels, Index tensors, std::span<const Buffer> b) {
 }
 
 template <typename T>
-void dropout(const CpuKernels& k, const DropoutOp& op, std::span<const Buffer> b) {
-  const T* in = as<T>(b[0]);
-  const std::int32_t step = *as<std::int32_t>(b[1]);
-  T* out = as<T>(b[2]);
+void dropout(const CpuKernels& k, const DropoutOp& op, const BoundOperands& b) {
+  const bool forward = op.pass == Pass::forward;
+  const T* in = b.in<T>(forward ? "src" : "diff_dst");
+  const std::int32_t step = *b.in<std::int32_t>("step");
+  T* out = b.out<T>(forward ? "dst" : "diff_src");
   const std::uint64_t threshold = dropout_threshold(op.probability);
   const double scale = 1.0 / (1.0 - op.probability);
   if constexpr (std::is_same_v<T, float>) {
@@ -810,11 +774,11 @@ void dropout(const CpuKernels& k, const DropoutOp& op, std::span<const Buffer> b
 }
 
 template <typename T>
-void sgd_momentum(const CpuKernels& k, Index count, std::span<const Buffer> b) {
-  T* weights = as<T>(b[0]);
-  const T* grads = as<T>(b[1]);
-  T* momentum = as<T>(b[2]);
-  const float* hyper = as<float>(b[3]);
+void sgd_momentum(const CpuKernels& k, Index count, const BoundOperands& b) {
+  T* weights = b.out<T>("weights");
+  const T* grads = b.in<T>("grads");
+  T* momentum = b.out<T>("momentum");
+  const float* hyper = b.in<float>("hyper");
   if constexpr (std::is_same_v<T, float>)
     return k.sgd_momentum_f32(count, weights, grads, momentum, hyper[0], hyper[1], hyper[2]);
   const T learning_rate = hyper[0], mu = hyper[1], weight_decay = hyper[2];
@@ -826,16 +790,16 @@ void sgd_momentum(const CpuKernels& k, Index count, std::span<const Buffer> b) {
 
 // Loss scaling: grads *= inverse_scale in place; the flag says whether any was not finite.
 template <typename T>
-void unscale_gradients(Index count, std::span<const Buffer> b) {
-  T* grads = as<T>(b[0]);
-  const T inverse_scale = *as<float>(b[1]);
+void unscale_gradients(Index count, const BoundOperands& b) {
+  T* grads = b.out<T>("grads");
+  const T inverse_scale = *b.in<float>("inverse_scale");
   int nonfinite = 0;
 #pragma omp parallel for simd schedule(static) reduction(| : nonfinite)
   for (Index i = 0; i < count; ++i) {
     grads[i] *= inverse_scale;
     nonfinite |= !std::isfinite(grads[i]);
   }
-  *as<std::int32_t>(b[2]) = nonfinite;
+  *b.out<std::int32_t>("found_nonfinite") = nonfinite;
 }
 
 // f32 <-> bf16, round to nearest even: weights into the compute dtype, activations across a
@@ -850,12 +814,12 @@ Status plan_cast(const CpuKernels* k, const CastOp& op, std::unique_ptr<Plan>* o
   const Index count = op.count;
   KernelPlan::Kernel body;
   if (to_bf16)
-    body = [k, count](std::span<const Buffer> b) {
-      k->cast_f32_to_bf16(as<float>(b[0]), as<std::uint16_t>(b[1]), count);
+    body = [k, count](const BoundOperands& b) {
+      k->cast_f32_to_bf16(b.in<float>("src"), b.out<std::uint16_t>("dst"), count);
     };
   else
-    body = [k, count](std::span<const Buffer> b) {
-      k->cast_bf16_to_f32(as<std::uint16_t>(b[0]), as<float>(b[1]), count);
+    body = [k, count](const BoundOperands& b) {
+      k->cast_bf16_to_f32(b.in<std::uint16_t>("src"), b.out<float>("dst"), count);
     };
   *out =
       std::make_unique<KernelPlan>(cast_operands(op),
@@ -889,11 +853,11 @@ Status make_plan(DType dtype, std::vector<OperandSpec> operands, std::string_vie
                   tabled ? ", " : "", tabled ? isa_name(kernels->isa) : "");
   KernelPlan::Kernel body;
   if (dtype == DType::f64)
-    body = [kernel](std::span<const Buffer> b) { kernel(double{}, b); };
+    body = [kernel](const BoundOperands& b) { kernel(double{}, b); };
   else if (dtype == DType::f32)
-    body = [kernel](std::span<const Buffer> b) { kernel(float{}, b); };
+    body = [kernel](const BoundOperands& b) { kernel(float{}, b); };
   else if constexpr (bf16 == Bf16Data::accepted)
-    body = [kernel](std::span<const Buffer> b) { kernel(Bf16{}, b); };
+    body = [kernel](const BoundOperands& b) { kernel(Bf16{}, b); };
   // The f64 loops are the reference itself; the portable float level is one where a vector
   // level exists.
   *out =
@@ -912,7 +876,7 @@ class SharedPlanner {
   Status plan(const BatchNormOp& o) const {
     return make_plan(
         o.dtype, batch_norm_operands(o), "batch norm", k_,
-        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+        [k = k_, o]<typename T>(T, const BoundOperands& b) {
           if (o.inference)
             batch_norm_inference<T>(*k, o, b);
           else if (o.pass == Pass::forward)
@@ -927,7 +891,7 @@ class SharedPlanner {
     return make_plan(
         o.dtype, eltwise_operands(o), kNames[static_cast<int>(o.kind)],
         o.kind == EltwiseKind::relu ? k_ : nullptr,
-        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+        [k = k_, o]<typename T>(T, const BoundOperands& b) {
           const bool forward = o.pass == Pass::forward;
           switch (o.kind) {
             case EltwiseKind::relu:
@@ -946,7 +910,7 @@ class SharedPlanner {
   Status plan(const LayerNormOp& o) const {
     return make_plan(
         o.dtype, layer_norm_operands(o), "layer norm", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
+        [o]<typename T>(T, const BoundOperands& b) {
           o.pass == Pass::forward ? layer_norm_forward<T>(o, b) : layer_norm_backward<T>(o, b);
         },
         out_);
@@ -957,7 +921,7 @@ class SharedPlanner {
     return make_plan<Bf16Data::accepted>(
         o.dtype, softmax_operands(o), o.masked ? "scaled masked softmax" : "scaled softmax",
         o.pass == Pass::forward ? k_ : nullptr,
-        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+        [k = k_, o]<typename T>(T, const BoundOperands& b) {
           o.pass == Pass::forward ? softmax_forward<T>(*k, o, b) : softmax_backward<T>(o, b);
         },
         out_);
@@ -966,7 +930,7 @@ class SharedPlanner {
     return make_plan<Bf16Data::accepted>(
         o.dtype, embedding_operands(o), o.pass == Pass::forward ? "row gather" : "row scatter-add",
         nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
+        [o]<typename T>(T, const BoundOperands& b) {
           if (o.pass == Pass::forward)
             embedding_forward<T>(o, b);
           else if (std::is_same_v<T, Bf16> && o.weight_table)
@@ -979,13 +943,13 @@ class SharedPlanner {
   Status plan(const BinaryOp& o) const {
     return make_plan(
         o.dtype, binary_operands(o), o.fuse_relu ? "add + ReLU" : "add", k_,
-        [k = k_, o]<typename T>(T, std::span<const Buffer> b) { add<T>(*k, o, b); }, out_);
+        [k = k_, o]<typename T>(T, const BoundOperands& b) { add<T>(*k, o, b); }, out_);
   }
   Status plan(const PoolOp& o) const {
     const bool max = o.kind == PoolKind::max;
     return make_plan(
         o.dtype, pool_operands(o), max ? "max pooling" : "global average pooling", k_,
-        [k = k_, o, max]<typename T>(T, std::span<const Buffer> b) {
+        [k = k_, o, max]<typename T>(T, const BoundOperands& b) {
           if (o.pass == Pass::forward)
             max ? max_pool_forward<T>(*k, o, b) : average_pool_forward<T>(*k, o, b);
           else
@@ -997,7 +961,7 @@ class SharedPlanner {
     return make_plan(
         o.dtype, softmax_cross_entropy_operands(o), "softmax cross-entropy",
         o.pass == Pass::forward ? k_ : nullptr,
-        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+        [k = k_, o]<typename T>(T, const BoundOperands& b) {
           o.pass == Pass::forward ? softmax_cross_entropy_forward<T>(*k, o, b)
                                   : softmax_cross_entropy_backward<T>(o, b);
         },
@@ -1010,12 +974,12 @@ class SharedPlanner {
     // Forward and backward are the same map: keep and scale, or zero.
     return make_plan<Bf16Data::accepted>(
         o.dtype, dropout_operands(o), "dropout (counter-based mask, not stored)", k_,
-        [k = k_, o]<typename T>(T, std::span<const Buffer> b) { dropout<T>(*k, o, b); }, out_);
+        [k = k_, o]<typename T>(T, const BoundOperands& b) { dropout<T>(*k, o, b); }, out_);
   }
   Status plan(const UnscaleGradientsOp& o) const {
     return make_plan(
         o.dtype, unscale_gradients_operands(o), "gradient unscale and finite check", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) { unscale_gradients<T>(o.count, b); }, out_);
+        [o]<typename T>(T, const BoundOperands& b) { unscale_gradients<T>(o.count, b); }, out_);
   }
   Status plan(const OptimizerOp& o) const {
     if (o.kind == OptimizerKind::lamb && o.count > std::numeric_limits<std::int32_t>::max())
@@ -1023,7 +987,7 @@ class SharedPlanner {
     static constexpr const char* kNames[] = {"SGD with momentum", "AdamW", "LAMB"};
     return make_plan(
         o.dtype, optimizer_operands(o), kNames[static_cast<int>(o.kind)], k_,
-        [k = k_, o]<typename T>(T, std::span<const Buffer> b) {
+        [k = k_, o]<typename T>(T, const BoundOperands& b) {
           switch (o.kind) {
             case OptimizerKind::sgd_momentum:
               return sgd_momentum<T>(*k, o.count, b);
@@ -1044,7 +1008,7 @@ class SharedPlanner {
       return Status::InvalidArgument("attention: batch, heads, sequence and head_dim must be >= 1");
     return make_plan(
         o.dtype, attention_operands(o), "fused attention", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
+        [o]<typename T>(T, const BoundOperands& b) {
           if constexpr (std::is_same_v<T, double>)
             o.pass == Pass::forward ? attention_forward(o, b) : attention_backward(o, b);
         },
@@ -1056,7 +1020,7 @@ class SharedPlanner {
       return Status::Unimplemented("the shared f64 GEMM takes f64 operands only");
     return make_plan(
         DType::f64, gemm_operands(o), "strided-batched GEMM", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
+        [o]<typename T>(T, const BoundOperands& b) {
           if constexpr (std::is_same_v<T, double>) gemm(o, b);
         },
         out_);
@@ -1067,7 +1031,7 @@ class SharedPlanner {
       return Status::InvalidArgument("a convolution epilogue is for the forward direction");
     return make_plan(
         o.dtype, conv_operands(o), "direct convolution", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
+        [o]<typename T>(T, const BoundOperands& b) {
           if constexpr (std::is_same_v<T, double>) {
             if (o.direction == ConvDirection::forward) conv_forward(o, b);
             if (o.direction == ConvDirection::backward_data) conv_backward_data(o, b);
@@ -1080,7 +1044,7 @@ class SharedPlanner {
     if (o.dtype != DType::f64) return missing();
     return make_plan(
         o.dtype, fully_connected_operands(o), "fully connected", nullptr,
-        [o]<typename T>(T, std::span<const Buffer> b) {
+        [o]<typename T>(T, const BoundOperands& b) {
           if constexpr (std::is_same_v<T, double>) fully_connected(o, b);
         },
         out_);

@@ -103,8 +103,9 @@ class LtGemmPlan final : public CudaPlan {
       cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
                                      sizeof(b_scale));
     }
-    if (epilogue_ != LtEpilogue::none) {  // the bias (or its gradient) is operand 3
-      void* bias = operands[3].data;
+    const BoundOperands bound(operands_, operands);
+    if (epilogue_ != LtEpilogue::none) {
+      void* bias = bound.buffer(epilogue_ == LtEpilogue::bias ? "bias" : "diff_bias").data;
       if (reinterpret_cast<std::uintptr_t>(bias) % kMinAlignment != 0)
         return Status::Failed(fmt::format(
             "cuBLASLt epilogue: the bias is not {}-byte aligned as planned", kMinAlignment));
@@ -114,12 +115,13 @@ class LtGemmPlan final : public CudaPlan {
                     "cuBLASLt bias pointer"));
     }
     for (std::int64_t i = 0; i < calls_; ++i) {
-      auto at = [&](int index) {
-        return static_cast<char*>(operands[index].data) + i * call_stride_bytes_[index];
+      auto at = [&](const char* name) {
+        const int index = operand_index(operands_, name);  // a, b or c: a stride each
+        return static_cast<char*>(bound.buffer(name).data) + i * call_stride_bytes_[index];
       };
       TB_RETURN_IF_ERROR(
-          lt_status(cublasLtMatmul(handle_, desc_, &op_.alpha, at(1), first_, at(0), second_,
-                                   &op_.beta, at(2), output_, at(2), output_, &algo_,
+          lt_status(cublasLtMatmul(handle_, desc_, &op_.alpha, at("b"), first_, at("a"), second_,
+                                   &op_.beta, at("c"), output_, at("c"), output_, &algo_,
                                    workspace.data, algorithm_bytes_, stream),
                     "cublasLtMatmul"));
     }

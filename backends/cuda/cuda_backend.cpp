@@ -58,11 +58,11 @@ class StreamPlan final : public CudaPlan {
     math_mode_ = "fp64, no fused multiply-add";
   }
   Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
-    double* result = operands.size() > 3 ? static_cast<double*>(operands[3].data) : nullptr;
+    const BoundOperands bound(operands_, operands);
+    auto array = [&](const char* name) { return static_cast<double*>(bound.buffer(name).data); };
+    double* result = bound.out_if<double>("result");
     return cuda_status(
-        launch_stream(op_, static_cast<double*>(operands[0].data),
-                      static_cast<double*>(operands[1].data),
-                      static_cast<double*>(operands[2].data), result, multiprocessors_, stream),
+        launch_stream(op_, array("a"), array("b"), array("c"), result, multiprocessors_, stream),
         "stream kernel");
   }
 
@@ -74,14 +74,7 @@ class StreamPlan final : public CudaPlan {
 class TransferPlan final : public CudaPlan {
  public:
   explicit TransferPlan(const TransferOp& op) : op_(op) {
-    const MemoryKind host = op.pinned ? MemoryKind::host_pinned : MemoryKind::host_pageable;
-    const std::size_t bytes = static_cast<std::size_t>(op.bytes);
-    const MemoryKind source =
-        op.direction == TransferDirection::host_to_device ? host : MemoryKind::device;
-    const MemoryKind destination =
-        op.direction == TransferDirection::device_to_host ? host : MemoryKind::device;
-    operands_ = {{"source", DType::f32, {op.bytes / 4}, bytes, false, source},
-                 {"destination", DType::f32, {op.bytes / 4}, bytes, true, destination}};
+    operands_ = transfer_operands(op);
     implementation_ =
         fmt::format("cudaMemcpyAsync{}",
                     op.direction == TransferDirection::device_to_device ? ", device to device"
@@ -90,8 +83,10 @@ class TransferPlan final : public CudaPlan {
     math_mode_ = "none";
   }
   Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
-    return cuda_status(cudaMemcpyAsync(operands[1].data, operands[0].data, operands[0].bytes,
-                                       cudaMemcpyDefault, stream),
+    const BoundOperands bound(operands_, operands);
+    const Buffer& source = bound.buffer("source");
+    return cuda_status(cudaMemcpyAsync(bound.output_buffer("destination").data, source.data,
+                                       source.bytes, cudaMemcpyDefault, stream),
                        "cudaMemcpyAsync");
   }
 
@@ -102,7 +97,7 @@ class TransferPlan final : public CudaPlan {
 class PeakPlan final : public CudaPlan {
  public:
   PeakPlan(const PeakOp& op, int multiprocessors) : op_(op), blocks_(multiprocessors * 8) {
-    operands_ = {{"per_block", DType::f64, {blocks_}, blocks_ * sizeof(double), true}};
+    operands_ = peak_operands(blocks_);
     implementation_ = fmt::format("trainbench fmaf chains, {} blocks x {} threads x {} chains",
                                   blocks_, kPeakThreadsPerBlock, kPeakChains);
     math_mode_ = "f32 (CUDA cores)";
@@ -111,7 +106,8 @@ class PeakPlan final : public CudaPlan {
   }
   Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
     return cuda_status(launch_fma_peak(op_.iterations, 1.0f, static_cast<float>(kPeakIncrement),
-                                       static_cast<double*>(operands[0].data), blocks_, stream),
+                                       BoundOperands(operands_, operands).out<double>("per_worker"),
+                                       blocks_, stream),
                        "peak kernel");
   }
 
@@ -125,7 +121,7 @@ class PeakPlan final : public CudaPlan {
 class TensorPeakPlan final : public CudaPlan {
  public:
   TensorPeakPlan(const PeakOp& op, int multiprocessors) : op_(op), blocks_(multiprocessors * 8) {
-    operands_ = {{"per_block", DType::f64, {blocks_}, blocks_ * sizeof(double), true}};
+    operands_ = peak_operands(blocks_);
     implementation_ = fmt::format(
         "trainbench WMMA mma.sync chains, {} blocks x {} warps x {} accumulators ({} inputs; "
         "Hopper's wgmma, which the datasheet rate assumes, is not used)",
@@ -134,9 +130,11 @@ class TensorPeakPlan final : public CudaPlan {
     flops_per_execution_ = tensor_peak_flops(op.dtype, op.iterations, blocks_);
   }
   Status run(std::span<const Buffer> operands, Buffer, cudaStream_t stream) override {
-    return cuda_status(launch_tensor_peak(op_.dtype, op_.iterations,
-                                          static_cast<double*>(operands[0].data), blocks_, stream),
-                       "Tensor Core peak kernel");
+    return cuda_status(
+        launch_tensor_peak(op_.dtype, op_.iterations,
+                           BoundOperands(operands_, operands).out<double>("per_worker"), blocks_,
+                           stream),
+        "Tensor Core peak kernel");
   }
 
  private:

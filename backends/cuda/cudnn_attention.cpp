@@ -113,25 +113,29 @@ class CudnnAttentionPlan final : public CudaPlan {
     math_mode_ = fmt::format("{} inputs, fp32 softmax and accumulation", dtype_name(op.dtype));
   }
 
-  Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
+  Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
     TB_CUDNN(cudnnSetStream(handle_, stream));
+    const BoundOperands b(operands_, operands);
+    auto data = [&](std::string_view name) { return b.buffer(name).data; };
     void* const query_lengths = query_lengths_.get();
     void* const scale = &scale_;
-    if (op_.pass == Pass::forward) {  // q, k, v, key_lengths, out, stats
+    if (op_.pass == Pass::forward) {
       const std::int64_t ids[] = {kQ, kK, kV, kKeyLengths, kO, kStats, kScale, kQueryLengths};
-      void* const pointers[] = {b[0].data, b[1].data, b[2].data, b[3].data,
-                                b[4].data, b[5].data, scale,     query_lengths};
+      void* const pointers[] = {data("q"),   data("k"),     data("v"), data("key_lengths"),
+                                data("out"), data("stats"), scale,     query_lengths};
       return execute_plan(handle_, graph_->built.plan, ids, pointers, workspace.data);
     }
-    // q, k, v, key_lengths, out, stats, diff_out, diff_q, diff_k, diff_v. Keys past a
-    // sequence's length get no gradient: cleared first, whether or not cuDNN writes them.
-    for (int i : {8, 9})
-      TB_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(b[i].data, 0, operands_[i].bytes, stream),
+    // Keys past a sequence's length get no gradient: cleared first, whether or not cuDNN
+    // writes them.
+    for (const char* name : {"diff_k", "diff_v"})
+      TB_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(data(name), 0, b.spec(name).bytes, stream),
                                      "clearing the key and value gradients"));
     const std::int64_t ids[] = {kQ,     kK,     kV,     kKeyLengths, kO,     kStats,
                                 kDiffO, kDiffQ, kDiffK, kDiffV,      kScale, kQueryLengths};
-    void* const pointers[] = {b[0].data, b[1].data, b[2].data, b[3].data, b[4].data, b[5].data,
-                              b[6].data, b[7].data, b[8].data, b[9].data, scale,     query_lengths};
+    void* const pointers[] = {data("q"),           data("k"),      data("v"),
+                              data("key_lengths"), data("out"),    data("stats"),
+                              data("diff_out"),    data("diff_q"), data("diff_k"),
+                              data("diff_v"),      scale,          query_lengths};
     return execute_plan(handle_, graph_->built.plan, ids, pointers, workspace.data);
   }
 

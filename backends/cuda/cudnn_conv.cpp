@@ -443,8 +443,10 @@ class CudnnConvPlan final : public CudaPlan {
     return CudaPlan::stored_channels_last(index) && !(stages_weights_ && index == weights_index());
   }
 
-  Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
+  Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
     TB_CUDNN(cudnnSetStream(handle_, stream));  // the kernels around it run on the same stream
+    const BoundOperands b(operands_, operands);
+    auto data = [&](std::string_view name) { return b.buffer(name).data; };
     char* const base = static_cast<char*>(workspace.data);
     void* const scratch = base;
     void* const cast_source = base + engine_bytes_;
@@ -455,40 +457,44 @@ class CudnnConvPlan final : public CudaPlan {
       return cuda_status(reorder_weights(plain.data, staged, /*to_krsc=*/true, stream),
                          "weights to KRSC");
     };
-    void* const w = stages_weights_ ? staged : b[1].data;
+    const bool reads_weights = op_.direction != ConvDirection::backward_weights;
+    void* const w = stages_weights_ || !reads_weights ? staged : data("weights");
     switch (op_.direction) {
-      case ConvDirection::forward: {  // src, weights[, bias], dst
-        TB_RETURN_IF_ERROR(weights(b[1]));
+      case ConvDirection::forward: {
+        TB_RETURN_IF_ERROR(weights(b.buffer("weights")));
         if (op_.epilogue == ConvEpilogue::none)
-          return execute(handle_, engine_->plan, b[0].data, w, b[2].data, nullptr, scratch);
+          return execute(handle_, engine_->plan, data("src"), w, data("dst"), nullptr, scratch);
         if (!epilogue_kernel_)
-          return execute(handle_, engine_->plan, b[0].data, w, b[3].data, b[2].data, scratch);
+          return execute(handle_, engine_->plan, data("src"), w, data("dst"), data("bias"),
+                         scratch);
         TB_RETURN_IF_ERROR(
-            execute(handle_, engine_->plan, b[0].data, w, b[3].data, nullptr, scratch));
+            execute(handle_, engine_->plan, data("src"), w, data("dst"), nullptr, scratch));
         const std::int64_t plane = op_.oh() * op_.ow();
         return cuda_status(
             launch_add_bias(storage_dtype(op_.dtype), op_.mb * op_.oc * plane, op_.oc,
                             channels_last_ ? 1 : plane, op_.epilogue == ConvEpilogue::bias_relu,
-                            b[2].data, b[3].data, stream),
+                            data("bias"), data("dst"), stream),
             "convolution bias");
       }
-      case ConvDirection::backward_data:  // diff_dst, weights, diff_src
-        TB_RETURN_IF_ERROR(weights(b[1]));
-        return execute(handle_, engine_->plan, b[2].data, w, b[0].data, nullptr, scratch);
-      case ConvDirection::backward_weights: {  // src, diff_dst, diff_weights
+      case ConvDirection::backward_data:
+        TB_RETURN_IF_ERROR(weights(b.buffer("weights")));
+        return execute(handle_, engine_->plan, data("diff_src"), w, data("diff_dst"), nullptr,
+                       scratch);
+      case ConvDirection::backward_weights: {
         // cuDNN writes dW in the data's dtype (KRSC where staged); it is reordered to KCRS and
         // cast to the fp32 master gradient after it.
-        void* const dw = stages_weights_ ? staged : cast_weights_ ? cast_source : b[2].data;
+        void* const diff_weights = data("diff_weights");
+        void* const dw = stages_weights_ ? staged : cast_weights_ ? cast_source : diff_weights;
         TB_RETURN_IF_ERROR(
-            execute(handle_, engine_->plan, b[0].data, dw, b[1].data, nullptr, scratch));
-        void* const plain = cast_weights_ ? cast_source : b[2].data;
+            execute(handle_, engine_->plan, data("src"), dw, data("diff_dst"), nullptr, scratch));
+        void* const plain = cast_weights_ ? cast_source : diff_weights;
         if (stages_weights_)
           TB_RETURN_IF_ERROR(cuda_status(reorder_weights(dw, plain, /*to_krsc=*/false, stream),
                                          "weight gradient to KCRS"));
         if (!cast_weights_) return Status::Ok();
-        const CastOp cast{static_cast<std::int64_t>(operands_[2].elements()), op_.dtype,
+        const CastOp cast{static_cast<std::int64_t>(b.spec("diff_weights").elements()), op_.dtype,
                           DType::f32};
-        return cuda_status(launch_cast(cast, plain, b[2].data, stream), "weight-gradient cast");
+        return cuda_status(launch_cast(cast, plain, diff_weights, stream), "weight-gradient cast");
       }
     }
     return Status::Ok();
@@ -503,7 +509,10 @@ class CudnnConvPlan final : public CudaPlan {
   bool stages_weights_ = false;
   std::size_t engine_bytes_ = 0, cast_bytes_ = 0;
 
-  int weights_index() const { return op_.direction == ConvDirection::backward_weights ? 2 : 1; }
+  int weights_index() const {
+    return operand_index(
+        operands_, op_.direction == ConvDirection::backward_weights ? "diff_weights" : "weights");
+  }
   cudaError_t reorder_weights(const void* from, void* to, bool to_krsc, cudaStream_t stream) const {
     return launch_convert_channels(dtype_size(storage_dtype(op_.dtype)), op_.oc, op_.ic, op_.kh,
                                    op_.kw, from, to, to_krsc, stream);

@@ -124,7 +124,7 @@ class CudnnBatchNormPlan final : public CudaPlan {
     channels_last_ = true;  // cuDNN's batch norm is tried on channels-last data only
     const std::size_t channel_bytes =
         workspace_aligned(static_cast<std::size_t>(op.channels) * sizeof(float));
-    const std::size_t data_bytes = operands_[0].bytes;
+    const std::size_t data_bytes = operands_[operand_index(operands_, "src")].bytes;
     // After cuDNN's workspace: forward, the previous running statistics (cuDNN reads them from
     // other tensors than it writes); backward, the inverse standard deviations and, with the
     // ReLU, the gradient through its mask.
@@ -142,56 +142,55 @@ class CudnnBatchNormPlan final : public CudaPlan {
     math_mode_ = fmt::format("{} data, fp32 statistics", dtype_name(op.dtype));
   }
 
-  Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
+  Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
     TB_CUDNN(cudnnSetStream(handle_, stream));  // the kernels around it run on the same stream
+    const BoundOperands b(operands_, operands);
+    auto data = [&](std::string_view name) { return b.buffer(name).data; };
     char* const extra = static_cast<char*>(workspace.data) + engine_bytes_;
     const std::int64_t count = op_.mb * op_.channels * op_.h * op_.w;
     void* const epsilon = &epsilon_;
     if (op_.pass == Pass::forward) {
-      // src, gamma, beta, dst, mean, variance, running_mean, running_var[, relu_mask]
       void* const previous_mean = extra;
       void* const previous_variance = extra + channel_bytes_;
-      for (auto [to, from] : {std::array<void*, 2>{previous_mean, b[6].data},
-                              std::array<void*, 2>{previous_variance, b[7].data}})
-        TB_RETURN_IF_ERROR(cuda_status(
-            cudaMemcpyAsync(to, from, operands_[6].bytes, cudaMemcpyDeviceToDevice, stream),
-            "copying the running statistics"));
+      for (auto [to, from] : {std::array<void*, 2>{previous_mean, data("running_mean")},
+                              std::array<void*, 2>{previous_variance, data("running_var")}})
+        TB_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(to, from, b.spec("running_mean").bytes,
+                                                       cudaMemcpyDeviceToDevice, stream),
+                                       "copying the running statistics"));
       void* const momentum = &momentum_;
       const std::int64_t ids[] = {kX,        kScale,        kBias,         kY,
                                   kMean,     kInverseStd,   kPreviousMean, kPreviousVariance,
                                   kNextMean, kNextVariance, kEpsilon,      kMomentum};
-      void* const pointers[] = {b[0].data, b[1].data, b[2].data,     b[3].data,
-                                b[4].data, b[5].data, previous_mean, previous_variance,
-                                b[6].data, b[7].data, epsilon,       momentum};
+      void* const pointers[] = {data("src"),         data("gamma"),     data("beta"),
+                                data("dst"),         data("mean"),      data("variance"),
+                                previous_mean,       previous_variance, data("running_mean"),
+                                data("running_var"), epsilon,           momentum};
       TB_RETURN_IF_ERROR(execute_plan(handle_, graph_->built.plan, ids, pointers, workspace.data));
       TB_RETURN_IF_ERROR(
-          cuda_status(launch_variance_from_inverse_std(op_.channels, static_cast<float*>(b[5].data),
+          cuda_status(launch_variance_from_inverse_std(op_.channels, b.out<float>("variance"),
                                                        op_.epsilon, stream),
                       "batch variance"));
       if (!op_.fuse_relu) return Status::Ok();
-      return cuda_status(launch_relu_with_mask(op_.dtype, count, b[3].data,
-                                               static_cast<std::int32_t*>(b[8].data), stream),
+      return cuda_status(launch_relu_with_mask(op_.dtype, count, data("dst"),
+                                               b.out<std::int32_t>("relu_mask"), stream),
                          "batch norm's ReLU");
     }
-    // src, diff_dst, gamma, beta, mean, variance[, relu_mask], diff_src, diff_gamma, diff_beta
     float* const inverse = reinterpret_cast<float*>(extra);
-    TB_RETURN_IF_ERROR(
-        cuda_status(launch_inverse_std(op_.channels, static_cast<const float*>(b[5].data),
-                                       op_.epsilon, inverse, stream),
-                    "inverse standard deviation"));
-    void* diff_y = b[1].data;
+    TB_RETURN_IF_ERROR(cuda_status(
+        launch_inverse_std(op_.channels, b.in<float>("variance"), op_.epsilon, inverse, stream),
+        "inverse standard deviation"));
+    void* diff_y = data("diff_dst");
     if (op_.fuse_relu) {
       diff_y = extra + channel_bytes_;
-      TB_RETURN_IF_ERROR(cuda_status(
-          launch_masked_gradient(op_.dtype, count, b[1].data,
-                                 static_cast<const std::int32_t*>(b[6].data), diff_y, stream),
-          "gradient through batch norm's ReLU"));
+      TB_RETURN_IF_ERROR(
+          cuda_status(launch_masked_gradient(op_.dtype, count, data("diff_dst"),
+                                             b.in<std::int32_t>("relu_mask"), diff_y, stream),
+                      "gradient through batch norm's ReLU"));
     }
-    const int out = op_.fuse_relu ? 7 : 6;
     const std::int64_t ids[] = {kX,          kDiffY, kScale,     kMean,
                                 kInverseStd, kDiffX, kDiffScale, kDiffBias};
-    void* const pointers[] = {b[0].data, diff_y,      b[2].data,       b[4].data,
-                              inverse,   b[out].data, b[out + 1].data, b[out + 2].data};
+    void* const pointers[] = {data("src"), diff_y,           data("gamma"),      data("mean"),
+                              inverse,     data("diff_src"), data("diff_gamma"), data("diff_beta")};
     return execute_plan(handle_, graph_->built.plan, ids, pointers, workspace.data);
   }
 

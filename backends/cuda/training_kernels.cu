@@ -882,90 +882,88 @@ std::size_t batch_norm_scratch_bytes(const BatchNormOp& op) {
   return 2 * static_cast<std::size_t>(op.mb * op.channels) * sizeof(double);
 }
 
-cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* b, void* scratch,
+cudaError_t launch_batch_norm(const BatchNormOp& op, const BatchNormBuffers& b, void* scratch,
                               cudaStream_t stream) {
   const ActivationShape shape = activation_shape(op);
   const long long plane = op.h * op.w, n = op.mb * op.channels * plane, reduced = op.mb * plane;
   const int channels = static_cast<int>(op.channels), mb = static_cast<int>(op.mb);
   const unsigned planes = static_cast<unsigned>(op.mb * op.channels);
   double* partial = static_cast<double*>(scratch);
-  auto f32 = [&](int index) { return static_cast<float*>(b[index]); };
   return with_type(op.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (op.inference) {  // src, gamma, beta, running_mean, running_var, dst
+    if (op.inference) {
       batch_norm_apply_kernel<<<grid_for(n), kThreads, 0, stream>>>(
-          in<T>(b[0]), f32(1), f32(2), f32(3), f32(4), out<T>(b[5]), nullptr, op.fuse_relu, n,
-          shape, op.epsilon);
+          in<T>(b.src), b.gamma, b.beta, b.running_mean, b.running_var, out<T>(b.dst), nullptr,
+          op.fuse_relu, n, shape, op.epsilon);
     } else if (op.pass == Pass::forward) {
-      // src, gamma, beta, dst, mean, variance, running_mean, running_var[, relu_mask]
       if (shape.nhwc) {
         const double inverse = 1.0 / static_cast<double>(reduced);
-        for (const float* centre : std::array<const float*, 2>{nullptr, f32(4)})
-          if (const cudaError_t error =
-                  column_sums<double>(ChannelMoments<T>{in<T>(b[0]), centre, inverse}, reduced,
-                                      channels, centre ? f32(5) : f32(4), nullptr, scratch, stream);
+        for (const float* centre : std::array<const float*, 2>{nullptr, b.mean})
+          if (const cudaError_t error = column_sums<double>(
+                  ChannelMoments<T>{in<T>(b.src), centre, inverse}, reduced, channels,
+                  centre ? b.variance : b.mean, nullptr, scratch, stream);
               error != cudaSuccess)
             return error;
       } else {
-        for (const float* centre : std::array<const float*, 2>{nullptr, f32(4)}) {
-          plane_sums_kernel<<<planes, kThreads, 0, stream>>>(in<T>(b[0]), plane, channels, centre,
+        for (const float* centre : std::array<const float*, 2>{nullptr, b.mean}) {
+          plane_sums_kernel<<<planes, kThreads, 0, stream>>>(in<T>(b.src), plane, channels, centre,
                                                              partial);
           channel_mean_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
-              partial, mb, channels, reduced, centre ? f32(5) : f32(4));
+              partial, mb, channels, reduced, centre ? b.variance : b.mean);
         }
       }
       running_stats_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
-          f32(4), f32(5), channels, reduced, op.momentum, f32(6), f32(7));
+          b.mean, b.variance, channels, reduced, op.momentum, b.running_mean, b.running_var);
       batch_norm_apply_kernel<<<grid_for(n), kThreads, 0, stream>>>(
-          in<T>(b[0]), f32(1), f32(2), f32(4), f32(5), out<T>(b[3]),
-          op.fuse_relu ? static_cast<int*>(b[8]) : nullptr, op.fuse_relu, n, shape, op.epsilon);
+          in<T>(b.src), b.gamma, b.beta, b.mean, b.variance, out<T>(b.dst), b.relu_mask,
+          op.fuse_relu, n, shape, op.epsilon);
     } else {
-      // src, diff_dst, gamma, beta, mean, variance[, relu_mask], diff_src, diff_gamma, diff_beta
-      const int* mask = op.fuse_relu ? static_cast<const int*>(b[6]) : nullptr;
-      const int out_index = op.fuse_relu ? 7 : 6;
+      const int* mask = b.relu_mask;
       if (shape.nhwc) {
-        if (const cudaError_t error = column_sums<double>(
-                ChannelGradientSums<T>{in<T>(b[0]), in<T>(b[1]), mask, f32(4), f32(5), op.epsilon},
-                reduced, channels, f32(out_index + 1), f32(out_index + 2), scratch, stream);
+        if (const cudaError_t error =
+                column_sums<double>(ChannelGradientSums<T>{in<T>(b.src), in<T>(b.diff_dst), mask,
+                                                           b.mean, b.variance, op.epsilon},
+                                    reduced, channels, b.diff_gamma, b.diff_beta, scratch, stream);
             error != cudaSuccess)
           return error;
       } else {
-        plane_gradient_sums_kernel<<<planes, kThreads, 0, stream>>>(
-            in<T>(b[0]), in<T>(b[1]), mask, f32(4), f32(5), plane, channels, op.epsilon, partial);
+        plane_gradient_sums_kernel<<<planes, kThreads, 0, stream>>>(in<T>(b.src), in<T>(b.diff_dst),
+                                                                    mask, b.mean, b.variance, plane,
+                                                                    channels, op.epsilon, partial);
         channel_gradient_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
-            partial, mb, channels, f32(out_index + 1), f32(out_index + 2));
+            partial, mb, channels, b.diff_gamma, b.diff_beta);
       }
       batch_norm_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(
-          in<T>(b[0]), in<T>(b[1]), mask, f32(2), f32(4), f32(5), f32(out_index + 1),
-          f32(out_index + 2), out<T>(b[out_index]), n, shape, op.epsilon);
+          in<T>(b.src), in<T>(b.diff_dst), mask, b.gamma, b.mean, b.variance, b.diff_gamma,
+          b.diff_beta, out<T>(b.diff_src), n, shape, op.epsilon);
     }
     return cudaGetLastError();
   });
 }
 
-cudaError_t launch_pool(const PoolOp& op, void* const* b, cudaStream_t stream) {
+cudaError_t launch_pool(const PoolOp& op, const PoolBuffers& b, cudaStream_t stream) {
   const ActivationShape from = in_shape(op), to = out_shape(op);
   const long long inputs = op.mb * op.channels * op.ih * op.iw;
   const long long outputs = op.mb * op.channels * op.oh() * op.ow();
   const bool max = op.kind == PoolKind::max;
   return with_type(op.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (op.pass == Pass::forward) {  // src, dst[, indices]
+    if (op.pass == Pass::forward) {
       if (max)
         max_pool_forward_kernel<<<grid_for(outputs), kThreads, 0, stream>>>(
-            op, from, to, in<T>(b[0]), out<T>(b[1]), static_cast<int*>(b[2]), outputs);
+            op, from, to, in<T>(b.src), out<T>(b.dst), b.indices, outputs);
       else if (from.nhwc)
         average_pool_nhwc_forward_kernel<<<grid_for(op.mb * op.channels), kThreads, 0, stream>>>(
-            in<T>(b[0]), out<T>(b[1]), op.mb, op.channels, op.ih * op.iw);
+            in<T>(b.src), out<T>(b.dst), op.mb, op.channels, op.ih * op.iw);
       else
         average_pool_forward_kernel<<<static_cast<unsigned>(op.mb * op.channels), kThreads, 0,
-                                      stream>>>(in<T>(b[0]), out<T>(b[1]), op.ih * op.iw);
-    } else if (max) {  // diff_dst, indices, diff_src
+                                      stream>>>(in<T>(b.src), out<T>(b.dst), op.ih * op.iw);
+    } else if (max) {
       max_pool_backward_kernel<<<grid_for(inputs), kThreads, 0, stream>>>(
-          op, from, to, in<T>(b[0]), static_cast<const int*>(b[1]), out<T>(b[2]), inputs);
-    } else {  // diff_dst, diff_src
+          op, from, to, in<T>(b.diff_dst), b.indices, out<T>(b.diff_src), inputs);
+    } else {
       average_pool_backward_kernel<<<grid_for(inputs), kThreads, 0, stream>>>(
-          in<T>(b[0]), out<T>(b[1]), inputs, from);
+          in<T>(b.diff_dst), out<T>(b.diff_src), inputs, from);
     }
     return cudaGetLastError();
   });

@@ -62,14 +62,32 @@ cudaError_t launch_embedding_backward(const EmbeddingOp& op, const void* diff_ds
                                       const std::int32_t* ids, void* diff_table,
                                       cudaStream_t stream);
 
-// Batch norm over 4-D data in the layout channels_last() (nhwc.h) picks for the op; operand
-// pointers in batch_norm_operands()'s order.
+// Batch norm's operands, by the names batch_norm_operands() declares; null where the pass
+// (inference, forward or backward) has none.
+struct BatchNormBuffers {
+  const void *src = nullptr, *diff_dst = nullptr;
+  const float *gamma = nullptr, *beta = nullptr;
+  float *mean = nullptr, *variance = nullptr;             // written forward, read backward
+  float *running_mean = nullptr, *running_var = nullptr;  // read at inference, updated forward
+  std::int32_t* relu_mask = nullptr;                      // written forward, read backward
+  void *dst = nullptr, *diff_src = nullptr;
+  float *diff_gamma = nullptr, *diff_beta = nullptr;
+};
+
+// Batch norm over 4-D data in the layout channels_last() (nhwc.h) picks for the op.
 std::size_t batch_norm_scratch_bytes(const BatchNormOp& op);
-cudaError_t launch_batch_norm(const BatchNormOp& op, void* const* operands, void* scratch,
+cudaError_t launch_batch_norm(const BatchNormOp& op, const BatchNormBuffers& buffers, void* scratch,
                               cudaStream_t stream);
 
-// Max and global-average pooling, layout as batch norm; operands in pool_operands()'s order.
-cudaError_t launch_pool(const PoolOp& op, void* const* operands, cudaStream_t stream);
+// Pooling's operands, by the names pool_operands() declares; null where the pass has none.
+struct PoolBuffers {
+  const void *src = nullptr, *diff_dst = nullptr;
+  std::int32_t* indices = nullptr;  // max pooling: written forward, read backward
+  void *dst = nullptr, *diff_src = nullptr;
+};
+
+// Max and global-average pooling, layout as batch norm.
+cudaError_t launch_pool(const PoolOp& op, const PoolBuffers& buffers, cudaStream_t stream);
 
 // What the kernels add around cuDNN's batch norm (cudnn_norm.cpp), each over `count` values:
 // ReLU in place with its mask (mask = y > 0), the gradient through that mask, and the

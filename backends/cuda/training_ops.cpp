@@ -4,6 +4,7 @@
 #include <array>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -21,7 +22,7 @@ namespace {
 // A plan whose work is a sequence of kernel launches on the operand buffers.
 class KernelPlan final : public CudaPlan {
  public:
-  using Launch = std::function<cudaError_t(std::span<const Buffer>, void* scratch, cudaStream_t)>;
+  using Launch = std::function<cudaError_t(const BoundOperands&, void* scratch, cudaStream_t)>;
   // `channels_last`: the 4-D operands are stored NHWC (batch norm and pooling on 16-bit data).
   KernelPlan(std::vector<OperandSpec> operands, std::size_t scratch_bytes, std::string_view what,
              DType dtype, Launch launch, bool channels_last = false)
@@ -36,7 +37,8 @@ class KernelPlan final : public CudaPlan {
   }
   Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
     if (empty_) return Status::Ok();  // an empty grid is a launch error
-    return cuda_status(launch_(operands, workspace.data, stream), implementation_.c_str());
+    return cuda_status(launch_(BoundOperands(operands_, operands), workspace.data, stream),
+                       implementation_.c_str());
   }
 
  private:
@@ -44,11 +46,23 @@ class KernelPlan final : public CudaPlan {
   bool empty_ = false;  // some operand has no elements: nothing to compute
 };
 
-constexpr std::size_t kMaxOperands = 12;  // batch norm's backward with its ReLU mask has 10
+// An operand's memory, or null where the op does not declare it: the launches take raw
+// pointers, read or written as their pass says.
+template <typename T = void>
+T* data_if(const BoundOperands& b, std::string_view name) {
+  return b.has(name) ? static_cast<T*>(b.buffer(name).data) : nullptr;
+}
 
-template <typename T>
-T* as(const Buffer& buffer) {
-  return static_cast<T*>(buffer.data);
+// Buffers for `plan`'s operands (a plan run inside another), by the names it declares.
+std::vector<Buffer> by_name(const Plan& plan,
+                            std::initializer_list<std::pair<std::string_view, Buffer>> named) {
+  std::vector<Buffer> buffers(plan.operands().size());
+  for (const auto& [name, buffer] : named)
+    buffers[static_cast<std::size_t>(operand_index(plan.operands(), name))] = buffer;
+  if (named.size() != buffers.size())
+    throw std::logic_error(fmt::format("{} buffers named for {} operands of the inner plan",
+                                       named.size(), buffers.size()));
+  return buffers;
 }
 
 // Fully connected layers as GEMMs on the row-major operands (y = x W^T + b; dx = dy W;
@@ -69,32 +83,42 @@ class FullyConnectedPlan final : public CudaPlan {
         (op.direction == ConvDirection::backward_data || fused_ ? "" : " + trainbench bias kernel");
     math_mode_ = gemm_->math_mode();
   }
-  Status run(std::span<const Buffer> b, Buffer workspace, cudaStream_t stream) override {
+  Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
     auto& gemm = static_cast<CudaPlan&>(*gemm_);
+    const BoundOperands b(operands_, operands);
     switch (op_.direction) {
-      case ConvDirection::forward: {  // src, weights, bias, dst
-        if (fused_) {
-          const Buffer gemm_operands[] = {b[0], b[1], b[3], b[2]};
-          return gemm.run(gemm_operands, workspace, stream);
-        }
-        const Buffer gemm_operands[] = {b[0], b[1], b[3]};
-        TB_RETURN_IF_ERROR(gemm.run(gemm_operands, workspace, stream));
+      case ConvDirection::forward: {  // dst = src weights^T (+ bias)
+        const Buffer src = b.buffer("src"), weights = b.buffer("weights"), bias = b.buffer("bias"),
+                     dst = b.output_buffer("dst");
+        if (fused_)
+          return gemm.run(by_name(gemm, {{"a", src}, {"b", weights}, {"c", dst}, {"bias", bias}}),
+                          workspace, stream);
+        TB_RETURN_IF_ERROR(
+            gemm.run(by_name(gemm, {{"a", src}, {"b", weights}, {"c", dst}}), workspace, stream));
         return cuda_status(launch_add_bias(op_.dtype, op_.mb * op_.out, op_.out, 1, false,
-                                           b[2].data, b[3].data, stream),
+                                           bias.data, dst.data, stream),
                            "bias");
       }
-      case ConvDirection::backward_data:  // diff_dst, weights, diff_src
-        return gemm.run(b, workspace, stream);
-      case ConvDirection::backward_weights: {  // src, diff_dst, diff_weights, diff_bias
-        if (fused_) {
-          const Buffer gemm_operands[] = {b[1], b[0], b[2], b[3]};
-          return gemm.run(gemm_operands, workspace, stream);
-        }
-        const Buffer gemm_operands[] = {b[1], b[0], b[2]};
-        TB_RETURN_IF_ERROR(gemm.run(gemm_operands, workspace, stream));
-        return cuda_status(launch_bias_gradient(op_.dtype, op_.mb, op_.out, b[1].data,
-                                                as<float>(b[3]), workspace.data, stream),
-                           "bias gradient");
+      case ConvDirection::backward_data:  // diff_src = diff_dst weights
+        return gemm.run(by_name(gemm, {{"a", b.buffer("diff_dst")},
+                                       {"b", b.buffer("weights")},
+                                       {"c", b.output_buffer("diff_src")}}),
+                        workspace, stream);
+      case ConvDirection::backward_weights: {  // diff_weights = diff_dst^T src (+ diff_bias)
+        const Buffer src = b.buffer("src"), diff_dst = b.buffer("diff_dst"),
+                     diff_weights = b.output_buffer("diff_weights"),
+                     diff_bias = b.output_buffer("diff_bias");
+        if (fused_)
+          return gemm.run(
+              by_name(gemm,
+                      {{"a", diff_dst}, {"b", src}, {"c", diff_weights}, {"diff_bias", diff_bias}}),
+              workspace, stream);
+        TB_RETURN_IF_ERROR(gemm.run(
+            by_name(gemm, {{"a", diff_dst}, {"b", src}, {"c", diff_weights}}), workspace, stream));
+        return cuda_status(
+            launch_bias_gradient(op_.dtype, op_.mb, op_.out, diff_dst.data,
+                                 static_cast<float*>(diff_bias.data), workspace.data, stream),
+            "bias gradient");
       }
     }
     return Status::Ok();
@@ -129,11 +153,27 @@ Status unsupported_dtype(std::string_view what, DType dtype) {
       fmt::format("cuda: {} runs on f32, bf16 and f16 data, not {}", what, dtype_name(dtype)));
 }
 
-// The operands' data pointers, as the batch norm and pooling launches take them.
-std::array<void*, kMaxOperands> pointers(std::span<const Buffer> b) {
-  std::array<void*, kMaxOperands> data{};
-  std::transform(b.begin(), b.end(), data.begin(), [](const Buffer& x) { return x.data; });
-  return data;
+BatchNormBuffers batch_norm_buffers(const BoundOperands& b) {
+  BatchNormBuffers buffers;
+  buffers.src = data_if(b, "src");
+  buffers.diff_dst = data_if(b, "diff_dst");
+  buffers.gamma = data_if<float>(b, "gamma");
+  buffers.beta = data_if<float>(b, "beta");
+  buffers.mean = data_if<float>(b, "mean");
+  buffers.variance = data_if<float>(b, "variance");
+  buffers.running_mean = data_if<float>(b, "running_mean");
+  buffers.running_var = data_if<float>(b, "running_var");
+  buffers.relu_mask = data_if<std::int32_t>(b, "relu_mask");
+  buffers.dst = data_if(b, "dst");
+  buffers.diff_src = data_if(b, "diff_src");
+  buffers.diff_gamma = data_if<float>(b, "diff_gamma");
+  buffers.diff_beta = data_if<float>(b, "diff_beta");
+  return buffers;
+}
+
+PoolBuffers pool_buffers(const BoundOperands& b) {
+  return {data_if(b, "src"), data_if(b, "diff_dst"), data_if<std::int32_t>(b, "indices"),
+          data_if(b, "dst"), data_if(b, "diff_src")};
 }
 
 // One plan() per op the own kernels (and cuBLASLt's fully connected layer) run; the ops with a
@@ -147,11 +187,11 @@ class TrainingPlanner {
     if (!kernel_dtype(o.from) || !kernel_dtype(o.to))
       return Status::Unimplemented(
           fmt::format("cuda: no cast from {} to {}", dtype_name(o.from), dtype_name(o.to)));
-    *out_ = std::make_unique<KernelPlan>(cast_operands(o), 0,
-                                         fmt::format("cast to {}", dtype_name(o.to)), o.from,
-                                         [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-                                           return launch_cast(o, b[0].data, b[1].data, s);
-                                         });
+    *out_ = std::make_unique<KernelPlan>(
+        cast_operands(o), 0, fmt::format("cast to {}", dtype_name(o.to)), o.from,
+        [o](const BoundOperands& b, void*, cudaStream_t s) {
+          return launch_cast(o, b.in<void>("src"), b.out<void>("dst"), s);
+        });
     return Status::Ok();
   }
   Status plan(const UnscaleGradientsOp& o) const {
@@ -160,9 +200,9 @@ class TrainingPlanner {
           fmt::format("cuda: gradients are f32 (master), not {}", dtype_name(o.dtype)));
     *out_ = std::make_unique<KernelPlan>(
         unscale_gradients_operands(o), 0, "gradient unscale and finite check", o.dtype,
-        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-          return launch_unscale_gradients(o, b[0].data, *as<float>(b[1]), as<std::int32_t>(b[2]),
-                                          s);
+        [o](const BoundOperands& b, void*, cudaStream_t s) {
+          return launch_unscale_gradients(o, b.out<void>("grads"), *b.in<float>("inverse_scale"),
+                                          b.out<std::int32_t>("found_nonfinite"), s);
         });
     return Status::Ok();
   }
@@ -175,13 +215,13 @@ class TrainingPlanner {
     static constexpr const char* kNames[] = {"SGD with momentum", "AdamW", "LAMB"};
     *out_ = std::make_unique<KernelPlan>(
         optimizer_operands(o), optimizer_scratch_bytes(o), kNames[static_cast<int>(o.kind)],
-        o.dtype, [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
-          const bool lamb = o.kind == OptimizerKind::lamb;
+        o.dtype, [o](const BoundOperands& b, void* scratch, cudaStream_t s) {
           const bool sgd = o.kind == OptimizerKind::sgd_momentum;
-          // weights, grads, momentum or m, v[, tensor_offsets], hyper (host)
-          return launch_optimizer(
-              o, as<float>(b[0]), as<float>(b[1]), as<float>(b[2]), sgd ? nullptr : as<float>(b[3]),
-              lamb ? as<std::int32_t>(b[4]) : nullptr, as<float>(b[b.size() - 1]), scratch, s);
+          // SGD's momentum goes where Adam's m does; the hyperparameters live on the host.
+          return launch_optimizer(o, b.out<float>("weights"), b.in<float>("grads"),
+                                  b.out<float>(sgd ? "momentum" : "m"), data_if<float>(b, "v"),
+                                  data_if<std::int32_t>(b, "tensor_offsets"), b.in<float>("hyper"),
+                                  scratch, s);
         });
     return Status::Ok();
   }
@@ -193,17 +233,20 @@ class TrainingPlanner {
     TB_RETURN_IF_ERROR(check_data(o.dtype));
     static constexpr const char* kNames[] = {"ReLU", "GELU (erf)", "tanh"};
     return kernels(eltwise_operands(o), 0, kNames[static_cast<int>(o.kind)],
-                   [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                   [o](const BoundOperands& b, void*, cudaStream_t s) {
+                     // Backward reads the forward's output (ReLU, tanh) or input (GELU).
                      const bool forward = o.pass == Pass::forward;
-                     return launch_eltwise(o, b[0].data, forward ? nullptr : b[1].data,
-                                           b[forward ? 1 : 2].data, s);
+                     const void* first = b.has("src") ? b.in<void>("src") : b.in<void>("dst");
+                     return launch_eltwise(o, first, b.in_if<void>("diff_dst"),
+                                           b.out<void>(forward ? "dst" : "diff_src"), s);
                    });
   }
   Status plan(const BinaryOp& o) const {
     TB_RETURN_IF_ERROR(check_data(o.dtype));
     return kernels(binary_operands(o), 0, o.fuse_relu ? "add + ReLU" : "add",
-                   [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-                     return launch_add(o, b[0].data, b[1].data, b[2].data, s);
+                   [o](const BoundOperands& b, void*, cudaStream_t s) {
+                     return launch_add(o, b.in<void>("src0"), b.in<void>("src1"),
+                                       b.out<void>("dst"), s);
                    });
   }
   Status plan(const DropoutOp& o) const {
@@ -211,22 +254,26 @@ class TrainingPlanner {
     if (!(o.probability >= 0 && o.probability < 1))
       return Status::InvalidArgument("dropout probability must be in [0, 1)");
     return kernels(dropout_operands(o), 0, "dropout (counter-based mask, not stored)",
-                   [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                   [o](const BoundOperands& b, void*, cudaStream_t s) {
                      // The step lives in host memory: read when the kernel is launched.
-                     return launch_dropout(o, b[0].data, *as<std::int32_t>(b[1]), b[2].data, s);
+                     const bool forward = o.pass == Pass::forward;
+                     return launch_dropout(o, b.in<void>(forward ? "src" : "diff_dst"),
+                                           *b.in<std::int32_t>("step"),
+                                           b.out<void>(forward ? "dst" : "diff_src"), s);
                    });
   }
   Status plan(const LayerNormOp& o) const {
     TB_RETURN_IF_ERROR(check_data(o.dtype));
     return kernels(layer_norm_operands(o), layer_norm_scratch_bytes(o), "layer norm",
-                   [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
+                   [o](const BoundOperands& b, void* scratch, cudaStream_t s) {
                      if (o.pass == Pass::forward)
-                       return launch_layer_norm_forward(o, b[0].data, as<float>(b[1]),
-                                                        as<float>(b[2]), b[3].data, as<float>(b[4]),
-                                                        as<float>(b[5]), s);
+                       return launch_layer_norm_forward(
+                           o, b.in<void>("src"), b.in<float>("gamma"), b.in<float>("beta"),
+                           b.out<void>("dst"), b.out<float>("mean"), b.out<float>("variance"), s);
                      return launch_layer_norm_backward(
-                         o, b[0].data, b[1].data, as<float>(b[2]), as<float>(b[4]), as<float>(b[5]),
-                         b[6].data, as<float>(b[7]), as<float>(b[8]), scratch, s);
+                         o, b.in<void>("src"), b.in<void>("diff_dst"), b.in<float>("gamma"),
+                         b.in<float>("mean"), b.in<float>("variance"), b.out<void>("diff_src"),
+                         b.out<float>("diff_gamma"), b.out<float>("diff_beta"), scratch, s);
                    });
   }
   Status plan(const SoftmaxOp& o) const {
@@ -234,37 +281,41 @@ class TrainingPlanner {
     if (o.rows_per_mask < 1 || o.rows % o.rows_per_mask != 0)
       return Status::InvalidArgument("softmax: rows must be a multiple of rows_per_mask");
     return kernels(softmax_operands(o), 0, o.masked ? "scaled masked softmax" : "scaled softmax",
-                   [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+                   [o](const BoundOperands& b, void*, cudaStream_t s) {
                      if (o.pass == Pass::backward)
-                       return launch_softmax_backward(o, b[0].data, b[1].data, b[2].data, s);
-                     return launch_softmax_forward(o, b[0].data,
-                                                   o.masked ? as<float>(b[1]) : nullptr,
-                                                   b[o.masked ? 2 : 1].data, s);
+                       return launch_softmax_backward(o, b.in<void>("dst"), b.in<void>("diff_dst"),
+                                                      b.out<void>("diff_src"), s);
+                     return launch_softmax_forward(o, b.in<void>("src"), b.in_if<float>("mask"),
+                                                   b.out<void>("dst"), s);
                    });
   }
   Status plan(const SoftmaxCrossEntropyOp& o) const {
     TB_RETURN_IF_ERROR(check_data(o.dtype));
-    return kernels(
-        softmax_cross_entropy_operands(o), softmax_cross_entropy_scratch_bytes(o),
-        "softmax cross-entropy", [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
-          if (o.pass == Pass::forward)
-            return launch_softmax_cross_entropy_forward(o, b[0].data, as<std::int32_t>(b[1]),
-                                                        b[2].data, b[3].data, scratch, s);
-          // The loss scale lives in host memory: read when the kernel is launched.
-          const float loss_scale = o.scaled ? *as<float>(b[2]) : 1.0f;
-          return launch_softmax_cross_entropy_backward(o, b[0].data, as<std::int32_t>(b[1]),
-                                                       loss_scale, b[o.scaled ? 3 : 2].data, s);
-        });
+    return kernels(softmax_cross_entropy_operands(o), softmax_cross_entropy_scratch_bytes(o),
+                   "softmax cross-entropy",
+                   [o](const BoundOperands& b, void* scratch, cudaStream_t s) {
+                     if (o.pass == Pass::forward)
+                       return launch_softmax_cross_entropy_forward(
+                           o, b.in<void>("logits"), b.in<std::int32_t>("labels"),
+                           b.out<void>("probabilities"), b.out<void>("loss"), scratch, s);
+                     // The loss scale lives in host memory: read when the kernel is launched.
+                     const float loss_scale = o.scaled ? *b.in<float>("scale") : 1.0f;
+                     return launch_softmax_cross_entropy_backward(
+                         o, b.in<void>("probabilities"), b.in<std::int32_t>("labels"), loss_scale,
+                         b.out<void>("diff_logits"), s);
+                   });
   }
   Status plan(const EmbeddingOp& o) const {
     TB_RETURN_IF_ERROR(check_data(o.dtype));
     return kernels(
         embedding_operands(o), 0,
         o.pass == Pass::forward ? "row gather" : "row scatter-add (atomic)",
-        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
+        [o](const BoundOperands& b, void*, cudaStream_t s) {
           if (o.pass == Pass::forward)
-            return launch_embedding_forward(o, b[0].data, as<std::int32_t>(b[1]), b[2].data, s);
-          return launch_embedding_backward(o, b[0].data, as<std::int32_t>(b[1]), b[2].data, s);
+            return launch_embedding_forward(o, b.in<void>("table"), b.in<std::int32_t>("ids"),
+                                            b.out<void>("dst"), s);
+          return launch_embedding_backward(o, b.in<void>("diff_dst"), b.in<std::int32_t>("ids"),
+                                           b.out<void>("diff_table"), s);
         });
   }
   Status plan(const BatchNormOp& o) const {
@@ -273,8 +324,8 @@ class TrainingPlanner {
     return kernels(
         batch_norm_operands(o), batch_norm_scratch_bytes(o),
         fmt::format("batch norm{} ({})", o.fuse_relu ? " + ReLU" : "", nhwc ? "NHWC" : "NCHW"),
-        [o](std::span<const Buffer> b, void* scratch, cudaStream_t s) {
-          return launch_batch_norm(o, pointers(b).data(), scratch, s);
+        [o](const BoundOperands& b, void* scratch, cudaStream_t s) {
+          return launch_batch_norm(o, batch_norm_buffers(b), scratch, s);
         },
         nhwc);
   }
@@ -285,8 +336,8 @@ class TrainingPlanner {
         pool_operands(o), 0,
         fmt::format("{} pooling ({})", o.kind == PoolKind::max ? "max" : "global average",
                     nhwc ? "NHWC" : "NCHW"),
-        [o](std::span<const Buffer> b, void*, cudaStream_t s) {
-          return launch_pool(o, pointers(b).data(), s);
+        [o](const BoundOperands& b, void*, cudaStream_t s) {
+          return launch_pool(o, pool_buffers(b), s);
         },
         nhwc);
   }
@@ -316,25 +367,6 @@ class TrainingPlanner {
 };
 
 }  // namespace
-
-GemmOp fully_connected_gemm(const FullyConnectedOp& op) {
-  GemmOp gemm;
-  gemm.a_type = gemm.b_type = op.dtype;
-  gemm.c_type = storage_dtype(op.dtype);  // a TF32 product is written as f32
-  switch (op.direction) {
-    case ConvDirection::forward:  // [mb, in] x [out, in]^T
-      gemm.m = op.mb, gemm.n = op.out, gemm.k = op.in, gemm.trans_b = true;
-      break;
-    case ConvDirection::backward_data:  // [mb, out] x [out, in]
-      gemm.m = op.mb, gemm.n = op.in, gemm.k = op.out;
-      break;
-    case ConvDirection::backward_weights:  // [mb, out]^T x [mb, in], fp32 master gradients
-      gemm.m = op.out, gemm.n = op.in, gemm.k = op.mb, gemm.trans_a = true;
-      gemm.c_type = DType::f32;
-      break;
-  }
-  return gemm;
-}
 
 Status plan_training_op(cublasLtHandle_t handle, const OpDesc& desc, std::unique_ptr<Plan>* out) {
   const TrainingPlanner planner(handle, desc, out);

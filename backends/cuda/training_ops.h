@@ -14,11 +14,6 @@
 
 namespace tb::cuda {
 
-// The GEMM a fully connected layer's direction runs on its row-major operands (forward: src
-// times weights transposed; backward-data: diff_dst times weights; backward-weights: diff_dst
-// transposed times src, into fp32). Device-independent.
-GemmOp fully_connected_gemm(const FullyConnectedOp& op);
-
 // Unimplemented for an op or dtype not listed above (GEMM, convolution and the benchmark
 // ops are planned elsewhere).
 Status plan_training_op(cublasLtHandle_t handle, const OpDesc& op, std::unique_ptr<Plan>* out);

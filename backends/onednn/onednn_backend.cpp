@@ -133,10 +133,10 @@ class OneDnnBackend final : public cpu::CpuBackend {
     }
     const auto pd = onednn::api::matmul(engine_, a, b_planned, c, attr);
     const std::vector<OperandSpec> specs = gemm_operands(op);
-    std::vector<OneDnnPlan::Operand> operands = {
-        {specs[0], DNNL_ARG_SRC, a, a},
-        {specs[1], DNNL_ARG_WEIGHTS, b_plain, pd.weights_desc()},
-        {specs[2], DNNL_ARG_DST, c, c}};
+    std::vector<OneDnnPlan::Operand> operands =
+        onednn::bind_operands(specs, {{"a", DNNL_ARG_SRC, a, a},
+                                      {"b", DNNL_ARG_WEIGHTS, b_plain, pd.weights_desc()},
+                                      {"c", DNNL_ARG_DST, c, c}});
     auto plan =
         std::make_unique<OneDnnPlan>(engine_, stream_, dnnl::matmul(pd), pd, std::move(operands));
     if (alpha_arg != 0) plan->bind_scalar(alpha_arg, op.alpha);

@@ -2,8 +2,10 @@
 // ReLU, GELU, tanh, add (+ ReLU) and fully connected, forward and backward. Activations use the
 // backend's activation layout so consecutive layers hand blocked data to each other without
 // reorders.
+#include <algorithm>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -18,22 +20,6 @@ namespace {
 
 using Operand = OneDnnPlan::Operand;
 using dims = memory::dims;
-
-// Builds the plan's operand list from the op's shared specs, in their order, with the
-// argument and descriptors given for each name.
-struct OperandBinding {
-  int arg;
-  memory::desc plain, planned, primitive = {};
-};
-
-std::vector<Operand> bind_operands(const std::vector<OperandSpec>& specs,
-                                   const std::vector<OperandBinding>& bindings) {
-  std::vector<Operand> operands;
-  for (std::size_t i = 0; i < specs.size(); ++i)
-    operands.push_back({specs[i], bindings.at(i).arg, bindings.at(i).plain, bindings.at(i).planned,
-                        bindings.at(i).primitive});
-  return operands;
-}
 
 memory::desc plain_desc(const dims& shape, memory::data_type type) {
   static const tag kPlain[] = {tag::undef, tag::x, tag::nc, tag::ncw, tag::nchw};
@@ -99,18 +85,20 @@ class ConvMemories {
   memory::desc weights(memory::data_type type) const {
     return memory::desc(weight_dims, type, tag::any);
   }
-  OperandBinding src_binding(int arg, const memory::desc& computed) const {
-    return activation_binding(arg, plain_desc(src_dims, dt), exchanged(src_dims, op_.ic), computed);
+  OperandBinding src_binding(const char* name, int arg, const memory::desc& computed) const {
+    return activation_binding(name, arg, plain_desc(src_dims, dt), exchanged(src_dims, op_.ic),
+                              computed);
   }
-  OperandBinding dst_binding(int arg, const memory::desc& computed) const {
-    return activation_binding(arg, plain_desc(dst_dims, dt), exchanged(dst_dims, op_.oc), computed);
+  OperandBinding dst_binding(const char* name, int arg, const memory::desc& computed) const {
+    return activation_binding(name, arg, plain_desc(dst_dims, dt), exchanged(dst_dims, op_.oc),
+                              computed);
   }
   // Weights (or their gradient, of `type`) exchanged plain, staged into `wanted`.
-  OperandBinding weights_binding(int arg, memory::data_type type,
+  OperandBinding weights_binding(const char* name, int arg, memory::data_type type,
                                  const memory::desc& wanted) const {
     const memory::desc plain(weight_dims, type, tag::oihw);
-    return chained_ ? OperandBinding{arg, plain, plain, wanted}
-                    : OperandBinding{arg, plain, wanted};
+    return chained_ ? OperandBinding{name, arg, plain, plain, wanted}
+                    : OperandBinding{name, arg, plain, wanted};
   }
 
   const memory::data_type dt = to_dnnl(op_.dtype);
@@ -131,10 +119,11 @@ class ConvMemories {
   memory::desc exchanged(const dims& shape, memory::dim channels) const {
     return memory::desc(shape, dt, activation_tag(op_.layout, channels, shared_));
   }
-  OperandBinding activation_binding(int arg, const memory::desc& plain, const memory::desc& caller,
+  OperandBinding activation_binding(const char* name, int arg, const memory::desc& plain,
+                                    const memory::desc& caller,
                                     const memory::desc& computed) const {
-    return chained_ ? OperandBinding{arg, plain, caller, computed}
-                    : OperandBinding{arg, plain, computed};
+    return chained_ ? OperandBinding{name, arg, plain, caller, computed}
+                    : OperandBinding{name, arg, plain, computed};
   }
 };
 
@@ -156,12 +145,13 @@ Status plan_conv_epilogue(const dnnl::engine& engine, dnnl::stream& stream, cons
   const auto fused = api::conv_forward(engine, dnnl::prop_kind::forward_training, m.algorithm,
                                        m.src(), m.weights(m.dt), bias_plain, m.dst(), m.strides,
                                        m.padding, m.padding, fused_attr);
-  return make(out, engine, stream, dnnl::convolution_forward(fused), fused,
-              bind_operands(conv_operands(op),
-                            {m.src_binding(DNNL_ARG_SRC, fused.src_desc()),
-                             m.weights_binding(DNNL_ARG_WEIGHTS, m.dt, fused.weights_desc()),
-                             {DNNL_ARG_BIAS, bias_plain, fused.bias_desc()},
-                             m.dst_binding(DNNL_ARG_DST, fused.dst_desc())}));
+  return make(
+      out, engine, stream, dnnl::convolution_forward(fused), fused,
+      bind_operands(conv_operands(op),
+                    {m.src_binding("src", DNNL_ARG_SRC, fused.src_desc()),
+                     m.weights_binding("weights", DNNL_ARG_WEIGHTS, m.dt, fused.weights_desc()),
+                     {"bias", DNNL_ARG_BIAS, bias_plain, fused.bias_desc()},
+                     m.dst_binding("dst", DNNL_ARG_DST, fused.dst_desc())}));
 }
 
 Status plan_conv_computing(const dnnl::engine& engine, dnnl::stream& stream, const ConvOp& op,
@@ -176,30 +166,32 @@ Status plan_conv_computing(const dnnl::engine& engine, dnnl::stream& stream, con
   const std::vector<OperandSpec> specs = conv_operands(op);
   switch (op.direction) {
     case ConvDirection::forward:
-      return make(
-          out, engine, stream, dnnl::convolution_forward(forward), forward,
-          bind_operands(specs, {m.src_binding(DNNL_ARG_SRC, forward.src_desc()),
-                                m.weights_binding(DNNL_ARG_WEIGHTS, m.dt, forward.weights_desc()),
-                                m.dst_binding(DNNL_ARG_DST, forward.dst_desc())}));
+      return make(out, engine, stream, dnnl::convolution_forward(forward), forward,
+                  bind_operands(specs, {m.src_binding("src", DNNL_ARG_SRC, forward.src_desc()),
+                                        m.weights_binding("weights", DNNL_ARG_WEIGHTS, m.dt,
+                                                          forward.weights_desc()),
+                                        m.dst_binding("dst", DNNL_ARG_DST, forward.dst_desc())}));
     case ConvDirection::backward_data: {
       const auto pd =
           api::conv_backward_data(engine, m.algorithm, m.src(), m.weights(m.dt), m.dst(), m.strides,
                                   m.padding, m.padding, attr, forward);
       return make(
           out, engine, stream, dnnl::convolution_backward_data(pd), pd,
-          bind_operands(specs, {m.dst_binding(DNNL_ARG_DIFF_DST, pd.diff_dst_desc()),
-                                m.weights_binding(DNNL_ARG_WEIGHTS, m.dt, pd.weights_desc()),
-                                m.src_binding(DNNL_ARG_DIFF_SRC, pd.diff_src_desc())}));
+          bind_operands(specs,
+                        {m.dst_binding("diff_dst", DNNL_ARG_DIFF_DST, pd.diff_dst_desc()),
+                         m.weights_binding("weights", DNNL_ARG_WEIGHTS, m.dt, pd.weights_desc()),
+                         m.src_binding("diff_src", DNNL_ARG_DIFF_SRC, pd.diff_src_desc())}));
     }
     case ConvDirection::backward_weights: {
       const auto pd =
           api::conv_backward_weights(engine, m.algorithm, m.src(), m.weights(kDiffWeightsType),
                                      m.dst(), m.strides, m.padding, m.padding, attr, forward);
-      return make(out, engine, stream, dnnl::convolution_backward_weights(pd), pd,
-                  bind_operands(specs, {m.src_binding(DNNL_ARG_SRC, pd.src_desc()),
-                                        m.dst_binding(DNNL_ARG_DIFF_DST, pd.diff_dst_desc()),
-                                        m.weights_binding(DNNL_ARG_DIFF_WEIGHTS, kDiffWeightsType,
-                                                          pd.diff_weights_desc())}));
+      return make(
+          out, engine, stream, dnnl::convolution_backward_weights(pd), pd,
+          bind_operands(specs, {m.src_binding("src", DNNL_ARG_SRC, pd.src_desc()),
+                                m.dst_binding("diff_dst", DNNL_ARG_DIFF_DST, pd.diff_dst_desc()),
+                                m.weights_binding("diff_weights", DNNL_ARG_DIFF_WEIGHTS,
+                                                  kDiffWeightsType, pd.diff_weights_desc())}));
     }
   }
   return Status::InvalidArgument("unknown convolution direction");
@@ -238,12 +230,13 @@ Status plan_batch_norm_computing(const dnnl::engine& engine, dnnl::stream& strea
     if (both_passes_optimized)
       *both_passes_optimized = !is_reference_implementation(inference.impl_info_str());
     return make(out, engine, stream, dnnl::batch_normalization_forward(inference), inference,
-                bind_operands(batch_norm_operands(op), {{DNNL_ARG_SRC, plain, exchanged, data},
-                                                        {DNNL_ARG_SCALE, channel, channel},
-                                                        {DNNL_ARG_SHIFT, channel, channel},
-                                                        {DNNL_ARG_MEAN, channel, channel},
-                                                        {DNNL_ARG_VARIANCE, channel, channel},
-                                                        {DNNL_ARG_DST, plain, exchanged, data}}));
+                bind_operands(batch_norm_operands(op),
+                              {{"src", DNNL_ARG_SRC, plain, exchanged, data},
+                               {"gamma", DNNL_ARG_SCALE, channel, channel},
+                               {"beta", DNNL_ARG_SHIFT, channel, channel},
+                               {"running_mean", DNNL_ARG_MEAN, channel, channel},
+                               {"running_var", DNNL_ARG_VARIANCE, channel, channel},
+                               {"dst", DNNL_ARG_DST, plain, exchanged, data}}));
   }
   const auto forward = api::batch_norm_forward(engine, dnnl::prop_kind::forward_training, data,
                                                op.epsilon, flags, attr);
@@ -255,32 +248,37 @@ Status plan_batch_norm_computing(const dnnl::engine& engine, dnnl::stream& strea
                              !is_reference_implementation(backward.impl_info_str());
   if (op.pass == Pass::forward) {
     std::vector<OperandBinding> bindings = {
-        {DNNL_ARG_SRC, plain, exchanged, data},      {DNNL_ARG_SCALE, channel, channel},
-        {DNNL_ARG_SHIFT, channel, channel},          {DNNL_ARG_DST, plain, exchanged, data},
-        {DNNL_ARG_MEAN, channel, channel},           {DNNL_ARG_VARIANCE, channel, channel},
-        {OneDnnPlan::kNoArgument, channel, channel}, {OneDnnPlan::kNoArgument, channel, channel}};
-    if (op.fuse_relu) bindings.push_back({DNNL_ARG_WORKSPACE, mask, mask});
+        {"src", DNNL_ARG_SRC, plain, exchanged, data},
+        {"gamma", DNNL_ARG_SCALE, channel, channel},
+        {"beta", DNNL_ARG_SHIFT, channel, channel},
+        {"dst", DNNL_ARG_DST, plain, exchanged, data},
+        {"mean", DNNL_ARG_MEAN, channel, channel},
+        {"variance", DNNL_ARG_VARIANCE, channel, channel},
+        {"running_mean", OneDnnPlan::kNoArgument, channel, channel},
+        {"running_var", OneDnnPlan::kNoArgument, channel, channel}};
+    if (op.fuse_relu) bindings.push_back({"relu_mask", DNNL_ARG_WORKSPACE, mask, mask});
     // oneDNN computes the batch statistics; the running ones are ours to keep.
     const std::int64_t channels = op.channels, reduced = op.mb * op.h * op.w;
     const float momentum = op.momentum;
-    auto epilogue = [channels, reduced, momentum](std::span<const Buffer> b) {
-      cpu::update_running_stats(static_cast<const float*>(b[4].data),
-                                static_cast<const float*>(b[5].data), channels, reduced, momentum,
-                                static_cast<float*>(b[6].data), static_cast<float*>(b[7].data));
+    auto epilogue = [channels, reduced, momentum](const BoundOperands& b) {
+      cpu::update_running_stats(b.in<float>("mean"), b.in<float>("variance"), channels, reduced,
+                                momentum, b.out<float>("running_mean"),
+                                b.out<float>("running_var"));
     };
     return make(out, engine, stream, dnnl::batch_normalization_forward(forward), forward,
                 bind_operands(specs, bindings), epilogue);
   }
-  std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, plain, exchanged, data},
-                                          {DNNL_ARG_DIFF_DST, plain, exchanged, data},
-                                          {DNNL_ARG_SCALE, channel, channel},
-                                          {api::batch_norm_backward_shift_arg(), channel, channel},
-                                          {DNNL_ARG_MEAN, channel, channel},
-                                          {DNNL_ARG_VARIANCE, channel, channel}};
-  if (op.fuse_relu) bindings.push_back({DNNL_ARG_WORKSPACE, mask, mask});
-  bindings.push_back({DNNL_ARG_DIFF_SRC, plain, exchanged, data});
-  bindings.push_back({DNNL_ARG_DIFF_SCALE, channel, channel});
-  bindings.push_back({DNNL_ARG_DIFF_SHIFT, channel, channel});
+  std::vector<OperandBinding> bindings = {
+      {"src", DNNL_ARG_SRC, plain, exchanged, data},
+      {"diff_dst", DNNL_ARG_DIFF_DST, plain, exchanged, data},
+      {"gamma", DNNL_ARG_SCALE, channel, channel},
+      {"beta", api::batch_norm_backward_shift_arg(), channel, channel},
+      {"mean", DNNL_ARG_MEAN, channel, channel},
+      {"variance", DNNL_ARG_VARIANCE, channel, channel}};
+  if (op.fuse_relu) bindings.push_back({"relu_mask", DNNL_ARG_WORKSPACE, mask, mask});
+  bindings.push_back({"diff_src", DNNL_ARG_DIFF_SRC, plain, exchanged, data});
+  bindings.push_back({"diff_gamma", DNNL_ARG_DIFF_SCALE, channel, channel});
+  bindings.push_back({"diff_beta", DNNL_ARG_DIFF_SHIFT, channel, channel});
   return make(out, engine, stream, dnnl::batch_normalization_backward(backward), backward,
               bind_operands(specs, bindings));
 }
@@ -326,15 +324,16 @@ Status plan_pool_computing(const dnnl::engine& engine, dnnl::stream& stream, con
     *both_passes_optimized = !is_reference_implementation(forward.impl_info_str()) &&
                              !is_reference_implementation(backward.impl_info_str());
   if (op.pass == Pass::forward) {
-    std::vector<OperandBinding> bindings = {{DNNL_ARG_SRC, src_plain, src_exchanged, src},
-                                            {DNNL_ARG_DST, dst_plain, dst_exchanged, dst}};
-    if (max) bindings.push_back({DNNL_ARG_WORKSPACE, indices, indices});
+    std::vector<OperandBinding> bindings = {{"src", DNNL_ARG_SRC, src_plain, src_exchanged, src},
+                                            {"dst", DNNL_ARG_DST, dst_plain, dst_exchanged, dst}};
+    if (max) bindings.push_back({"indices", DNNL_ARG_WORKSPACE, indices, indices});
     return make(out, engine, stream, dnnl::pooling_forward(forward), forward,
                 bind_operands(specs, bindings));
   }
-  std::vector<OperandBinding> bindings = {{DNNL_ARG_DIFF_DST, dst_plain, dst_exchanged, dst}};
-  if (max) bindings.push_back({DNNL_ARG_WORKSPACE, indices, indices});
-  bindings.push_back({DNNL_ARG_DIFF_SRC, src_plain, src_exchanged, src});
+  std::vector<OperandBinding> bindings = {
+      {"diff_dst", DNNL_ARG_DIFF_DST, dst_plain, dst_exchanged, dst}};
+  if (max) bindings.push_back({"indices", DNNL_ARG_WORKSPACE, indices, indices});
+  bindings.push_back({"diff_src", DNNL_ARG_DIFF_SRC, src_plain, src_exchanged, src});
   return make(out, engine, stream, dnnl::pooling_backward(backward), backward,
               bind_operands(specs, bindings));
 }
@@ -349,10 +348,6 @@ Status plan_pool(const dnnl::engine& engine, dnnl::stream& stream, const PoolOp&
                optimized;
       });
   return plan_pool_computing(engine, stream, op, shared, computing, out);
-}
-
-OperandSpec flat_spec(const char* name, DType dtype, std::int64_t count, bool is_output) {
-  return {name, dtype, {count}, 0, is_output};
 }
 
 Status plan_eltwise(const dnnl::engine& engine, dnnl::stream& stream, const EltwiseOp& op,
@@ -371,12 +366,14 @@ Status plan_eltwise(const dnnl::engine& engine, dnnl::stream& stream, const Eltw
   const std::vector<OperandSpec> specs = eltwise_operands(op);
   if (op.pass == Pass::forward)
     return make(out, engine, stream, dnnl::eltwise_forward(forward), forward,
-                bind_operands(specs, {{DNNL_ARG_SRC, data, data}, {DNNL_ARG_DST, data, data}}));
+                bind_operands(
+                    specs, {{"src", DNNL_ARG_SRC, data, data}, {"dst", DNNL_ARG_DST, data, data}}));
   const auto pd = api::eltwise_backward(engine, algorithm, data, attr, forward);
   return make(out, engine, stream, dnnl::eltwise_backward(pd), pd,
-              bind_operands(specs, {{from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, data, data},
-                                    {DNNL_ARG_DIFF_DST, data, data},
-                                    {DNNL_ARG_DIFF_SRC, data, data}}));
+              bind_operands(specs, {{from_dst ? "dst" : "src",
+                                     from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, data, data},
+                                    {"diff_dst", DNNL_ARG_DIFF_DST, data, data},
+                                    {"diff_src", DNNL_ARG_DIFF_SRC, data, data}}));
 }
 
 Status plan_layer_norm(const dnnl::engine& engine, dnnl::stream& stream, const LayerNormOp& op,
@@ -391,23 +388,23 @@ Status plan_layer_norm(const dnnl::engine& engine, dnnl::stream& stream, const L
   const std::vector<OperandSpec> specs = layer_norm_operands(op);
   if (op.pass == Pass::forward)
     return make(out, engine, stream, dnnl::layer_normalization_forward(forward), forward,
-                bind_operands(specs, {{DNNL_ARG_SRC, data, data},
-                                      {DNNL_ARG_SCALE, column, column},
-                                      {DNNL_ARG_SHIFT, column, column},
-                                      {DNNL_ARG_DST, data, data},
-                                      {DNNL_ARG_MEAN, row, row},
-                                      {DNNL_ARG_VARIANCE, row, row}}));
+                bind_operands(specs, {{"src", DNNL_ARG_SRC, data, data},
+                                      {"gamma", DNNL_ARG_SCALE, column, column},
+                                      {"beta", DNNL_ARG_SHIFT, column, column},
+                                      {"dst", DNNL_ARG_DST, data, data},
+                                      {"mean", DNNL_ARG_MEAN, row, row},
+                                      {"variance", DNNL_ARG_VARIANCE, row, row}}));
   const auto pd = api::layer_norm_backward(engine, data, row, op.epsilon, flags, attr, forward);
   return make(out, engine, stream, dnnl::layer_normalization_backward(pd), pd,
-              bind_operands(specs, {{DNNL_ARG_SRC, data, data},
-                                    {DNNL_ARG_DIFF_DST, data, data},
-                                    {DNNL_ARG_SCALE, column, column},
-                                    {DNNL_ARG_SHIFT, column, column},
-                                    {DNNL_ARG_MEAN, row, row},
-                                    {DNNL_ARG_VARIANCE, row, row},
-                                    {DNNL_ARG_DIFF_SRC, data, data},
-                                    {DNNL_ARG_DIFF_SCALE, column, column},
-                                    {DNNL_ARG_DIFF_SHIFT, column, column}}));
+              bind_operands(specs, {{"src", DNNL_ARG_SRC, data, data},
+                                    {"diff_dst", DNNL_ARG_DIFF_DST, data, data},
+                                    {"gamma", DNNL_ARG_SCALE, column, column},
+                                    {"beta", DNNL_ARG_SHIFT, column, column},
+                                    {"mean", DNNL_ARG_MEAN, row, row},
+                                    {"variance", DNNL_ARG_VARIANCE, row, row},
+                                    {"diff_src", DNNL_ARG_DIFF_SRC, data, data},
+                                    {"diff_gamma", DNNL_ARG_DIFF_SCALE, column, column},
+                                    {"diff_beta", DNNL_ARG_DIFF_SHIFT, column, column}}));
 }
 
 Status plan_add(const dnnl::engine& engine, dnnl::stream& stream, const BinaryOp& op,
@@ -421,9 +418,9 @@ Status plan_add(const dnnl::engine& engine, dnnl::stream& stream, const BinaryOp
   }
   const auto pd = api::binary(engine, dnnl::algorithm::binary_add, data, data, data, attr);
   return make(out, engine, stream, dnnl::binary(pd), pd,
-              {{flat_spec("src0", op.dtype, op.count, false), DNNL_ARG_SRC_0, data, data},
-               {flat_spec("src1", op.dtype, op.count, false), DNNL_ARG_SRC_1, data, data},
-               {flat_spec("dst", op.dtype, op.count, true), DNNL_ARG_DST, data, data}});
+              bind_operands(binary_operands(op), {{"src0", DNNL_ARG_SRC_0, data, data},
+                                                  {"src1", DNNL_ARG_SRC_1, data, data},
+                                                  {"dst", DNNL_ARG_DST, data, data}}));
 }
 
 bool dnnl_row_major_sgemm(char trans_a, char trans_b, std::int64_t m, std::int64_t n,
@@ -443,7 +440,8 @@ class SgemmFullyConnectedPlan final : public cpu::CpuPlan {
     implementation_ = "dnnl_sgemm";
   }
   Status run(std::span<const Buffer> operands, Buffer) override {
-    return cpu::fully_connected_with_gemm(op_, operands, &dnnl_row_major_sgemm);
+    return cpu::fully_connected_with_gemm(op_, BoundOperands(operands_, operands),
+                                          &dnnl_row_major_sgemm);
   }
 
  private:
@@ -469,29 +467,30 @@ Status plan_fully_connected(const dnnl::engine& engine, dnnl::stream& stream,
   const std::vector<OperandSpec> specs = fully_connected_operands(op);
   switch (op.direction) {
     case ConvDirection::forward:
-      return make(
-          out, engine, stream, dnnl::inner_product_forward(forward), forward,
-          bind_operands(specs, {{DNNL_ARG_SRC, src, src},
-                                {DNNL_ARG_WEIGHTS, weights, weights, forward.weights_desc()},
-                                {DNNL_ARG_BIAS, bias, bias},
-                                {DNNL_ARG_DST, dst, dst}}));
+      return make(out, engine, stream, dnnl::inner_product_forward(forward), forward,
+                  bind_operands(specs, {{"src", DNNL_ARG_SRC, src, src},
+                                        {"weights", DNNL_ARG_WEIGHTS, weights, weights,
+                                         forward.weights_desc()},
+                                        {"bias", DNNL_ARG_BIAS, bias, bias},
+                                        {"dst", DNNL_ARG_DST, dst, dst}}));
     case ConvDirection::backward_data: {
       const auto pd =
           api::inner_product_backward_data(engine, src, any(weights), dst, attr, forward);
-      return make(out, engine, stream, dnnl::inner_product_backward_data(pd), pd,
-                  bind_operands(specs, {{DNNL_ARG_DIFF_DST, dst, dst},
-                                        {DNNL_ARG_WEIGHTS, weights, weights, pd.weights_desc()},
-                                        {DNNL_ARG_DIFF_SRC, src, src}}));
+      return make(
+          out, engine, stream, dnnl::inner_product_backward_data(pd), pd,
+          bind_operands(specs, {{"diff_dst", DNNL_ARG_DIFF_DST, dst, dst},
+                                {"weights", DNNL_ARG_WEIGHTS, weights, weights, pd.weights_desc()},
+                                {"diff_src", DNNL_ARG_DIFF_SRC, src, src}}));
     }
     case ConvDirection::backward_weights: {
       const auto pd = api::inner_product_backward_weights(engine, src, any(diff_weights), diff_bias,
                                                           dst, attr, forward);
       return make(out, engine, stream, dnnl::inner_product_backward_weights(pd), pd,
-                  bind_operands(specs, {{DNNL_ARG_SRC, src, src},
-                                        {DNNL_ARG_DIFF_DST, dst, dst},
-                                        {DNNL_ARG_DIFF_WEIGHTS, diff_weights, diff_weights,
-                                         pd.diff_weights_desc()},
-                                        {DNNL_ARG_DIFF_BIAS, diff_bias, diff_bias}}));
+                  bind_operands(specs, {{"src", DNNL_ARG_SRC, src, src},
+                                        {"diff_dst", DNNL_ARG_DIFF_DST, dst, dst},
+                                        {"diff_weights", DNNL_ARG_DIFF_WEIGHTS, diff_weights,
+                                         diff_weights, pd.diff_weights_desc()},
+                                        {"diff_bias", DNNL_ARG_DIFF_BIAS, diff_bias, diff_bias}}));
     }
   }
   return Status::InvalidArgument("unknown fully connected direction");
@@ -519,6 +518,22 @@ Status LayerPlanner::plan(const BinaryOp& op) const {
 }
 Status LayerPlanner::plan(const FullyConnectedOp& op) const {
   return plan_fully_connected(engine_, stream_, op, out_);
+}
+
+std::vector<OneDnnPlan::Operand> bind_operands(const std::vector<OperandSpec>& specs,
+                                               const std::vector<OperandBinding>& bindings) {
+  std::vector<OneDnnPlan::Operand> operands;
+  for (const OperandSpec& spec : specs) {
+    const auto binding = std::find_if(bindings.begin(), bindings.end(),
+                                      [&](const OperandBinding& b) { return spec.name == b.name; });
+    if (binding == bindings.end())
+      throw std::logic_error(fmt::format("oneDNN: operand '{}' is not bound", spec.name));
+    operands.push_back({spec, binding->arg, binding->plain, binding->planned, binding->primitive});
+  }
+  if (operands.size() != bindings.size())
+    throw std::logic_error(
+        fmt::format("oneDNN: {} bindings for {} operands", bindings.size(), operands.size()));
+  return operands;
 }
 
 }  // namespace tb::onednn

@@ -115,7 +115,7 @@ Status OneDnnPlan::run(std::span<const Buffer> operands, Buffer workspace) try {
   for (Staging& staging : staged_outputs_)
     staging.reorder.execute(stream_, staging.staged, staging.caller);
   stream_.wait();
-  if (epilogue_) epilogue_(operands);
+  if (epilogue_) epilogue_(BoundOperands(operands_, operands));
   return Status::Ok();
 } catch (const dnnl::error& e) {
   return Status::Failed(fmt::format("oneDNN {}: {}", implementation_, e.what()));

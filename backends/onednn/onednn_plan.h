@@ -16,6 +16,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/onednn/onednn_layout.h"
+#include "backends/operands.h"
 
 namespace tb::onednn {
 
@@ -43,7 +44,7 @@ class OneDnnPlan final : public cpu::CpuPlan {
     memory::desc primitive = {};  // empty when it equals planned
   };
   // Work done after the primitive, on the caller's operand buffers (running statistics).
-  using Epilogue = std::function<void(std::span<const Buffer>)>;
+  using Epilogue = std::function<void(const BoundOperands&)>;
 
   OneDnnPlan(const dnnl::engine& engine, dnnl::stream& stream, dnnl::primitive primitive,
              const dnnl::primitive_desc_base& pd, std::vector<Operand> operands,
@@ -76,6 +77,19 @@ class OneDnnPlan final : public cpu::CpuPlan {
   std::unordered_map<int, memory> args_;
   Epilogue epilogue_;
 };
+
+// What one declared operand is to the primitive: its argument and descriptors, for the
+// operand called `name` (backends/operands.cpp declares the names and their order).
+struct OperandBinding {
+  const char* name;
+  int arg;
+  memory::desc plain, planned, primitive = {};
+};
+
+// The plan's operand list, in the order the op's `specs` declare, each with the binding of its
+// name. Throws std::logic_error for an operand left unbound or a binding of an undeclared name.
+std::vector<OneDnnPlan::Operand> bind_operands(const std::vector<OperandSpec>& specs,
+                                               const std::vector<OperandBinding>& bindings);
 
 // Plans the training ops (batch norm, pooling, ReLU, add, fully connected) and convolutions
 // whose layout is plain or native, with `shared` the native activation layout of the op's

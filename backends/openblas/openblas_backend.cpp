@@ -66,7 +66,9 @@ class GemmPlan final : public cpu::CpuPlan {
     const GemmOperandLayout la = gemm_layout(op_, GemmOperand::a),
                             lb = gemm_layout(op_, GemmOperand::b),
                             lc = gemm_layout(op_, GemmOperand::c);
-    float* c = static_cast<float*>(operands[2].data);
+    const BoundOperands bound(operands_, operands);
+    const void *a = bound.buffer("a").data, *b = bound.buffer("b").data;
+    float* c = bound.out<float>("c");
     for (std::int64_t batch = 0; batch < op_.batch; ++batch)
       for (std::int64_t head = 0; head < op_.heads; ++head) {
         float* c_at = c + batch * lc.batch + head * lc.head;
@@ -75,15 +77,13 @@ class GemmPlan final : public cpu::CpuPlan {
         if (op_.a_type == DType::bf16) {
 #ifdef TRAINBENCH_OPENBLAS_HAS_SBGEMM
           cblas_sbgemm(CblasRowMajor, ta, tb, m, n, k, op_.alpha,
-                       static_cast<const bfloat16*>(operands[0].data) + a_at, la.ld,
-                       static_cast<const bfloat16*>(operands[1].data) + b_at, lb.ld, op_.beta, c_at,
-                       lc.ld);
+                       static_cast<const bfloat16*>(a) + a_at, la.ld,
+                       static_cast<const bfloat16*>(b) + b_at, lb.ld, op_.beta, c_at, lc.ld);
 #endif
         } else {
           cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, op_.alpha,
-                      static_cast<const float*>(operands[0].data) + a_at, la.ld,
-                      static_cast<const float*>(operands[1].data) + b_at, lb.ld, op_.beta, c_at,
-                      lc.ld);
+                      static_cast<const float*>(a) + a_at, la.ld,
+                      static_cast<const float*>(b) + b_at, lb.ld, op_.beta, c_at, lc.ld);
         }
       }
     return Status::Ok();
@@ -113,11 +113,13 @@ class ConvPlan final : public cpu::CpuPlan {
   }
 
   Status run(std::span<const Buffer> operands, Buffer workspace) override {
-    const float* in0 = static_cast<const float*>(operands[0].data);
-    const float* in1 = static_cast<const float*>(operands[1].data);
-    const bool epilogue = op_.epilogue != ConvEpilogue::none;
-    const float* bias = epilogue ? static_cast<const float*>(operands[2].data) : nullptr;
-    float* out = static_cast<float*>(operands[epilogue ? 3 : 2].data);
+    const BoundOperands bound(operands_, operands);
+    // Each direction reads two of these and writes `out`.
+    const float *src = bound.in_if<float>("src"), *weights = bound.in_if<float>("weights"),
+                *diff_dst = bound.in_if<float>("diff_dst"), *bias = bound.in_if<float>("bias");
+    float* out = bound.out<float>(op_.direction == ConvDirection::forward         ? "dst"
+                                  : op_.direction == ConvDirection::backward_data ? "diff_src"
+                                                                                  : "diff_weights");
     float* col = static_cast<float*>(workspace.data);
     const blasint oc = static_cast<blasint>(op_.oc), patch = static_cast<blasint>(patch_size()),
                   pixels = static_cast<blasint>(this->pixels());
@@ -125,17 +127,17 @@ class ConvPlan final : public cpu::CpuPlan {
     for (std::int64_t n = 0; n < op_.mb; ++n) {
       switch (op_.direction) {
         case ConvDirection::forward: {  // dst_n = W x col(src_n)
-          const float* columns = columns_of(in0 + n * src_image, col);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, oc, pixels, patch, 1.0f, in1,
+          const float* columns = columns_of(src + n * src_image, col);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, oc, pixels, patch, 1.0f, weights,
                       patch, columns, pixels, 0.0f, out + n * dst_image, pixels);
-          if (epilogue) add_bias(bias, out + n * dst_image);
+          if (bias) add_bias(bias, out + n * dst_image);
           break;
         }
         case ConvDirection::backward_data: {  // diff_src_n = col2im(W^T x diff_dst_n)
           float* image = out + n * src_image;
           float* columns = identity_ ? image : col;
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, patch, pixels, oc, 1.0f, in1, patch,
-                      in0 + n * dst_image, pixels, 0.0f, columns, pixels);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, patch, pixels, oc, 1.0f, weights,
+                      patch, diff_dst + n * dst_image, pixels, 0.0f, columns, pixels);
           if (!identity_) {
             std::memset(image, 0, static_cast<std::size_t>(src_image) * sizeof(float));
             cpu::col2im(*kernels_, op_, columns, image);
@@ -143,9 +145,9 @@ class ConvPlan final : public cpu::CpuPlan {
           break;
         }
         case ConvDirection::backward_weights: {  // diff_W += diff_dst_n x col(src_n)^T
-          const float* columns = columns_of(in0 + n * src_image, col);
+          const float* columns = columns_of(src + n * src_image, col);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, oc, patch, pixels, 1.0f,
-                      in1 + n * dst_image, pixels, columns, pixels, n == 0 ? 0.0f : 1.0f, out,
+                      diff_dst + n * dst_image, pixels, columns, pixels, n == 0 ? 0.0f : 1.0f, out,
                       patch);
           break;
         }
@@ -201,7 +203,8 @@ class FullyConnectedPlan final : public cpu::CpuPlan {
   }
 
   Status run(std::span<const Buffer> operands, Buffer) override {
-    return cpu::fully_connected_with_gemm(op_, operands, &row_major_sgemm);
+    return cpu::fully_connected_with_gemm(op_, BoundOperands(operands_, operands),
+                                          &row_major_sgemm);
   }
 
  private:

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "backends/cpu/reference.h"
+#include "backends/product_reference.h"
 #include "backends/registry.h"
 #include "workloads/workload.h"
 
@@ -59,17 +60,18 @@ class Agreement : public testing::Test {
   void expect_agreement(const OpDesc& op, const std::vector<std::vector<float>>& inputs,
                         const std::function<cpu::ReferenceValue(std::size_t)>& reference,
                         std::int64_t reduction) {
-    std::vector<std::vector<float>> outputs;
-    for (auto& backend : backends_) outputs.push_back(run_once(*backend, op, inputs));
+    std::vector<std::vector<float>> per_backend;
+    for (auto& backend : backends_) per_backend.push_back(run_once(*backend, op, inputs));
     // Two outputs within the tolerance of the exact value are within twice it of each other.
     const double allowed = 2 * kErrorTolerance;
     const cpu::ErrorScale scale = error_scale(DType::f32, reduction);
-    for (std::size_t other = 1; other < outputs.size(); ++other) {
-      ASSERT_EQ(outputs[other].size(), outputs[0].size());
+    const std::vector<float>& first = per_backend.front();
+    for (std::size_t other = 1; other < per_backend.size(); ++other) {
+      ASSERT_EQ(per_backend[other].size(), first.size());
       double worst = 0;
-      for (std::size_t i = 0; i < outputs[0].size(); ++i) {
+      for (std::size_t i = 0; i < first.size(); ++i) {
         const cpu::ReferenceValue ref = reference(i);
-        worst = std::max(worst, scale.error(outputs[0][i], {outputs[other][i], ref.squares}));
+        worst = std::max(worst, scale.error(first[i], {per_backend[other][i], ref.squares}));
       }
       EXPECT_LE(worst, allowed) << backends_[0]->name() << " vs " << backends_[other]->name();
     }
@@ -116,7 +118,9 @@ TEST_F(Agreement, ConvEveryDirection) {
       op, {src, weights},
       [&](std::size_t i) {
         const auto x = split(i, op.oc, oh, ow);
-        return cpu::conv_forward_reference(op, src.data(), weights.data(), x[0], x[1], x[2], x[3]);
+        const reference::ProductSum sum =
+            reference::conv_forward_element(op, src.data(), weights.data(), x[0], x[1], x[2], x[3]);
+        return cpu::ReferenceValue{sum.value, sum.squares};
       },
       op.ic * op.kh * op.kw);
   op.direction = ConvDirection::backward_data;
@@ -124,8 +128,9 @@ TEST_F(Agreement, ConvEveryDirection) {
       op, {dst, weights},
       [&](std::size_t i) {
         const auto x = split(i, op.ic, op.ih, op.iw);
-        return cpu::conv_backward_data_reference(op, dst.data(), weights.data(), x[0], x[1], x[2],
-                                                 x[3]);
+        const reference::ProductSum sum = reference::conv_backward_data_element(
+            op, dst.data(), weights.data(), x[0], x[1], x[2], x[3]);
+        return cpu::ReferenceValue{sum.value, sum.squares};
       },
       op.oc * op.kh * op.kw);
   op.direction = ConvDirection::backward_weights;
@@ -133,8 +138,9 @@ TEST_F(Agreement, ConvEveryDirection) {
       op, {src, dst},
       [&](std::size_t i) {
         const auto x = split(i, op.ic, op.kh, op.kw);
-        return cpu::conv_backward_weights_reference(op, src.data(), dst.data(), x[0], x[1], x[2],
-                                                    x[3]);
+        const reference::ProductSum sum = reference::conv_backward_weights_element(
+            op, src.data(), dst.data(), x[0], x[1], x[2], x[3]);
+        return cpu::ReferenceValue{sum.value, sum.squares};
       },
       op.mb * oh * ow);
 }

@@ -8,6 +8,7 @@
 #include "backends/cpu/low_precision.h"
 #include "backends/cpu/reference.h"
 #include "backends/cpu/threading.h"
+#include "backends/product_reference.h"
 #include "backends/registry.h"
 
 namespace tb::cpu {
@@ -118,23 +119,80 @@ TEST(Reference, ConvDirectionsAreAdjoint) {
     for (std::int64_t c = 0; c < op.oc; ++c)
       for (std::int64_t h = 0; h < oh; ++h)
         for (std::int64_t v = 0; v < ow; ++v)
-          forward += conv_forward_reference(op, x.data(), w.data(), n, c, h, v).value *
+          forward += reference::conv_forward_element(op, x.data(), w.data(), n, c, h, v).value *
                      y[((n * op.oc + c) * oh + h) * ow + v];
   for (std::int64_t n = 0; n < op.mb; ++n)
     for (std::int64_t c = 0; c < op.ic; ++c)
       for (std::int64_t h = 0; h < op.ih; ++h)
         for (std::int64_t v = 0; v < op.iw; ++v)
-          data += conv_backward_data_reference(op, y.data(), w.data(), n, c, h, v).value *
+          data += reference::conv_backward_data_element(op, y.data(), w.data(), n, c, h, v).value *
                   x[((n * op.ic + c) * op.ih + h) * op.iw + v];
   for (std::int64_t o = 0; o < op.oc; ++o)
     for (std::int64_t c = 0; c < op.ic; ++c)
       for (std::int64_t h = 0; h < op.kh; ++h)
         for (std::int64_t v = 0; v < op.kw; ++v)
-          weights += conv_backward_weights_reference(op, x.data(), y.data(), o, c, h, v).value *
-                     w[((o * op.ic + c) * op.kh + h) * op.kw + v];
+          weights +=
+              reference::conv_backward_weights_element(op, x.data(), y.data(), o, c, h, v).value *
+              w[((o * op.ic + c) * op.kh + h) * op.kw + v];
   EXPECT_NEAR(forward, data, 1e-9);
   EXPECT_NEAR(forward, weights, 1e-9);
   EXPECT_NE(forward, 0);
+}
+
+// A sum carries what both error scales need: validation's sum of squares, the op check's sum of
+// magnitudes; alpha scales every term.
+TEST(ProductReference, ASumKeepsItsSquaresAndMagnitude) {
+  reference::ProductSum sum;
+  sum.add(2, 3);
+  sum.add(-1, 4);
+  EXPECT_EQ(sum.value, 2);
+  EXPECT_EQ(sum.squares, 52);
+  EXPECT_EQ(sum.magnitude, 10);
+  sum.scale(-2);
+  EXPECT_EQ(sum.value, -4);
+  EXPECT_EQ(sum.squares, 208);
+  EXPECT_EQ(sum.magnitude, 20);
+  reference::add_bias(sum, 1.5, /*relu=*/true);  // -2.5, then ReLU
+  EXPECT_EQ(sum.value, 0);
+  EXPECT_EQ(sum.squares, 210.25);
+}
+
+// A fully connected layer's directions (y = x W^T + b, dx = dy W, dW = dy^T x, db = column sums
+// of dy), element by element against the sums written out.
+TEST(ProductReference, FullyConnectedDirections) {
+  FullyConnectedOp fc{.mb = 3, .in = 5, .out = 4};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  auto randoms = [&](std::int64_t n) {
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (double& x : v) x = u(rng);
+    return v;
+  };
+  const auto x = randoms(fc.mb * fc.in), w = randoms(fc.out * fc.in), dy = randoms(fc.mb * fc.out);
+  for (std::int64_t n = 0; n < fc.mb; ++n)
+    for (std::int64_t o = 0; o < fc.out; ++o) {
+      double want = 0;
+      for (std::int64_t i = 0; i < fc.in; ++i) want += x[n * fc.in + i] * w[o * fc.in + i];
+      EXPECT_EQ(reference::fully_connected_element(fc, x.data(), w.data(), n, o).value, want);
+    }
+  fc.direction = ConvDirection::backward_data;
+  for (std::int64_t n = 0; n < fc.mb; ++n)
+    for (std::int64_t i = 0; i < fc.in; ++i) {
+      double want = 0;
+      for (std::int64_t o = 0; o < fc.out; ++o) want += dy[n * fc.out + o] * w[o * fc.in + i];
+      EXPECT_EQ(reference::fully_connected_element(fc, dy.data(), w.data(), n, i).value, want);
+    }
+  fc.direction = ConvDirection::backward_weights;
+  for (std::int64_t o = 0; o < fc.out; ++o) {
+    double column = 0;
+    for (std::int64_t i = 0; i < fc.in; ++i) {
+      double want = 0;
+      for (std::int64_t n = 0; n < fc.mb; ++n) want += dy[n * fc.out + o] * x[n * fc.in + i];
+      EXPECT_EQ(reference::fully_connected_element(fc, dy.data(), x.data(), o, i).value, want);
+    }
+    for (std::int64_t n = 0; n < fc.mb; ++n) column += dy[n * fc.out + o];
+    EXPECT_EQ(reference::fully_connected_bias_gradient_element(fc, dy.data(), o).value, column);
+  }
 }
 
 }  // namespace

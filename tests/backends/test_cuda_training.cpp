@@ -563,9 +563,10 @@ TEST(CudnnAttention, TensorsDescribeTheInterleavedLayoutTheGemmsRead) {
   EXPECT_EQ(tensor.strides, (std::vector<std::int64_t>{q.batch, q.head, q.row, q.col}));
   // ... which is the [batch, sequence, heads, head_dim] order the operands declare.
   const std::vector<OperandSpec> operands = attention_operands(op);
-  EXPECT_EQ(operands[0].dims, (std::vector<std::int64_t>{3, 5, 4, 8}));
-  EXPECT_EQ(operands[5].name, "stats");
-  EXPECT_EQ(operands[5].dtype, DType::f32);
+  const OperandSpec& queries = operands[operand_index(operands, "q")];
+  const OperandSpec& stats = operands[operand_index(operands, "stats")];
+  EXPECT_EQ(queries.dims, (std::vector<std::int64_t>{3, 5, 4, 8}));
+  EXPECT_EQ(stats.dtype, DType::f32);
 }
 
 TEST(CudnnAttention, WhatCudnnCannotRunIsRefusedWithAReason) {
@@ -658,10 +659,11 @@ TEST(CublasLtMapping, RowMajorOperandsMapOntoColumnMajorBatches) {
   int seed = 0;
   for (const GemmOp& op : cases) {
     const std::vector<OperandSpec> specs = gemm_operands(op);
-    const std::vector<double> a = random(specs[0].elements(), ++seed),
-                              b = random(specs[1].elements(), ++seed),
-                              c0 = random(specs[2].elements(), ++seed);
-    const std::vector<double> want = run_op(*cpu, op, {a, b, c0}).at(2);
+    auto elements = [&](const char* name) { return specs[operand_index(specs, name)].elements(); };
+    const std::vector<double> a = random(elements("a"), ++seed), b = random(elements("b"), ++seed),
+                              c0 = random(elements("c"), ++seed);
+    // run_op takes and returns values in the declared order: a, b, c.
+    const std::vector<double> want = run_op(*cpu, op, {a, b, c0}).at(operand_index(specs, "c"));
     std::vector<double> got = c0;
     const LtGemmShape shape = lt_gemm_shape(op);
     emulate_cublaslt(op, shape, a, b, got);

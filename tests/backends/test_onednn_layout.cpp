@@ -10,9 +10,34 @@
 #include "backends/onednn/onednn_api.h"
 #include "backends/onednn/onednn_backend.h"
 #include "backends/onednn/onednn_layout.h"
+#include "backends/onednn/onednn_plan.h"
+#include "backends/operands.h"
 
 namespace tb::onednn {
 namespace {
+
+// A primitive's arguments are bound to the op's operands by name, in the op's order; an
+// operand left unbound or a binding of a name the op does not declare is refused.
+TEST(OneDnnBindings, FollowTheDeclarationByName) {
+  const BinaryOp add{.count = 8};
+  const memory::desc data({8}, memory::data_type::f32, tag::x);
+  const std::vector<OneDnnPlan::Operand> bound =
+      bind_operands(binary_operands(add), {{"dst", DNNL_ARG_DST, data, data},
+                                           {"src1", DNNL_ARG_SRC_1, data, data},
+                                           {"src0", DNNL_ARG_SRC_0, data, data}});
+  ASSERT_EQ(bound.size(), 3u);
+  EXPECT_EQ(bound[0].spec.name, "src0");
+  EXPECT_EQ(bound[0].arg, DNNL_ARG_SRC_0);
+  EXPECT_EQ(bound[2].arg, DNNL_ARG_DST);
+  EXPECT_THROW(bind_operands(binary_operands(add), {{"src0", DNNL_ARG_SRC_0, data, data},
+                                                    {"dst", DNNL_ARG_DST, data, data}}),
+               std::logic_error);
+  EXPECT_THROW(bind_operands(binary_operands(add), {{"src0", DNNL_ARG_SRC_0, data, data},
+                                                    {"src1", DNNL_ARG_SRC_1, data, data},
+                                                    {"dst", DNNL_ARG_DST, data, data},
+                                                    {"bias", DNNL_ARG_BIAS, data, data}}),
+               std::logic_error);
+}
 
 TEST(OneDnnKernels, ReferenceImplementationsAreRecognisedByName) {
   for (const char* name : {"ref:any", "bnorm_ref:any", "gemm:ref", "ref_fused_convolution:any",

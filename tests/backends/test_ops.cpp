@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <stdexcept>
 
+#include "backends/operands.h"
 #include "backends/registry.h"
 #include "workloads/registry.h"
 
@@ -206,6 +209,84 @@ TEST(StatusReason, DefaultsByKindAndNarrowsAtTheSite) {
   const Status placed = narrowed.with_prefix("conv1 (conv): ");  // a step's op keeps its code
   EXPECT_EQ(placed.reason_code(), ReasonCode::isa_lacking);
   EXPECT_EQ(placed.message(), "conv1 (conv): bf16 needs AVX512_CORE");
+}
+
+// Roles are declared with the operands: what the op check reads instead of their names.
+TEST(OperandRoles, AreDeclaredWithTheOperands) {
+  auto roles = [](const std::vector<OperandSpec>& specs) {
+    std::map<std::string, OperandRole> by_name;
+    for (const OperandSpec& spec : specs) by_name[spec.name] = spec.role;
+    return by_name;
+  };
+  BatchNormOp bn{.mb = 2, .channels = 3, .h = 4, .w = 4, .fuse_relu = true};
+  auto forward = roles(batch_norm_operands(bn));
+  EXPECT_EQ(forward["running_mean"], OperandRole::running_statistic);
+  EXPECT_EQ(forward["running_var"], OperandRole::running_statistic);
+  EXPECT_EQ(forward["relu_mask"], OperandRole::workspace);
+  EXPECT_EQ(forward["mean"], OperandRole::value);
+  bn.pass = Pass::backward;
+  EXPECT_EQ(roles(batch_norm_operands(bn))["relu_mask"], OperandRole::workspace);
+
+  const auto adamw = roles(optimizer_operands({.kind = OptimizerKind::adamw, .count = 8}));
+  for (const char* name : {"weights", "m", "v"})
+    EXPECT_EQ(adamw.at(name), OperandRole::updated_in_place) << name;
+  EXPECT_EQ(adamw.at("grads"), OperandRole::value);
+  EXPECT_EQ(roles(optimizer_operands({.count = 8})).at("momentum"), OperandRole::updated_in_place);
+  EXPECT_EQ(roles(unscale_gradients_operands({.count = 8})).at("grads"),
+            OperandRole::updated_in_place);
+
+  EmbeddingOp embedding{.pass = Pass::backward, .tokens = 4, .vocab = 10, .dim = 2};
+  EXPECT_EQ(roles(embedding_operands(embedding)).at("diff_table"), OperandRole::value);
+  embedding.accumulate = true;
+  EXPECT_EQ(roles(embedding_operands(embedding)).at("diff_table"), OperandRole::accumulated);
+  EXPECT_EQ(roles(pool_operands({.kind = PoolKind::max,
+                                 .mb = 1,
+                                 .channels = 1,
+                                 .ih = 2,
+                                 .iw = 2,
+                                 .kh = 2,
+                                 .kw = 2,
+                                 .sh = 2,
+                                 .sw = 2}))
+                .at("indices"),
+            OperandRole::workspace);
+
+  // Only the in-place, accumulated and running operands read their previous contents.
+  for (const OperandSpec& spec : batch_norm_operands(BatchNormOp{}))
+    EXPECT_EQ(spec.reads_previous(), spec.name == "running_mean" || spec.name == "running_var")
+        << spec.name;
+}
+
+// Operands are bound by the names their op declares, whatever their position, and a name the
+// op does not declare, or a write to an input, is refused loudly.
+TEST(BoundOperands, BindByNameAndRefuseWhatTheOpDoesNotDeclare) {
+  BatchNormOp bn{.mb = 2, .channels = 3, .h = 4, .w = 4, .fuse_relu = true};
+  bn.pass = Pass::backward;
+  const std::vector<OperandSpec> specs = batch_norm_operands(bn);
+  std::vector<float> storage(specs.size());
+  std::vector<Buffer> buffers;
+  for (float& slot : storage) buffers.push_back({&slot, sizeof(float)});
+  const BoundOperands b(specs, buffers);
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    EXPECT_EQ(b.buffer(specs[i].name).data, &storage[i]) << specs[i].name;
+  EXPECT_EQ(b.out<float>("diff_src"), &storage[operand_index(specs, "diff_src")]);
+  EXPECT_NE(b.in_if<std::int32_t>("relu_mask"), nullptr);
+  EXPECT_THROW(b.out<float>("src"), std::logic_error);  // an input
+  EXPECT_THROW(b.in<float>("dst"), std::logic_error);   // the forward's, not the backward's
+  EXPECT_EQ(b.out_if<float>("running_mean"), nullptr);
+  bn.fuse_relu = false;
+  const std::vector<OperandSpec> no_mask = batch_norm_operands(bn);
+  EXPECT_FALSE(find_operand(no_mask, "relu_mask").has_value());
+  EXPECT_EQ(BoundOperands(no_mask, buffers).in_if<std::int32_t>("relu_mask"), nullptr);
+  EXPECT_THROW(BoundOperands(specs, std::span(buffers).first(2)), std::logic_error);
+  try {
+    operand_index(no_mask, "relu_mask");
+    ADD_FAILURE() << "no throw";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no operand 'relu_mask' among the op's (src, diff_dst"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
+#include "backends/operands.h"
 #include "models/resnet.h"
 #include "models/sampled_reference.h"
 #include "tests/forwarding_backend.h"
@@ -71,7 +72,8 @@ TEST_P(SampledReference, AgreesWithTheFullF64Op) {
   for (std::size_t o = 0; o < specs.size(); ++o) {
     if (!specs[o].is_output) continue;
     ++outputs;
-    const SampledOutput sampled = sample_reference(op, static_cast<int>(o), inputs, 200, 5);
+    const SampledOutput sampled =
+        sample_reference(op, specs[o].name, OperandValues(specs, inputs), 200, 5);
     ASSERT_EQ(sampled.index.size(), 200u) << specs[o].name;
     for (std::size_t s = 0; s < sampled.index.size(); ++s) {
       const double want = all[o].at(static_cast<std::size_t>(sampled.index[s]));
@@ -145,10 +147,6 @@ bool operands_named(const Plan& plan, std::initializer_list<const char*> names) 
   for (const char* name : names)
     if (plan.operands()[i++].name != name) return false;
   return true;
-}
-
-float* floats(Buffer buffer) {
-  return static_cast<float*>(buffer.data);
 }
 
 // The margin a damage (or its absence) leaves, for the log.
@@ -231,7 +229,9 @@ TEST_F(StepCheck, SampledOutputsCatchAConvolutionOffByATenthOfAPercent) {
   auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
     if (!operands_named(plan, {"src", "weights", "dst"})) return false;
     EXPECT_TRUE(real.execute(plan, b, workspace).ok());
-    for (std::size_t i = 0; i < plan.operands()[2].elements(); ++i) floats(b[2])[i] *= 1.001f;
+    const BoundOperands x(plan.operands(), b);
+    float* dst = x.out<float>("dst");
+    for (std::size_t i = 0; i < x.spec("dst").elements(); ++i) dst[i] *= 1.001f;
     return true;
   };
   const OpCheck out =
@@ -245,11 +245,11 @@ TEST_F(StepCheck, SampledOutputsCatchAConvolutionOffByATenthOfAPercent) {
 // The allowance for a cancelled normalization sum does not hide a wrong one.
 TEST_F(StepCheck, ABatchNormBetaGradientOffByOnePercentFails) {
   auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
-    if (plan.operands().back().name != "diff_beta" || plan.operands()[0].name != "src")
-      return false;
+    const BoundOperands x(plan.operands(), b);
+    if (!x.has("diff_beta") || !x.has("src")) return false;  // a normalization's backward
     EXPECT_TRUE(real.execute(plan, b, workspace).ok());
-    for (std::size_t i = 0; i < plan.operands().back().elements(); ++i)
-      floats(b.back())[i] *= 1.01f;
+    float* diff_beta = x.out<float>("diff_beta");
+    for (std::size_t i = 0; i < x.spec("diff_beta").elements(); ++i) diff_beta[i] *= 1.01f;
     return true;
   };
   const OpCheck out = check(DType::f32, damage);
@@ -273,20 +273,15 @@ TEST_F(StepCheck, ACancelledBatchNormDataGradientIsJudgedByItsTerms) {
   // x |diff_dst|, element by element.
   auto damage_by = [](float scale, float shift) {
     return [=](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
-      const std::vector<OperandSpec>& specs = plan.operands();
-      if (specs.back().name != "diff_beta" || specs[0].name != "src" || specs[0].dims.size() != 4 ||
-          specs[0].dims[2] * specs[0].dims[3] != 1)
-        return false;
+      const BoundOperands x(plan.operands(), b);
+      if (!x.has("diff_beta") || !x.has("src")) return false;  // a normalization's backward
+      const std::vector<std::int64_t>& dims = x.spec("src").dims;
+      if (dims.size() != 4 || dims[2] * dims[3] != 1) return false;
       EXPECT_TRUE(real.execute(plan, b, workspace).ok());
-      auto index = [&](const char* name) {
-        for (std::size_t i = 0; i < specs.size(); ++i)
-          if (specs[i].name == name) return i;
-        return specs.size();
-      };
-      const std::size_t dx = index("diff_src"), dy = index("diff_dst");
-      if (dx == specs.size() || dy == specs.size()) return true;
-      for (std::size_t i = 0; i < specs[dx].elements(); ++i)
-        floats(b[dx])[i] = scale * floats(b[dx])[i] + shift * std::fabs(floats(b[dy])[i]);
+      float* dx = x.out<float>("diff_src");
+      const float* dy = x.in<float>("diff_dst");
+      for (std::size_t i = 0; i < x.spec("diff_src").elements(); ++i)
+        dx[i] = scale * dx[i] + shift * std::fabs(dy[i]);
       return true;
     };
   };
@@ -315,8 +310,10 @@ TEST_F(StepCheck, MasterWeightsRoundedToBf16Fail) {
   auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
     if (!operands_named(plan, {"weights", "grads", "momentum", "hyper"})) return false;
     EXPECT_TRUE(real.execute(plan, b, workspace).ok());
-    for (std::size_t i = 0; i < plan.operands()[0].elements(); ++i)
-      floats(b[0])[i] = cpu::round_to_bf16(floats(b[0])[i]);
+    const BoundOperands x(plan.operands(), b);
+    float* weights = x.out<float>("weights");
+    for (std::size_t i = 0; i < x.spec("weights").elements(); ++i)
+      weights[i] = cpu::round_to_bf16(weights[i]);
     return true;
   };
   expect_caught(DType::f32, damage, "updated weights rounded to bf16", "optimizer");
@@ -324,14 +321,16 @@ TEST_F(StepCheck, MasterWeightsRoundedToBf16Fail) {
 
 TEST_F(StepCheck, AWeightCastThatTruncatesFails) {
   auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
-    if (!operands_named(plan, {"src", "dst"}) || plan.operands()[1].dtype != DType::bf16 ||
-        plan.operands()[0].elements() < 1000)  // the weights' cast, not an activation's
-      return false;
+    if (!operands_named(plan, {"src", "dst"})) return false;
+    const BoundOperands x(plan.operands(), b);
+    if (x.spec("dst").dtype != DType::bf16 || x.spec("src").elements() < 1000)
+      return false;  // the weights' cast, not an activation's
     EXPECT_TRUE(real.execute(plan, b, workspace).ok());
-    auto* out = static_cast<std::uint16_t*>(b[1].data);
-    for (std::size_t i = 0; i < plan.operands()[0].elements(); ++i) {
+    auto* out = x.out<std::uint16_t>("dst");
+    const float* in = x.in<float>("src");
+    for (std::size_t i = 0; i < x.spec("src").elements(); ++i) {
       std::uint32_t bits;
-      std::memcpy(&bits, &floats(b[0])[i], sizeof(bits));
+      std::memcpy(&bits, &in[i], sizeof(bits));
       out[i] = static_cast<std::uint16_t>(bits >> 16);
     }
     return true;

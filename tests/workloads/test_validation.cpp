@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/low_precision.h"
+#include "backends/operands.h"
 #include "backends/registry.h"
 #include "tests/forwarding_backend.h"
 #include "workloads/registry.h"
@@ -21,13 +22,13 @@ namespace {
 
 class DamagingBackend final : public testing_support::ForwardingBackend {
  public:
-  using Damage = std::function<void(std::span<const Buffer>)>;
+  using Damage = std::function<void(const BoundOperands&)>;
   DamagingBackend(Backend& real, Damage damage, bool skip_op)
       : ForwardingBackend(real), damage_(std::move(damage)), skip_op_(skip_op) {}
 
   Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
     if (!skip_op_) TB_RETURN_IF_ERROR(real_.execute(plan, operands, workspace));
-    if (damage_) damage_(operands);
+    if (damage_) damage_(BoundOperands(plan.operands(), operands));
     return Status::Ok();
   }
 
@@ -61,9 +62,8 @@ TEST_F(ValidationCatches, TheUndamagedCasePasses) {
 
 TEST_F(ValidationCatches, OneWrongGemmElement) {
   for (int element : {0, 63 * 64 + 63, 1000}) {
-    const Validation v = validate_with("gemm m=64", [element](std::span<const Buffer> ops) {
-      static_cast<float*>(ops[2].data)[element] += 0.5f;
-    });
+    const Validation v = validate_with(
+        "gemm m=64", [element](const BoundOperands& ops) { ops.out<float>("c")[element] += 0.5f; });
     EXPECT_FALSE(v.passed) << element;
     EXPECT_GT(v.error, v.tolerance);
   }
@@ -71,8 +71,8 @@ TEST_F(ValidationCatches, OneWrongGemmElement) {
 
 TEST_F(ValidationCatches, ASlightlyWrongGemm) {
   // Every output 1e-3 off (relative): far beyond fp32 rounding.
-  const Validation v = validate_with("gemm m=96 n=80 k=200 ta=t", [](std::span<const Buffer> ops) {
-    float* c = static_cast<float*>(ops[2].data);
+  const Validation v = validate_with("gemm m=96 n=80 k=200 ta=t", [](const BoundOperands& ops) {
+    float* c = ops.out<float>("c");
     for (int i = 0; i < 96 * 80; ++i) c[i] *= 1.001f;
   });
   EXPECT_FALSE(v.passed);
@@ -89,40 +89,40 @@ TEST_F(ValidationCatches, AConvolutionEpilogueOffByABias) {
   // Every output 0.05 higher, as a bias added twice would leave it: ReLU's zeros included.
   const char* line = "conv mb=2 ic=8 ih=9 oc=8 kh=3 ph=1 epilogue=bias_relu";
   EXPECT_TRUE(validate_with(line, nullptr).passed);
-  const Validation v = validate_with(line, [](std::span<const Buffer> ops) {
-    float* dst = static_cast<float*>(ops[3].data);
-    for (std::size_t i = 0; i < ops[3].bytes / sizeof(float); ++i) dst[i] += 0.05f;
+  const Validation v = validate_with(line, [](const BoundOperands& ops) {
+    float* dst = ops.out<float>("dst");
+    for (std::size_t i = 0; i < ops.buffer("dst").bytes / sizeof(float); ++i) dst[i] += 0.05f;
   });
   EXPECT_FALSE(v.passed);
 }
 
 TEST_F(ValidationCatches, AnAllZeroOutput) {
-  const Validation v = validate_with("gemm m=32", [](std::span<const Buffer> ops) {
-    std::memset(ops[2].data, 0, 32 * 32 * sizeof(float));
+  const Validation v = validate_with("gemm m=32", [](const BoundOperands& ops) {
+    std::memset(ops.out<float>("c"), 0, 32 * 32 * sizeof(float));
   });
   EXPECT_FALSE(v.passed);
   EXPECT_EQ(v.message, "output is all zeros");
 }
 
 TEST_F(ValidationCatches, OneWrongStreamElement) {
-  const Validation v = validate_with("stream op=triad n=100000", [](std::span<const Buffer> ops) {
-    static_cast<double*>(ops[0].data)[77777] =
-        std::nextafter(static_cast<double*>(ops[0].data)[77777], 2.0);
+  const Validation v = validate_with("stream op=triad n=100000", [](const BoundOperands& ops) {
+    double* a = ops.out<double>("a");  // triad's output
+    a[77777] = std::nextafter(a[77777], 2.0);
   });
   EXPECT_FALSE(v.passed);
   EXPECT_NE(v.message.find("first at 77777"), std::string::npos) << v.message;
 }
 
 TEST_F(ValidationCatches, AWrongDot) {
-  const Validation v = validate_with("stream op=dot n=100000", [](std::span<const Buffer> ops) {
-    *static_cast<double*>(ops[3].data) *= 1.000001;
+  const Validation v = validate_with("stream op=dot n=100000", [](const BoundOperands& ops) {
+    *ops.out<double>("result") *= 1.000001;
   });
   EXPECT_FALSE(v.passed);
 }
 
 TEST_F(ValidationCatches, AWrongPeakAccumulator) {
-  const Validation v = validate_with("peak iterations=100", [](std::span<const Buffer> ops) {
-    static_cast<double*>(ops[0].data)[0] += 1.0 / 4096;
+  const Validation v = validate_with("peak iterations=100", [](const BoundOperands& ops) {
+    ops.out<double>("per_worker")[0] += 1.0 / 4096;
   });
   EXPECT_FALSE(v.passed);
 }
@@ -169,10 +169,20 @@ class PlanDamagingBackend final : public testing_support::ForwardingBackend {
   }
 
   Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
-    const int output = static_cast<int>(plan.operands().size()) - 1;
+    // The product's two inputs (GEMM's a and b; a convolution's by direction) and its output,
+    // by their declaration; a bias aside.
+    const std::vector<OperandSpec>& specs = plan.operands();
+    std::vector<int> inputs;
+    int output = -1;
+    for (int i = 0; i < static_cast<int>(specs.size()); ++i)
+      if (specs[i].is_output)
+        output = i;
+      else if (specs[i].name != "bias")
+        inputs.push_back(i);
+    const int first = inputs.at(0), second = inputs.at(1);
     std::vector<double> in0, in1, c0;
-    TB_RETURN_IF_ERROR(read(plan, 0, operands, &in0));
-    TB_RETURN_IF_ERROR(read(plan, 1, operands, &in1));
+    TB_RETURN_IF_ERROR(read(plan, first, operands, &in0));
+    TB_RETURN_IF_ERROR(read(plan, second, operands, &in1));
     const GemmOp* gemm = std::get_if<GemmOp>(&op_);
     if (gemm && gemm->beta != 0) TB_RETURN_IF_ERROR(read(plan, output, operands, &c0));
     if (damage_ == Damage::tf32_inputs || damage_ == Damage::bf16_inputs ||
@@ -186,13 +196,13 @@ class PlanDamagingBackend final : public testing_support::ForwardingBackend {
             v = damage_ == Damage::tf32_inputs ? cpu::round_to_tf32(static_cast<float>(v))
                                                : cpu::round_to_bf16(static_cast<float>(v));
       }
-      TB_RETURN_IF_ERROR(write(plan, 0, operands, d0));
-      TB_RETURN_IF_ERROR(write(plan, 1, operands, d1));
+      TB_RETURN_IF_ERROR(write(plan, first, operands, d0));
+      TB_RETURN_IF_ERROR(write(plan, second, operands, d1));
     }
     TB_RETURN_IF_ERROR(real_.execute(plan, operands, workspace));
     real_.synchronize();
-    TB_RETURN_IF_ERROR(write(plan, 0, operands, in0));  // restored for the next run
-    TB_RETURN_IF_ERROR(write(plan, 1, operands, in1));
+    TB_RETURN_IF_ERROR(write(plan, first, operands, in0));  // restored for the next run
+    TB_RETURN_IF_ERROR(write(plan, second, operands, in1));
     if (damage_ < Damage::element) return Status::Ok();
 
     std::vector<double> out;
@@ -205,7 +215,7 @@ class PlanDamagingBackend final : public testing_support::ForwardingBackend {
     // tile starts a third of the way down and across.
     std::size_t typical = out.size() / 3;
     while (typical + 1 < out.size() && std::fabs(out[typical]) < rms) ++typical;
-    const auto& dims = plan.operands()[output].dims;
+    const auto& dims = specs[output].dims;
     const std::int64_t columns = dims.back(),
                        rows = static_cast<std::int64_t>(out.size()) / columns;
     const std::int64_t row0 = rows / 3, column0 = columns > 16 ? columns / 3 : 0;
@@ -226,7 +236,7 @@ class PlanDamagingBackend final : public testing_support::ForwardingBackend {
           for (std::size_t i = 0; i < out.size(); ++i) out[i] += gemm->beta * c0[i];
         } else {  // the conv epilogue's bias added twice
           std::vector<double> bias;
-          TB_RETURN_IF_ERROR(read(plan, 2, operands, &bias));
+          TB_RETURN_IF_ERROR(read(plan, operand_index(specs, "bias"), operands, &bias));
           const std::int64_t plane = dims[2] * dims[3];
           for (std::size_t i = 0; i < out.size(); ++i)
             out[i] += bias[(static_cast<std::int64_t>(i) / plane) % dims[1]];
