@@ -12,8 +12,11 @@
 #   archive runs the CPU backends on the GPU machine's CPU.
 # On the GPU machine: tar xJf OUT.tar.xz && trainbench-gpu/run.sh [trainbench arguments]
 #                 or: trainbench-gpu/run.sh check   (GPU tests, then the quick suite on every backend)
+#                 or: trainbench-gpu/run.sh tests   (the GPU tests alone)
+#                 or: trainbench-gpu/run.sh exec test_cuda --gtest_filter='Cudnn*'   (one program)
 #                 or: trainbench-gpu/run.sh gpu -o gpu.json   (the GPU suite, then the PyTorch peers:
-#                     torch.matmul per dtype, Fashion-MNIST time-to-train in f32 and bf16)
+#                     torch.matmul per dtype, the device copy, ResNet-50 and BERT-large steps
+#                     under bf16 AMP, Fashion-MNIST time-to-train in f32 and bf16)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 arch="$(uname -m)"
@@ -78,7 +81,7 @@ needed_libraries() {
 stage="$(mktemp -d)/trainbench-gpu"
 mkdir -p "$stage/bin" "$stage/lib"
 programs=("$build/bench/trainbench")
-for test in test_cuda test_models; do  # the GPU tests: kernels, then whole training steps
+for test in test_cuda test_backends test_models; do  # the GPU tests: kernels, ops, training steps
   [ -x "$build/tests/$test" ] && programs+=("$build/tests/$test")
 done
 cp "${programs[@]}" "$stage/bin/"
@@ -126,16 +129,20 @@ fi
 if [ -d "$here/data/wordnet" ] && [ ! -d /usr/share/wordnet ]; then
   export TRAINBENCH_WORDNET_DIR="${TRAINBENCH_WORDNET_DIR:-$here/data/wordnet}"
 fi
-if [ "${1:-}" = "check" ]; then  # every part runs; the exit status says whether all passed
+if [ "${1:-}" = "check" ] || [ "${1:-}" = "tests" ]; then  # every part runs; the exit status says whether all passed
+  mode="$1"
   shift
   status=0
   [ -x "$here/bin/test_cuda" ] && { "$here/bin/test_cuda" --gtest_brief=1 || status=$?; }
+  # Every op on cuda (the backends' shared op tests) and the backends' agreement.
+  [ -x "$here/bin/test_backends" ] && { "$here/bin/test_backends" --gtest_brief=1 \
+    --gtest_filter='*/cuda:Agreement.*' || status=$?; }
   # The model tests that run on cuda: steps op by op and against f64, the backends' agreement,
   # both layouts, fused attention (the CPU-only ones need Debian's data packages).
   [ -x "$here/bin/test_models" ] && { "$here/bin/test_models" --gtest_brief=1 \
     --gtest_filter='Backends/*/2:CudaLayouts.*:BackendAgreement.*:BertBackendAgreement.*:BertFusedAttention.Cuda*:AttentionGemm.*' ||
     status=$?; }
-  "$here/bin/trainbench" run --suite quick "$@" || status=$?
+  [ "$mode" = "tests" ] || "$here/bin/trainbench" run --suite quick "$@" || status=$?
   exit "$status"
 fi
 if [ "${1:-}" = "gpu" ]; then  # the GPU suite, then torch.matmul on the same GEMMs
@@ -146,11 +153,25 @@ if [ "${1:-}" = "gpu" ]; then  # the GPU suite, then torch.matmul on the same GE
     python3 "$here/pytorch_reference.py" matmul --cuda --m 8192 --dtype "$dtype" \
       -o "pytorch-matmul-$dtype.json" || status=$?
   done
+  python3 "$here/pytorch_reference.py" copy --cuda -o pytorch-copy.json || status=$?
+  # ResNet-50 and BERT-large steps under AMP, as the suite's bf16 cases (eager mode).
+  python3 "$here/pytorch_reference.py" resnet50 --cuda --batch 256 --dtype bf16 --steps 10 \
+    --warmup 3 -o pytorch-resnet50-bf16.json || status=$?
+  for attention in unfused fused; do
+    python3 "$here/pytorch_reference.py" bert --cuda --model large --batch 32 --seq 128 \
+      --dtype bf16 --attention "$attention" --steps 10 --warmup 3 \
+      -o "pytorch-bert-large-bf16-$attention.json" || status=$?
+  done
   for dtype in f32 bf16; do  # the time-to-train peers of the suite's ttt-fashion-mnist cases
     python3 "$here/pytorch_reference.py" fashion-mnist --cuda --dtype "$dtype" \
       -o "pytorch-fashion-mnist-$dtype.json" || status=$?
   done
   exit "$status"
+fi
+if [ "${1:-}" = "exec" ]; then  # exec PROGRAM [ARGS]: one packed program, e.g. a test with a filter
+  program="${2:?exec needs a program in $here/bin}"
+  shift 2
+  exec "$here/bin/$program" "$@"
 fi
 exec "$here/bin/trainbench" "$@"
 RUN

@@ -26,6 +26,10 @@
     torch.matmul on seeded random inputs (output in the inputs' dtype), checked on sampled
     outputs against fp64 and timed back to back: the peer of `gemm ... out=<dtype>`.
 
+  pytorch_reference.py copy [--n 256Mi elements] [--reps 10] [--steps 10] [--cuda] -o report.json
+    Tensor.copy_ between two arrays of fp64 (STREAM's copy), checked element for element and
+    timed back to back, bytes counted once read and once written: the peer of `stream op=copy`.
+
   pytorch_reference.py resnet50-step --state STATE --batch BATCH --width W --classes C -o OUT
     One forward and backward (no update) from trainbench's saved state and batch
     (safetensors files); writes the loss and every parameter gradient to OUT, for trainbench's
@@ -803,6 +807,28 @@ def bert_step(args):
     return write_loss_and_gradients(args.output, loss, model)
 
 
+def plain_backend(name):
+    """A report's backend entry for a peer that measures no peaks of its own."""
+    return {"name": name, "environment": environment(), "available": True,
+            "reason": "", "device": None, "peaks": {}}
+
+
+def seconds_per_rep(work, reps, cuda):
+    """Seconds per call of `work`, timed over `reps` calls back to back (CUDA events on GPU)."""
+    if cuda:
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            work()
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) * 1e-3 / reps
+    began = time.perf_counter()
+    for _ in range(reps):
+        work()
+    return (time.perf_counter() - began) / reps
+
+
 def matmul_bench(args):
     """torch.matmul on seeded random inputs, the peer of trainbench's `gemm m n k dtype` with
     the output in the inputs' dtype (what torch.matmul returns); each sample times `--reps`
@@ -827,18 +853,7 @@ def matmul_bench(args):
     tolerance = {"f32": 1e-5, "tf32": 2e-3, "bf16": 1e-2, "f16": 2e-3}[args.dtype]
 
     def sample():
-        if args.cuda:
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(args.reps):
-                torch.matmul(a, b)
-            stop.record()
-            stop.synchronize()
-            return start.elapsed_time(stop) * 1e-3 / args.reps
-        began = time.perf_counter()
-        for _ in range(args.reps):
-            torch.matmul(a, b)
-        return (time.perf_counter() - began) / args.reps
+        return seconds_per_rep(lambda: torch.matmul(a, b), args.reps, args.cuda)
 
     for _ in range(args.warmup):
         sample()
@@ -863,11 +878,50 @@ def matmul_bench(args):
                              "tolerance": tolerance, "checked": 256, "message": ""},
               "samples_s": samples, "units_per_sample": args.reps, "warmup_runs": args.warmup,
               "stats": stats, "metrics": {"flops": flops, "tflops": flops / stats["median_s"] / 1e12}}
-    backends = [{"name": backend, "variant_of": None, "environment": environment(),
-                 "available": True, "reason": "", "device": None, "peaks": {}}]
-    write_report(args, started, backends, [result])
+    write_report(args, started, [plain_backend(backend)], [result])
     print(f"{backend} {workload}: {flops / stats['median_s'] / 1e12:.1f} TFLOP/s "
           f"(median {stats['median_s'] * 1e3:.3f} ms, sampled error {error:.2g})", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def copy_bench(args):
+    """Tensor.copy_ of n seeded random doubles, the peer of trainbench's `stream op=copy`: bytes
+    counted as STREAM counts them (each array once), CUDA events on the GPU."""
+    device = torch.device("cuda" if args.cuda else "cpu")
+    torch.set_num_threads(args.threads)
+    generator = torch.Generator().manual_seed(args.seed)
+    source = torch.rand(args.n, generator=generator, dtype=torch.float64).to(device)
+    target = torch.empty_like(source)
+    target.copy_(source)
+    ok = bool(torch.equal(target, source))
+    target.zero_()
+
+    def sample():
+        return seconds_per_rep(lambda: target.copy_(source), args.reps, args.cuda)
+
+    for _ in range(args.warmup):
+        sample()
+    samples = [sample() for _ in range(args.steps)]
+    ok = ok and bool(torch.equal(target, source))
+    stats = summarize(samples)
+    moved = 2.0 * 8 * args.n
+    backend = "pytorch-cuda" if args.cuda else "pytorch-cpu"
+    workload = f"stream op=copy n={args.n}"
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = {"workload": workload, "backend": backend, "dtype": "f64",
+              "status": "passed" if ok else "failed",
+              "reason": "" if ok else "the copy differs from its source",
+              "implementation": f"PyTorch {torch.__version__} Tensor.copy_",
+              "math_mode": "strict", "details": {"reps_per_sample": args.reps,
+                                                 "torch_version": torch.__version__},
+              "validation": {"passed": ok, "method": "every element equal to its source",
+                             "error": 0.0 if ok else 1.0, "tolerance": 0.0,
+                             "checked": args.n, "message": ""},
+              "samples_s": samples, "units_per_sample": args.reps, "warmup_runs": args.warmup,
+              "stats": stats, "metrics": {"bytes": moved, "gbps": moved / stats["median_s"] / 1e9}}
+    write_report(args, started, [plain_backend(backend)], [result])
+    print(f"{backend} {workload}: {moved / stats['median_s'] / 1e9:.0f} GB/s "
+          f"(median {stats['median_s'] * 1e3:.3f} ms)", file=sys.stderr)
     return 0 if ok else 1
 
 
@@ -947,8 +1001,18 @@ def main():
     matmul.add_argument("--seed", type=int, default=42)
     matmul.add_argument("--cuda", action="store_true")
     matmul.add_argument("-o", "--output", required=True)
+    copy = sub.add_parser("copy")
+    copy.add_argument("--n", type=lambda text: int(text[:-2]) << 20 if text.endswith("Mi")
+                      else int(text), default=256 << 20, help="elements (fp64); 256Mi: 2 GiB")
+    copy.add_argument("--reps", type=int, default=10)
+    copy.add_argument("--threads", type=int, default=os.cpu_count())
+    copy.add_argument("--steps", type=int, default=10)
+    copy.add_argument("--warmup", type=int, default=2)
+    copy.add_argument("--seed", type=int, default=42)
+    copy.add_argument("--cuda", action="store_true")
+    copy.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
-    commands = {"resnet50": resnet50_bench, "bert": bert_bench, "resnet50-step": resnet50_step,
+    commands = {"copy": copy_bench, "resnet50": resnet50_bench, "bert": bert_bench, "resnet50-step": resnet50_step,
                 "bert-step": bert_step, "fashion-mnist": fashion_mnist_bench,
                 "matmul": matmul_bench}
     return commands[args.command](args)
