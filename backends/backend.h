@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,12 +56,18 @@ struct OperandSpec {
   bool is_output = false;
   MemoryKind memory = MemoryKind::device;  // host memory for the host side of a transfer
   OperandRole role = OperandRole::value;
+  // A narrower dtype the plan rounds this output to before storing it in `dtype` (cuDNN's
+  // 16-bit weight gradient, cast to the fp32 master gradient, as PyTorch's AMP does):
+  // validation holds the output to that dtype's rounding.
+  std::optional<DType> rounded_to = std::nullopt;
 
   // Whether the op reads the output's previous contents (in-place updates, sums, statistics).
   bool reads_previous() const {
     return role == OperandRole::updated_in_place || role == OperandRole::accumulated ||
            role == OperandRole::running_statistic;
   }
+
+  DType precision() const { return rounded_to.value_or(dtype); }
 
   std::size_t elements() const {  // in the plain layout
     std::size_t count = 1;
@@ -114,6 +122,9 @@ struct DeviceInfo {
   double clock_ghz = 0;                // measured while running
   double theoretical_fp32_gflops = 0;  // units x pipes x lanes x 2 x clock
   double theoretical_bf16_gflops = 0;
+  // dtype name -> why the backend's peak probe for it is no ceiling (a library's kernels use
+  // faster instructions than the probe): its percent of peak is then of the datasheet alone.
+  std::map<std::string, std::string> probe_below_ceiling;
   nlohmann::json details = nlohmann::json::object();  // backend-specific extras
 };
 

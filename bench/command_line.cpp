@@ -168,8 +168,11 @@ void print_backend(const nlohmann::json& backend) {
     auto gflops = [](const nlohmann::json& v) {
       return v.is_null() ? std::string("-") : fmt::format("{:.1f}", v.get<double>());
     };
-    fmt::print("  peak {:<5} measured {:>8} GFLOP/s, theoretical {:>8} GFLOP/s{}\n", dtype,
+    fmt::print("  peak {:<5} measured {:>8} GFLOP/s, theoretical {:>8} GFLOP/s{}{}\n", dtype,
                gflops(peak["measured_gflops"]), gflops(peak["theoretical_gflops"]),
+               peak.contains("probe_gflops")
+                   ? fmt::format(", probe {:.1f} GFLOP/s", peak["probe_gflops"].get<double>())
+                   : "",
                peak.contains("reason") ? " (" + peak["reason"].get<std::string>() + ")" : "");
   }
 }

@@ -169,7 +169,14 @@ std::map<std::string, PeakRate> measure_peaks(Backend& backend, const HarnessCon
     // A ceiling is the best the probe reached: its fastest sample.
     const double fastest =
         *std::min_element(measurement.samples_s.begin(), measurement.samples_s.end());
-    rate.measured_gflops = probe->counts().flops / fastest / 1e9;
+    const double reached = probe->counts().flops / fastest / 1e9;
+    if (const auto below = device.probe_below_ceiling.find(name);
+        below != device.probe_below_ceiling.end()) {
+      rate.probe_gflops = reached;
+      rate.reason = below->second;
+      continue;
+    }
+    rate.measured_gflops = reached;
   }
   return peaks;
 }
@@ -180,6 +187,7 @@ nlohmann::json peaks_json(const std::map<std::string, PeakRate>& peaks) {
     nlohmann::json entry = {{"measured_gflops", nullptr}, {"theoretical_gflops", nullptr}};
     if (rate.measured_gflops) entry["measured_gflops"] = *rate.measured_gflops;
     if (rate.theoretical_gflops) entry["theoretical_gflops"] = *rate.theoretical_gflops;
+    if (rate.probe_gflops) entry["probe_gflops"] = *rate.probe_gflops;
     if (!rate.reason.empty()) entry["reason"] = rate.reason;
     out[dtype] = entry;
   }
@@ -194,6 +202,8 @@ std::map<std::string, PeakRate> peaks_from_json(const nlohmann::json& peaks) {
       rate.measured_gflops = entry["measured_gflops"].get<double>();
     if (entry.value("theoretical_gflops", nlohmann::json()).is_number())
       rate.theoretical_gflops = entry["theoretical_gflops"].get<double>();
+    if (entry.value("probe_gflops", nlohmann::json()).is_number())
+      rate.probe_gflops = entry["probe_gflops"].get<double>();
     rate.reason = entry.value("reason", "");
   }
   return out;

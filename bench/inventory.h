@@ -22,7 +22,8 @@ nlohmann::json tool_json();
 
 struct PeakRate {
   std::optional<double> measured_gflops, theoretical_gflops;
-  std::string reason;  // why there is no measured figure
+  std::optional<double> probe_gflops;  // what a probe that is no ceiling reached
+  std::string reason;                  // why there is no measured figure
 };
 // Measured peak per dtype ("f32", "bf16") through the backend's peak probe, with the
 // theoretical figure beside it.

@@ -316,9 +316,10 @@ class OpChecker::Checker {
   }
 
   double tolerance_of(const Op& op, int index) const {
-    // A TF32 product is held to TF32's rounding, whatever its output's storage.
+    // A TF32 product is held to TF32's rounding, whatever its output's storage; an output
+    // rounded through a narrower dtype, to that dtype's.
     return op_tolerance(data_type(op.desc) == DType::tf32 ? DType::tf32
-                                                          : op.plan->operands()[index].dtype);
+                                                          : op.plan->operands()[index].precision());
   }
 
   // Entry `n` of outputs_ made ready for an output, its vectors' storage kept from earlier ops.

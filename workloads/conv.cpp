@@ -141,7 +141,7 @@ class ConvWorkload final : public OpWorkload {
     result.tolerance = kErrorTolerance;
     if (!result.passed) return result;
 
-    const cpu::ErrorScale scale = error_scale(out_spec.dtype, reduction);
+    const cpu::ErrorScale scale = error_scale(out_spec.precision(), reduction);
     const double worst = sampled_error(out, out_spec.dims, scale, checked, every_output);
     // Beyond the budget, a probe over every output sees one wrong element or tile as well
     // (not after a ReLU, which is not linear).

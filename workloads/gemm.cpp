@@ -104,7 +104,7 @@ class GemmWorkload final : public OpWorkload {
     result.tolerance = kErrorTolerance;
     if (!result.passed) return result;
 
-    const cpu::ErrorScale scale = error_scale(op_.c_type, op_.k, op_.fast_accumulation);
+    const cpu::ErrorScale scale = error_scale(op_.c_type, op_.k, op_.a_type == DType::f8_e4m3);
     std::mt19937_64 rng(seed_ + 3);
     double worst = 0;
     for (int sample = 0; sample < kSampledOutputs && groups < op_.n; ++sample) {

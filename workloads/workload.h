@@ -135,8 +135,9 @@ class OpWorkload : public Workload {
 // an output's error |got - exact| is measured in units of its own rounding-error scale,
 //   accumulation(k) x ||terms||_2 + output unit x |exact|,
 // and a case passes when the worst checked output is within kErrorTolerance of those units.
-// `reduction` is k, the number of terms summed per output; fast_accumulation is FP8's.
-cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fast_accumulation = false);
+// `reduction` is k, the number of terms summed per output; fp8_inputs: FP8 Tensor Cores'
+// narrower accumulation.
+cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fp8_inputs = false);
 inline constexpr double kErrorTolerance = 1.0;
 // The verdict of a GEMM or convolution check: the worst of the sampled outputs' error and the
 // probe's, against result->tolerance, with the message that names both.

@@ -38,8 +38,8 @@ cudaDataType_t storage_type(DType dtype) {
   }
 }
 
-// FP8: the inputs' device-side scales live after the algorithm's workspace.
-constexpr std::size_t kScaleBytes = 256;
+// Workspace sizes are rounded up to this.
+constexpr std::size_t kWorkspaceAlignment = 256;
 
 // cuBLASLt on the shape lt_gemm_shape() gives: no copies, row-major operands as they are.
 class LtGemmPlan final : public CudaPlan {
@@ -66,7 +66,10 @@ class LtGemmPlan final : public CudaPlan {
                                  "cublasLtMatmulDescCreate"));
     if (epilogue_ != LtEpilogue::none) TB_RETURN_IF_ERROR(set_epilogue());
     if (fp8()) {
-      // Off by default in cuBLASLt; the datasheet's FP8 rate needs it.
+      // No A or B scale pointers: unset, cuBLASLt scales by 1 (the inputs are in range).
+      // Setting them after the heuristic chose an algorithm made cublasLtMatmul refuse it on
+      // an H200 (NOT_SUPPORTED). Fast accumulation is off by default in cuBLASLt; the
+      // datasheet's FP8 rate needs it.
       const std::int8_t fast = op_.fast_accumulation ? 1 : 0;
       cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
       math_mode_ = op_.fast_accumulation
@@ -90,19 +93,6 @@ class LtGemmPlan final : public CudaPlan {
   }
 
   Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) override {
-    if (fp8()) {
-      // Device-side scales of A and B (1: the inputs are in range), written before every
-      // execution: the workspace is shared with other ops.
-      auto* scales =
-          reinterpret_cast<float*>(static_cast<char*>(workspace.data) + algorithm_bytes_);
-      TB_RETURN_IF_ERROR(cuda_status(launch_fill_value(scales, 2, 1.0f, stream), "FP8 scales"));
-      void* a_scale = scales + 1;  // cuBLASLt's A is this op's B, and its B this op's A
-      void* b_scale = scales;
-      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
-                                     sizeof(a_scale));
-      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
-                                     sizeof(b_scale));
-    }
     const BoundOperands bound(operands_, operands);
     if (epilogue_ != LtEpilogue::none) {
       void* bias = bound.buffer(epilogue_ == LtEpilogue::bias ? "bias" : "diff_bias").data;
@@ -176,8 +166,9 @@ class LtGemmPlan final : public CudaPlan {
                   "cublasLtMatmulAlgoGetHeuristic"));
     if (found == 0) return Status::Unimplemented("cuBLASLt has no algorithm for this GEMM");
     algo_ = result.algo;
-    algorithm_bytes_ = (result.workspaceSize + kScaleBytes - 1) / kScaleBytes * kScaleBytes;
-    workspace_bytes_ = algorithm_bytes_ + (fp8() ? kScaleBytes : 0);
+    algorithm_bytes_ = (result.workspaceSize + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+                       kWorkspaceAlignment;
+    workspace_bytes_ = algorithm_bytes_;
     int algo_id = 0, tile = 0, stages = 0;
     cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_ID, &algo_id, sizeof(algo_id),
                                          nullptr);
@@ -219,7 +210,7 @@ class LtGemmPlan final : public CudaPlan {
   cublasLtMatmulAlgo_t algo_{};
   bool fp8() const { return op_.a_type == DType::f8_e4m3; }
 
-  std::size_t algorithm_bytes_ = 0;         // the algorithm's workspace, before the FP8 scales
+  std::size_t algorithm_bytes_ = 0;         // the algorithm's workspace
   std::int64_t calls_ = 1;                  // cublasLtMatmul calls per execution
   std::int64_t call_stride_bytes_[3] = {};  // a, b, c: offset from one call to the next
 };

@@ -255,6 +255,11 @@ class CudaBackend final : public Backend {
           {"f16", datasheet->f16 * 1e3},
           {"f8_e4m3", datasheet->fp8 * 1e3},
           {"note", "vendor's dense (non-sparse) Tensor Core and CUDA-core rates"}};
+    if (properties_.major >= 9)
+      for (const char* dtype : {"tf32", "bf16", "f16"})
+        info.probe_below_ceiling[dtype] =
+            "the mma.sync probe falls short of Hopper's wgmma, which cuBLASLt and cuDNN use: "
+            "percent of the datasheet figure only";
     if (nvml_)
       info.details["nvml"] = nvml_->describe(current_device());
     else

@@ -414,6 +414,7 @@ class CudnnConvPlan final : public CudaPlan {
     // the fp32 master gradient after it.
     cast_weights_ =
         op.direction == ConvDirection::backward_weights && storage_dtype(op.dtype) != DType::f32;
+    if (cast_weights_) operands_[weights_index()].rounded_to = storage_dtype(op.dtype);
     engine_bytes_ = workspace_aligned(static_cast<std::size_t>(engine_->workspace));
     const std::size_t weight_bytes =
         operands_[weights_index()].elements() * dtype_size(storage_dtype(op.dtype));

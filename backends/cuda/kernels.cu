@@ -100,16 +100,7 @@ __global__ void tensor_peak_kernel(long long iterations, Element a_value, Elemen
                                           per_block_mean);
 }
 
-__global__ void fill_value_kernel(float* data, int count, float value) {
-  if (const int i = blockIdx.x * blockDim.x + threadIdx.x; i < count) data[i] = value;
-}
-
 }  // namespace
-
-cudaError_t launch_fill_value(float* data, int count, float value, cudaStream_t stream) {
-  fill_value_kernel<<<(count + 255) / 256, 256, 0, stream>>>(data, count, value);
-  return cudaGetLastError();
-}
 
 double tensor_peak_flops(DType dtype, long long iterations, int blocks) {
   return 2.0 * 16 * 16 * tensor_peak_k(dtype) * static_cast<double>(iterations) *

@@ -26,8 +26,6 @@ inline constexpr int kPeakChains = 8;  // independent FMA chains per thread
 // per_block_mean receives each block's mean accumulator element.
 cudaError_t launch_tensor_peak(DType dtype, long long iterations, double* per_block_mean,
                                int blocks, cudaStream_t stream);
-// data[0 .. count) = value.
-cudaError_t launch_fill_value(float* data, int count, float value, cudaStream_t stream);
 
 // FLOPs one launch does.
 double tensor_peak_flops(DType dtype, long long iterations, int blocks);

@@ -11,6 +11,7 @@
 
 #include "backends/registry.h"
 #include "bench/harness.h"
+#include "bench/inventory.h"
 #include "bench/runner.h"
 #include "tests/forwarding_backend.h"
 
@@ -250,6 +251,38 @@ TEST_F(Harness, ANonFiniteOrNonPositiveSampleFailsTheCase) {
 
 // The case during which a backend breaks fails with the reason; the runner skips its later
 // cases (their results say why) and exits 1.
+// A backend whose probe for a dtype is no ceiling (the cuda backend's mma.sync probes on
+// Hopper): the probe's figure is kept beside the reason, and no measured peak is claimed, so
+// no percent of it can be printed above 100.
+class ProbeBelowCeiling final : public testing_support::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  DeviceInfo device_info() const override {
+    DeviceInfo info = ForwardingBackend::device_info();
+    info.probe_below_ceiling["f32"] = "the probe uses slower instructions than the libraries";
+    return info;
+  }
+};
+
+TEST_F(Harness, AProbeThatIsNoCeilingIsKeptButNotAPeak) {
+  ProbeBelowCeiling backend(*backend_);
+  HarnessConfig quick;
+  quick.time_budget_seconds = 0;
+  quick.min_repetitions = 1;
+  const std::map<std::string, PeakRate> peaks = measure_peaks(backend, quick);
+  const PeakRate& f32 = peaks.at("f32");
+  EXPECT_FALSE(f32.measured_gflops.has_value());
+  ASSERT_TRUE(f32.probe_gflops.has_value());
+  EXPECT_GT(*f32.probe_gflops, 0);
+  EXPECT_NE(f32.reason.find("slower instructions"), std::string::npos) << f32.reason;
+  const std::map<std::string, PeakRate> read = peaks_from_json(peaks_json(peaks));
+  EXPECT_EQ(read.at("f32").probe_gflops, f32.probe_gflops);
+  EXPECT_FALSE(read.at("f32").measured_gflops.has_value());
+  EXPECT_EQ(read.at("f32").reason, f32.reason);
+  // The plain backend's f32 probe is its ceiling.
+  EXPECT_TRUE(measure_peaks(*backend_, quick).at("f32").measured_gflops.has_value());
+}
+
 TEST(BackendBreakage, TheCaseThatBrokeItFailsAndItIsRemembered) {
   std::string broken;
   CaseResult passed;
