@@ -611,7 +611,7 @@ Subcommand register_history(CLI::App& app) {
                     "machine fingerprint (default: the newest report's)");
   add_threshold(trend, s->threshold, "smallest change marked");
   return {history,
-          [s, add, list, trend] {
+          [s, add, list] {
             s->options.format = parse_table_format(s->format);
             s->options.threshold = parse_threshold(s->threshold);
             if (*add) {
