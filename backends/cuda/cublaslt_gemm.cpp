@@ -38,9 +38,6 @@ cudaDataType_t storage_type(DType dtype) {
   }
 }
 
-// Workspace sizes are rounded up to this.
-constexpr std::size_t kWorkspaceAlignment = 256;
-
 // cuBLASLt on the shape lt_gemm_shape() gives: no copies, row-major operands as they are.
 class LtGemmPlan final : public CudaPlan {
  public:
@@ -112,7 +109,7 @@ class LtGemmPlan final : public CudaPlan {
       TB_RETURN_IF_ERROR(
           lt_status(cublasLtMatmul(handle_, desc_, &op_.alpha, at("b"), first_, at("a"), second_,
                                    &op_.beta, at("c"), output_, at("c"), output_, &algo_,
-                                   workspace.data, algorithm_bytes_, stream),
+                                   workspace.data, workspace_bytes_, stream),
                     "cublasLtMatmul"));
     }
     return Status::Ok();
@@ -166,9 +163,7 @@ class LtGemmPlan final : public CudaPlan {
                   "cublasLtMatmulAlgoGetHeuristic"));
     if (found == 0) return Status::Unimplemented("cuBLASLt has no algorithm for this GEMM");
     algo_ = result.algo;
-    algorithm_bytes_ = (result.workspaceSize + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
-                       kWorkspaceAlignment;
-    workspace_bytes_ = algorithm_bytes_;
+    workspace_bytes_ = result.workspaceSize;
     int algo_id = 0, tile = 0, stages = 0;
     cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_ID, &algo_id, sizeof(algo_id),
                                          nullptr);
@@ -210,7 +205,6 @@ class LtGemmPlan final : public CudaPlan {
   cublasLtMatmulAlgo_t algo_{};
   bool fp8() const { return op_.a_type == DType::f8_e4m3; }
 
-  std::size_t algorithm_bytes_ = 0;         // the algorithm's workspace
   std::int64_t calls_ = 1;                  // cublasLtMatmul calls per execution
   std::int64_t call_stride_bytes_[3] = {};  // a, b, c: offset from one call to the next
 };
