@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -340,24 +341,23 @@ int print_check(const CheckResult& check, TableFormat format, double threshold,
   return check.passed() ? 0 : 1;
 }
 
-// Baselines measured under other conditions than the first current run are refused unless
-// forced, naming what differs.
+// Baselines (and further current runs) measured under other conditions than the first current
+// run are refused unless forced, naming what differs.
 void require_same_conditions(const std::vector<nlohmann::json>& baselines,
                              const std::vector<std::string>& names,
                              const std::vector<nlohmann::json>& currents,
                              const std::vector<std::string>& current_names, bool force) {
   if (force) return;
-  for (std::size_t i = 0; i < baselines.size() + currents.size(); ++i) {
-    const bool is_base = i < baselines.size();
-    const nlohmann::json& report = is_base ? baselines[i] : currents[i - baselines.size()];
-    if (!is_base && i == baselines.size()) continue;  // the reference itself
-    const std::vector<std::string> differences = condition_differences(report, currents.front());
-    if (!differences.empty())
-      throw UsageError(fmt::format(
-          "{} was measured under other conditions than {} ({}); use --force to compare anyway",
-          is_base ? names[i] : current_names[i - baselines.size()], current_names.front(),
-          fmt::join(differences, "; ")));
-  }
+  const auto refuse = [&](const std::string& name, const ConditionMismatch& mismatch) {
+    throw UsageError(fmt::format(
+        "{} was measured under other conditions than {} ({}); use --force to compare anyway", name,
+        current_names.front(), fmt::join(mismatch.differences, "; ")));
+  };
+  if (const auto mismatch = first_condition_mismatch(baselines, currents.front()))
+    refuse(names[mismatch->index], *mismatch);
+  if (const auto mismatch =
+          first_condition_mismatch(std::span(currents).subspan(1), currents.front()))
+    refuse(current_names[mismatch->index + 1], *mismatch);
 }
 
 }  // namespace
@@ -371,32 +371,21 @@ int check_command(const CheckOptions& options) {
   for (const std::string& path : options.currents) currents.push_back(read_input_report(path));
   for (const std::string& path : options.baselines) baselines.push_back(read_input_report(path));
   if (options.history) {
-    // The newest reports of this machine measured under the current run's conditions.
     const auto history = open_history(*options.history, History::Access::read);
-    std::size_t other_conditions = 0;
-    for (nlohmann::json& report : history->reports_of(machine_fingerprint(currents.front()))) {
-      if (static_cast<int>(baselines.size()) == options.history_runs) break;
-      const auto is_report = [&](const nlohmann::json& current) {
-        return report.value("started_at", "") == current.value("started_at", "") &&
-               report.value("command", "") == current.value("command", "");
-      };
-      if (std::any_of(currents.begin(), currents.end(), is_report))
-        continue;  // a current run, already added to the history
-      if (!options.force && !condition_differences(report, currents.front()).empty()) {
-        ++other_conditions;
-        continue;
-      }
-      names.push_back(fmt::format("{} ({})", *options.history, report.value("started_at", "")));
-      baselines.push_back(std::move(report));
-    }
-    if (baselines.empty())
+    BaselineSelection selection = select_baselines(
+        *history, currents, static_cast<std::size_t>(options.history_runs), options.force);
+    if (selection.reports.empty())
       throw UsageError(fmt::format(
           "{} holds no report of this machine measured under these conditions ({} of other "
           "conditions)",
-          *options.history, other_conditions));
+          *options.history, selection.other_conditions));
+    for (nlohmann::json& report : selection.reports) {
+      names.push_back(fmt::format("{} ({})", *options.history, report.value("started_at", "")));
+      baselines.push_back(std::move(report));
+    }
     fmt::print(stderr, "check: {} baseline runs from {}{}\n", baselines.size(), *options.history,
-               other_conditions
-                   ? fmt::format(" ({} of other conditions left out)", other_conditions)
+               selection.other_conditions
+                   ? fmt::format(" ({} of other conditions left out)", selection.other_conditions)
                    : "");
   }
   require_same_conditions(baselines, names, currents, options.currents, options.force);

@@ -158,6 +158,15 @@ std::vector<std::string> condition_differences(const nlohmann::json& baseline,
   return differences;
 }
 
+std::optional<ConditionMismatch> first_condition_mismatch(std::span<const nlohmann::json> reports,
+                                                          const nlohmann::json& reference) {
+  for (std::size_t i = 0; i < reports.size(); ++i)
+    if (std::vector<std::string> differences = condition_differences(reports[i], reference);
+        !differences.empty())
+      return ConditionMismatch{i, std::move(differences)};
+  return std::nullopt;
+}
+
 namespace {
 
 // Of condition_differences, the libraries a case of `backend` ran on (its backend's and the

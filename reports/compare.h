@@ -54,6 +54,14 @@ std::vector<std::pair<std::string, std::string>> run_conditions(const nlohmann::
 // The conditions that differ, one "NAME: BASELINE vs CURRENT" each; empty when none do.
 std::vector<std::string> condition_differences(const nlohmann::json& baseline,
                                                const nlohmann::json& current);
+// The first of `reports` measured under other conditions than `reference`, by index, with what
+// differs; nullopt when every one agrees.
+struct ConditionMismatch {
+  std::size_t index = 0;
+  std::vector<std::string> differences;
+};
+std::optional<ConditionMismatch> first_condition_mismatch(std::span<const nlohmann::json> reports,
+                                                          const nlohmann::json& reference);
 
 // The gate's comparison of one case across runs: each run's median is one observation, since
 // samples within a run are not independent of the run (its clock, its placement, its

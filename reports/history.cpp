@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <map>
 
 #include <chrono>
@@ -214,6 +215,25 @@ std::vector<TrendSeries> History::trend(const std::string& workload,
   std::vector<TrendSeries> result;
   for (auto& [key, s] : series) result.push_back(std::move(s));
   return result;
+}
+
+BaselineSelection select_baselines(History& history, const std::vector<nlohmann::json>& currents,
+                                   std::size_t count, bool any_conditions) {
+  BaselineSelection selection;
+  for (nlohmann::json& report : history.reports_of(machine_fingerprint(currents.front()))) {
+    if (selection.reports.size() == count) break;
+    const auto is_report = [&](const nlohmann::json& current) {
+      return report.value("started_at", "") == current.value("started_at", "") &&
+             report.value("command", "") == current.value("command", "");
+    };
+    if (std::any_of(currents.begin(), currents.end(), is_report)) continue;
+    if (!any_conditions && !condition_differences(report, currents.front()).empty()) {
+      ++selection.other_conditions;
+      continue;
+    }
+    selection.reports.push_back(std::move(report));
+  }
+  return selection;
 }
 
 }  // namespace tb

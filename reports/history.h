@@ -63,4 +63,15 @@ class History {
   std::string path_;
 };
 
+// `check --baseline-history`'s baselines: the newest reports of the current runs' machine,
+// at most `count`, leaving out the current runs themselves (a CI job adds its run before it
+// checks) and, unless `any_conditions`, those measured under other conditions than the first
+// current run (counted in other_conditions).
+struct BaselineSelection {
+  std::vector<nlohmann::json> reports;  // newest first
+  std::size_t other_conditions = 0;
+};
+BaselineSelection select_baselines(History& history, const std::vector<nlohmann::json>& currents,
+                                   std::size_t count, bool any_conditions);
+
 }  // namespace tb

@@ -54,8 +54,7 @@ const ProjectionRecipe* projection_recipe(const Descriptor& d) {
   return nullptr;
 }
 
-std::string measured(const nlohmann::json& result) {
-  const ResultRecord record = read_result(result);
+std::string measured(const ResultRecord& record) {
   const std::string caveats = result_caveats(record);
   return fmt::format("{} {} {}: median {:.4g} s{}", record.key.backend, record.key.dtype,
                      record.key.workload, record.stats->median,
@@ -255,10 +254,10 @@ Answer communication_answer(const nlohmann::json& report) {
 
 // A report's passed results, and the kind of device (cpu, gpu) each backend is.
 struct Passed {
-  std::vector<const nlohmann::json*> results;
+  std::vector<ResultRecord> results;
   std::map<std::string, std::string> device_kind;  // backend -> cpu / gpu
-  std::string kind(const nlohmann::json& r) const {
-    const auto it = device_kind.find(r["backend"].get<std::string>());
+  std::string kind(const ResultRecord& r) const {
+    const auto it = device_kind.find(r.key.backend);
     return it != device_kind.end() ? it->second : "";
   }
 };
@@ -267,8 +266,8 @@ struct Passed {
 // better), never on raw times: `peak dtype=bf16` runs twice the FLOPs of `peak dtype=f32` per
 // unit, so their times' ratio says nothing of their speeds. Nullopt where the two have no
 // common headline.
-std::optional<double> headline_ratio(const nlohmann::json& a, const nlohmann::json& b) {
-  const std::optional<HeadlineValue> ha = result_headline(a), hb = result_headline(b);
+std::optional<double> headline_ratio(const ResultRecord& a, const ResultRecord& b) {
+  const std::optional<HeadlineValue>&ha = a.headline, &hb = b.headline;
   if (!ha || !hb || ha->headline.metric != hb->headline.metric || ha->value <= 0 || hb->value <= 0)
     return std::nullopt;
   return ha->headline.lower_is_better ? hb->value / ha->value : ha->value / hb->value;
@@ -277,14 +276,13 @@ std::optional<double> headline_ratio(const nlohmann::json& a, const nlohmann::js
 // GPU over CPU speed-up, per workload and dtype: the GPU against the fastest CPU backend.
 Answer speedup_answer(const Passed& passed) {
   Answer speedup{"GPU over CPU speed-up per workload and dtype", "", {}};
-  std::map<std::pair<std::string, std::string>,
-           std::pair<const nlohmann::json*, const nlohmann::json*>>
+  std::map<std::pair<std::string, std::string>, std::pair<const ResultRecord*, const ResultRecord*>>
       pairs;
-  for (const nlohmann::json* r : passed.results) {
-    auto& [cpu, gpu] = pairs[{(*r)["workload"], (*r)["dtype"]}];
-    auto& slot = passed.kind(*r) == "gpu" ? gpu : cpu;
-    if (passed.kind(*r) != "gpu" && passed.kind(*r) != "cpu") continue;
-    if (!slot || headline_ratio(*r, *slot).value_or(0) > 1) slot = r;
+  for (const ResultRecord& r : passed.results) {
+    auto& [cpu, gpu] = pairs[{r.key.workload, r.key.dtype}];
+    auto& slot = passed.kind(r) == "gpu" ? gpu : cpu;
+    if (passed.kind(r) != "gpu" && passed.kind(r) != "cpu") continue;
+    if (!slot || headline_ratio(r, *slot).value_or(0) > 1) slot = &r;
   }
   for (const auto& [key, pair] : pairs)
     if (pair.first && pair.second) {
@@ -303,21 +301,24 @@ Answer speedup_answer(const Passed& passed) {
 // Memory bandwidth: best STREAM figure on each kind of device.
 Answer bandwidth_answer(const Passed& passed) {
   Answer bandwidth{"Memory-bandwidth ratio, GPU over CPU", "", {}};
-  std::map<std::string, const nlohmann::json*> best_stream;
-  for (const nlohmann::json* r : passed.results)
-    if (const auto figure = result_headline(*r);
-        figure && figure->headline.figure == kMemoryBandwidthFigure &&
-        (*r)["metrics"].contains("gbps")) {
-      auto& slot = best_stream[passed.kind(*r)];
-      if (!slot || (*r)["metrics"]["gbps"] > (*slot)["metrics"]["gbps"]) slot = r;
-    }
-  for (const auto& [device, r] : best_stream)
-    bandwidth.from.push_back(fmt::format("{}: {:.1f} GB/s ({})", device,
-                                         (*r)["metrics"]["gbps"].get<double>(), measured(*r)));
+  struct Stream {
+    const ResultRecord* result;
+    double gbps;
+  };
+  std::map<std::string, Stream> best_stream;  // device kind -> its fastest STREAM result
+  for (const ResultRecord& r : passed.results) {
+    const std::optional<double> gbps = r.metric("gbps");
+    if (!r.headline || r.headline->headline.figure != kMemoryBandwidthFigure || !gbps) continue;
+    const auto slot = best_stream.find(passed.kind(r));
+    if (slot == best_stream.end() || *gbps > slot->second.gbps)
+      best_stream.insert_or_assign(passed.kind(r), Stream{&r, *gbps});
+  }
+  for (const auto& [device, best] : best_stream)
+    bandwidth.from.push_back(
+        fmt::format("{}: {:.1f} GB/s ({})", device, best.gbps, measured(*best.result)));
   if (best_stream.count("gpu") && best_stream.count("cpu"))
     bandwidth.answer =
-        fmt::format("{:.1f}x", (*best_stream["gpu"])["metrics"]["gbps"].get<double>() /
-                                   (*best_stream["cpu"])["metrics"]["gbps"].get<double>());
+        fmt::format("{:.1f}x", best_stream.at("gpu").gbps / best_stream.at("cpu").gbps);
   else
     bandwidth.answer = fmt::format("not measured: STREAM ran on {}",
                                    best_stream.empty() ? "no device" : "one kind of device only");
@@ -327,32 +328,28 @@ Answer bandwidth_answer(const Passed& passed) {
 // Mixed precision: the same case in a low-precision dtype against fp32, same backend.
 Answer mixed_precision_answer(const Passed& passed) {
   Answer mixed{"Mixed-precision speed-up and memory saving over fp32", "", {}};
-  std::map<std::pair<std::string, std::string>, const nlohmann::json*> by_workload;
-  for (const nlohmann::json* r : passed.results)
-    by_workload[{(*r)["backend"], (*r)["workload"]}] = r;
-  for (const nlohmann::json* r : passed.results) {
-    const std::string dtype = (*r)["dtype"], workload = (*r)["workload"];
+  std::map<std::pair<std::string, std::string>, const ResultRecord*> by_workload;
+  for (const ResultRecord& r : passed.results) by_workload[{r.key.backend, r.key.workload}] = &r;
+  for (const ResultRecord& r : passed.results) {
+    const std::string& dtype = r.key.dtype;
     const std::string tag = " dtype=" + dtype;
-    if (dtype == "f32" || dtype == "f64" || workload.find(tag) == std::string::npos) continue;
+    if (dtype == "f32" || dtype == "f64" || r.key.workload.find(tag) == std::string::npos) continue;
     // A collective moves its bytes= in any dtype: its dtype trades no precision for speed.
-    if (r->contains("headline") && (*r)["headline"]["metric"] == "busbw_gbps") continue;
-    std::string fp32 = workload;
+    if (r.headline && r.headline->headline.metric == "busbw_gbps") continue;
+    std::string fp32 = r.key.workload;
     fp32.replace(fp32.find(tag), tag.size(), " dtype=f32");
-    const auto it = by_workload.find({(*r)["backend"], fp32});
+    const auto it = by_workload.find({r.key.backend, fp32});
     if (it == by_workload.end()) continue;
-    const std::optional<double> ratio = headline_ratio(*r, *it->second);
+    const std::optional<double> ratio = headline_ratio(r, *it->second);
     if (!ratio) continue;
-    const auto& m32 = (*it->second)["metrics"];
-    const auto& mlp = (*r)["metrics"];
-    std::string saving;
-    if (m32.contains("bytes") && mlp.contains("bytes"))
-      saving = fmt::format(", {:.0f}% less memory traffic",
-                           100 * (1 - mlp["bytes"].get<double>() / m32["bytes"].get<double>()));
-    mixed.answer +=
-        fmt::format("{}{} {:.2f}x{} ({} {})", mixed.answer.empty() ? "" : "; ", dtype, *ratio,
-                    saving, (*r)["backend"].get<std::string>(), descriptor_kind(workload));
+    const std::optional<double> bytes32 = it->second->metric("bytes"), bytes = r.metric("bytes");
+    const std::string saving = bytes32 && bytes ? fmt::format(", {:.0f}% less memory traffic",
+                                                              100 * (1 - *bytes / *bytes32))
+                                                : "";
+    mixed.answer += fmt::format("{}{} {:.2f}x{} ({} {})", mixed.answer.empty() ? "" : "; ", dtype,
+                                *ratio, saving, r.key.backend, descriptor_kind(r.key.workload));
     mixed.from.push_back(measured(*it->second));
-    mixed.from.push_back(measured(*r));
+    mixed.from.push_back(measured(r));
   }
   if (mixed.answer.empty())
     mixed.answer = "not measured: no case ran in both fp32 and a lower precision";
@@ -362,12 +359,10 @@ Answer mixed_precision_answer(const Passed& passed) {
 // Training state per parameter with AdamW.
 Answer state_answer(const Passed& passed) {
   Answer state{"Training-state memory per parameter with AdamW", "", {}};
-  for (const nlohmann::json* r : passed.results)
-    if ((*r)["metrics"].contains("optimizer_state_bytes_per_parameter")) {
-      state.answer =
-          fmt::format("{:.1f} bytes (measured)",
-                      (*r)["metrics"]["optimizer_state_bytes_per_parameter"].get<double>());
-      state.from.push_back(measured(*r));
+  for (const ResultRecord& r : passed.results)
+    if (const auto bytes = r.metric("optimizer_state_bytes_per_parameter")) {
+      state.answer = fmt::format("{:.1f} bytes (measured)", *bytes);
+      state.from.push_back(measured(r));
     }
   if (state.answer.empty())
     state.answer =
@@ -387,18 +382,17 @@ Answer projection_answer(const Passed& passed) {
       "",
       {}};
   std::map<std::string, const ProjectionRecipe*> used;
-  for (const nlohmann::json* r : passed.results) {
-    if (!(*r)["metrics"].contains("samples_per_s")) continue;
-    const ProjectionRecipe* recipe =
-        projection_recipe(Descriptor::parse((*r)["workload"].get<std::string>()));
+  for (const ResultRecord& r : passed.results) {
+    const std::optional<double> rate = r.metric("samples_per_s");
+    if (!rate) continue;
+    const ProjectionRecipe* recipe = projection_recipe(Descriptor::parse(r.key.workload));
     if (!recipe) continue;
-    const double rate = (*r)["metrics"]["samples_per_s"];
-    const double seconds = (recipe->samples + recipe->evaluated_samples / 3.0) / rate;
-    projection.answer += fmt::format(
-        "{}{} on {} [{}]: {:.1f} h ({:.3g} training samples at the measured {:.2f}/s)",
-        projection.answer.empty() ? "" : "; ", recipe->model, (*r)["backend"].get<std::string>(),
-        (*r)["dtype"].get<std::string>(), seconds / 3600, recipe->samples, rate);
-    projection.from.push_back(measured(*r));
+    const double seconds = (recipe->samples + recipe->evaluated_samples / 3.0) / *rate;
+    projection.answer +=
+        fmt::format("{}{} on {} [{}]: {:.1f} h ({:.3g} training samples at the measured {:.2f}/s)",
+                    projection.answer.empty() ? "" : "; ", recipe->model, r.key.backend,
+                    r.key.dtype, seconds / 3600, recipe->samples, *rate);
+    projection.from.push_back(measured(r));
     used[recipe->model] = recipe;
   }
   for (const auto& [model, recipe] : used)
@@ -439,11 +433,11 @@ std::string slowest_layers(std::vector<TimedLayer> layers) {
 Answer breakdown_answer(const Passed& passed) {
   Answer breakdown{
       "Where a training step's time goes (slowest layers, forward + backward)", "", {}};
-  for (const nlohmann::json* r : passed.results) {
+  for (const ResultRecord& r : passed.results) {
     // details is free-form in the schema: at() throws for a missing entry (bad input) where
     // the const operator[] would read past the map.
-    if (!r->contains("details") || !(*r)["details"].contains("breakdown")) continue;
-    const nlohmann::json& b = (*r)["details"]["breakdown"];
+    if (!r.json->contains("details") || !(*r.json)["details"].contains("breakdown")) continue;
+    const nlohmann::json& b = (*r.json)["details"]["breakdown"];
     const double total = b.at("total_s").get<double>();
     std::map<std::string, double> by_kind;
     std::vector<TimedLayer> layers;
@@ -461,12 +455,12 @@ Answer breakdown_answer(const Passed& passed) {
     for (const auto& [seconds, kind] : kinds)
       shares +=
           fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ", kind, 100 * seconds / total);
-    breakdown.answer += fmt::format(
-        "{}{} {} [{}]: step {:.0f} ms: {}, optimizer {:.0f} ms; {}",
-        breakdown.answer.empty() ? "" : "; ", (*r)["backend"].get<std::string>(),
-        descriptor_kind((*r)["workload"].get<std::string>()), (*r)["dtype"].get<std::string>(),
-        total * 1e3, shares, b.at("optimizer_s").get<double>() * 1e3, slowest_layers(layers));
-    breakdown.from.push_back(measured(*r));
+    breakdown.answer +=
+        fmt::format("{}{} {} [{}]: step {:.0f} ms: {}, optimizer {:.0f} ms; {}",
+                    breakdown.answer.empty() ? "" : "; ", r.key.backend,
+                    descriptor_kind(r.key.workload), r.key.dtype, total * 1e3, shares,
+                    b.at("optimizer_s").get<double>() * 1e3, slowest_layers(layers));
+    breakdown.from.push_back(measured(r));
   }
   if (breakdown.answer.empty())
     breakdown.answer = "not measured: no model training step in this report";
@@ -481,7 +475,7 @@ std::vector<Answer> summary_answers(const nlohmann::json& report) {
     if (backend["device"].is_object())
       passed.device_kind[backend["name"]] = backend["device"]["kind"];
   for (const ResultRecord& result : read_results(report))
-    if (result.passed()) passed.results.push_back(result.json);
+    if (result.passed()) passed.results.push_back(result);
   return {speedup_answer(passed),      bandwidth_answer(passed),  mixed_precision_answer(passed),
           state_answer(passed),        projection_answer(passed), breakdown_answer(passed),
           communication_answer(report)};

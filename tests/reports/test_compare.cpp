@@ -409,6 +409,21 @@ TEST(CheckReports, AFigureAboveTheMeasuredPeakIsFlagged) {
             "[bf16 emulated] [above the measured peak: 103.9%]");
 }
 
+// The first report measured otherwise than the reference, by index, with what differs.
+TEST(Fingerprint, FirstConditionMismatchIsFoundByIndex) {
+  const nlohmann::json baseline = read_report(data("baseline.json"));
+  nlohmann::json one_thread = baseline, unpinned = baseline;
+  one_thread["settings"]["threads"] = 1;
+  unpinned["settings"]["pin"] = "none";
+  const std::vector<nlohmann::json> reports = {baseline, one_thread, unpinned};
+  EXPECT_FALSE(first_condition_mismatch(std::span(reports).first(1), baseline));
+  const std::optional<ConditionMismatch> mismatch = first_condition_mismatch(reports, baseline);
+  ASSERT_TRUE(mismatch);
+  EXPECT_EQ(mismatch->index, 1u);
+  ASSERT_EQ(mismatch->differences.size(), 1u);
+  EXPECT_EQ(mismatch->differences[0].rfind("threads asked: ", 0), 0u) << mismatch->differences[0];
+}
+
 TEST(Fingerprint, DistinguishesMachines) {
   EXPECT_EQ(machine_fingerprint(read_report(data("baseline.json"))),
             machine_fingerprint(read_report(data("current_same.json"))));

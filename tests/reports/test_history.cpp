@@ -55,6 +55,31 @@ TEST_F(HistoryFile, AddListTrend) {
             1u);  // newest machine: other
 }
 
+// check --baseline-history's choice: this machine's reports, newest first, up to the count,
+// neither the current run itself nor (unless any conditions go) one measured otherwise.
+TEST_F(HistoryFile, BaselinesAreThisMachinesUnderTheSameConditions) {
+  History history(path_.string());
+  const nlohmann::json current = read_report(data("current_regressed.json"));
+  nlohmann::json other_threads = read_report(data("current_same.json"));
+  other_threads["settings"]["threads"] = 1;
+  other_threads["started_at"] = "2099-01-01T00:00:00Z";  // the newest of this machine
+  for (const char* name : {"baseline.json", "current_same.json", "other_machine.json"})
+    history.add(read_report(data(name)), name);
+  history.add(current, "current");  // a CI job adds its run before it checks
+  history.add(other_threads, "other threads");
+
+  BaselineSelection same = select_baselines(history, {current}, 5, false);
+  ASSERT_EQ(same.reports.size(), 2u);
+  EXPECT_EQ(same.other_conditions, 1u);
+  EXPECT_GT(same.reports[0].value("started_at", ""), same.reports[1].value("started_at", ""));
+  EXPECT_EQ(select_baselines(history, {current}, 1, false).reports.size(), 1u);
+
+  BaselineSelection any = select_baselines(history, {current}, 5, true);
+  ASSERT_EQ(any.reports.size(), 3u);
+  EXPECT_EQ(any.other_conditions, 0u);
+  EXPECT_EQ(any.reports[0]["settings"]["threads"], 1);
+}
+
 TEST_F(HistoryFile, PersistsAcrossOpens) {
   { History(path_.string()).add(read_report(data("baseline.json")), "b"); }
   EXPECT_EQ(History(path_.string()).list().size(), 1u);
