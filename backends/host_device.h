@@ -10,7 +10,7 @@
 
 // TB_ALWAYS_INLINE marks a small shared formula that every caller inlines, at every
 // optimization level, so no translation unit emits an out-of-line copy of it. The CPU kernels
-// are compiled once per instruction set (backends/cpu/vector_kernels_body.inc): an inline
+// are compiled once per instruction set (backends/cpu_kernels/vector_kernels_body.inc): an inline
 // function with external linkage that the AVX-512 build emitted would be a weak symbol, and
 // the linker keeps one copy for the whole program, possibly that one.
 #if defined(__GNUC__) || defined(__clang__)

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "backends/cpu/low_precision.h"
+#include "backends/low_precision.h"
 
 namespace tb {
 

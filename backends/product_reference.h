@@ -1,10 +1,10 @@
 // The f64 reference of one output element of each product op: GEMM, the fully connected layer
 // and convolution in its three directions. Written once, here: workload validation
-// (backends/cpu/reference.*), the sampled check of a network's ops (models/sampled_reference.*)
-// and the whole-op f64 plans of the shared CPU code (backends/cpu/training_ops.cpp) all call it.
-// Inputs are plain (row-major, NCHW, OIHW) arrays of float or double; every product is taken in
-// double. Each sum is over the terms in one fixed order, so an element is the same bits
-// whichever caller asks.
+// (backends/reference/reference.*), the sampled check of a network's ops
+// (models/sampled_reference.*) and the whole-op f64 plans of the shared CPU code
+// (backends/cpu_kernels/training_ops.cpp) all call it. Inputs are plain (row-major, NCHW, OIHW)
+// arrays of float or double; every product is taken in double. Each sum is over the terms in one
+// fixed order, so an element is the same bits whichever caller asks.
 #pragma once
 
 #include <algorithm>

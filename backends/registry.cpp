@@ -1,6 +1,6 @@
 #include "backends/registry.h"
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/reference/reference_backend.h"
 #include "backends/status.h"
 
 namespace tb {

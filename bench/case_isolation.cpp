@@ -21,7 +21,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include "backends/cpu/host_info.h"
+#include "backends/host/host_info.h"
 
 extern char** environ;
 

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/host_info.h"
+#include "backends/host/host_info.h"
 #include "backends/registry.h"
 #include "backends/status.h"
 #include "bench/case_isolation.h"

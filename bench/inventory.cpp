@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <CLI/Version.hpp>
 
-#include "backends/cpu/host_info.h"
+#include "backends/host/host_info.h"
 #include "bench/build_info.h"
 #include "workloads/registry.h"
 

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "backends/cpu/host_info.h"
+#include "backends/host/host_info.h"
 #include "reports/result_record.h"
 
 namespace tb {

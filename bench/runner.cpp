@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include "backends/cpu/host_info.h"
+#include "backends/host/host_info.h"
 #include "backends/seeded.h"
 #include "bench/case_isolation.h"
 #include "bench/inventory.h"

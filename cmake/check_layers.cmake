@@ -4,12 +4,18 @@
 # Layer: the include prefixes its files may use. The base (backends/*.h at the top of backends/)
 # is open to every layer; a concrete backend (backends/<name>/) only to backends/, workloads/
 # (the CPU reference probes) and bench/ (inventory); models/ reaches the f64 reference through
-# backends/registry.h, and shares only the CPU code's number conversions.
+# backends/registry.h. Inside backends/, the CPU rooms depend one way: host/ (the inventory,
+# peaks, host plan) <- cpu_kernels/ (the shared kernels) <- reference/ (the f64 reference) and
+# cpu/ (the CPU backend base); a file is held to its most specific folder's rule.
 set(base "backends/[a-z_]+\\.h")
+set(rules_backends/host "${base};backends/host/")
+set(rules_backends/cpu_kernels "${base};backends/host/;backends/cpu_kernels/")
+set(rules_backends/reference "${base};backends/host/;backends/cpu_kernels/;backends/reference/")
+set(rules_backends/cpu "${base};backends/host/;backends/cpu_kernels/;backends/cpu/")
 set(rules_backends "backends/")
 set(rules_data "${base};data/")
-set(rules_dist "${base};backends/cpu/low_precision\\.h;dist/")
-set(rules_models "${base};backends/cpu/low_precision\\.h;data/;models/")
+set(rules_dist "${base};dist/")
+set(rules_models "${base};data/;models/")
 set(rules_workloads "backends/;data/;models/;workloads/")
 set(rules_reports "${base};models/;workloads/;reports/")
 set(rules_bench "backends/;dist/;data/;models/;workloads/;reports/;bench/")
@@ -18,9 +24,13 @@ set(rules_bench "backends/;dist/;data/;models/;workloads/;reports/;bench/")
 set(private_models "models/training_step_impl\\.h")
 
 set(violations "")
-foreach(layer backends dist data models workloads reports bench)
+set(checked "")
+foreach(layer backends/host backends/cpu_kernels backends/reference backends/cpu backends dist data
+              models workloads reports bench)
   file(GLOB_RECURSE sources "${SOURCE_DIR}/${layer}/*.h" "${SOURCE_DIR}/${layer}/*.cpp"
        "${SOURCE_DIR}/${layer}/*.cu" "${SOURCE_DIR}/${layer}/*.cuh" "${SOURCE_DIR}/${layer}/*.inc")
+  list(REMOVE_ITEM sources ${checked})  # held to a more specific folder's rule already
+  list(APPEND checked ${sources})
   foreach(source IN LISTS sources)
     file(STRINGS "${source}" includes REGEX "^#include \"[a-z_]+/")
     foreach(line IN LISTS includes)

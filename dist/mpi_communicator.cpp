@@ -4,7 +4,7 @@
 
 #include <climits>
 
-#include "backends/cpu/low_precision.h"
+#include "backends/low_precision.h"
 
 namespace tb {
 namespace {

@@ -13,7 +13,7 @@
 #include "models/op_check.h"
 #include "models/training_step_impl.h"
 
-#include "backends/cpu/low_precision.h"
+#include "backends/low_precision.h"
 #include "backends/numeric.h"
 #include "backends/seeded.h"
 

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/reference.h"
 #include "backends/product_reference.h"
+#include "backends/reference/reference.h"
 #include "workloads/kind_registry.h"
 
 namespace tb {

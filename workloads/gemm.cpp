@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/reference.h"
+#include "backends/reference/reference.h"
 
 namespace tb {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/host_info.h"
+#include "backends/host/host_info.h"
 #include "backends/status.h"
 #include "workloads/embedded_files.h"
 #include "workloads/kind_registry.h"

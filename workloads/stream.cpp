@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/stream.h"
+#include "backends/cpu_kernels/stream.h"
 #include "workloads/kind_registry.h"
 
 namespace tb {

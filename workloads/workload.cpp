@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/low_precision.h"
+#include "backends/low_precision.h"
 #include "backends/operands.h"
 
 namespace tb {

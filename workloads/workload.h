@@ -11,8 +11,8 @@
 
 #include "backends/backend.h"
 #include "backends/communicator.h"
-#include "backends/cpu/reference.h"
 #include "backends/numeric.h"
+#include "backends/reference/reference.h"
 #include "backends/seeded.h"
 #include "workloads/descriptor.h"
 

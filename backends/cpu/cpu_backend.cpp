@@ -5,19 +5,16 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/peak.h"
-#include "backends/cpu/stream.h"
-#include "backends/cpu/training_ops.h"
+#include "backends/cpu_kernels/stream.h"
+#include "backends/cpu_kernels/training_ops.h"
+#include "backends/host/peak.h"
 #include "backends/overloaded.h"
 
 namespace tb::cpu {
 namespace {
-
-constexpr std::size_t kPage = 4096;  // the first-touch and copy stride
 
 // The huge page a buffer of `bytes` is meant to be backed by: the kernel's transparent huge
 // page size when THP is on (always or madvise) and the buffer spans at least one; 0 for
@@ -63,43 +60,11 @@ IsaLevel isa_level_or_throw(bool onednn_isa_cap) {
   return level;
 }
 
-class HostTimer final : public Timer {
- public:
-  void start() override { start_ = std::chrono::steady_clock::now(); }
-  void stop() override { stop_ = std::chrono::steady_clock::now(); }
-  double elapsed_seconds() override {
-    return std::chrono::duration<double>(stop_ - start_).count();
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_, stop_;
-};
-
 double gib(std::uint64_t bytes) {
   return static_cast<double>(bytes) / (1 << 30);
 }
 
 }  // namespace
-
-Status CpuPlan::import_operand(int index, const void* plain_host, Buffer device) const {
-  parallel_copy(device.data, plain_host, operands_.at(index).bytes);
-  return Status::Ok();
-}
-
-Status CpuPlan::export_operand(int index, Buffer device, void* plain_host) const {
-  parallel_copy(plain_host, device.data, operands_.at(index).bytes);
-  return Status::Ok();
-}
-
-void parallel_copy(void* dst, const void* src, std::size_t bytes) {
-  const std::int64_t chunks = static_cast<std::int64_t>((bytes + kPage - 1) / kPage);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const std::size_t offset = static_cast<std::size_t>(chunk) * kPage;
-    std::memcpy(static_cast<char*>(dst) + offset, static_cast<const char*>(src) + offset,
-                std::min(kPage, bytes - offset));
-  }
-}
 
 CpuBackend::CpuBackend(std::string name, const BackendConfig& config, bool onednn_isa_cap)
     : name_(std::move(name)),
@@ -181,9 +146,9 @@ Status CpuBackend::allocate(std::size_t bytes, Buffer* out) {
         fmt::format("cannot map {:.2f} GiB: {}", gib(size), std::strerror(errno)));
   if (huge) madvise(data, size, MADV_HUGEPAGE);  // fewer page faults and TLB misses; a hint only
   // First touch by the computing threads, with the static partition the kernels use.
-  const std::int64_t pages = static_cast<std::int64_t>(size / kPage);
+  const std::int64_t pages = static_cast<std::int64_t>(size / kHostPage);
 #pragma omp parallel for schedule(static)
-  for (std::int64_t page = 0; page < pages; ++page) static_cast<char*>(data)[page * kPage] = 0;
+  for (std::int64_t page = 0; page < pages; ++page) static_cast<char*>(data)[page * kHostPage] = 0;
   *out = Buffer{data, bytes};
   return Status::Ok();
 }
@@ -233,7 +198,7 @@ Status CpuBackend::download(Buffer device, void* host, std::size_t bytes) {
 }
 
 std::unique_ptr<Timer> CpuBackend::make_timer() {
-  return std::make_unique<HostTimer>();
+  return make_host_timer();
 }
 
 Status CpuBackend::plan(const OpDesc& op, std::unique_ptr<Plan>* out) {
@@ -272,65 +237,6 @@ Status CpuBackend::execute(Plan& plan, std::span<const Buffer> operands, Buffer 
   if (workspace.bytes < cpu_plan.workspace_bytes())
     return Status::InvalidArgument("workspace smaller than the plan needs");
   return cpu_plan.run(operands, workspace);
-}
-
-namespace {
-
-class HostReferenceBackend final : public Backend {
- public:
-  std::string name() const override { return "host reference"; }
-  DeviceInfo device_info() const override {
-    DeviceInfo info;
-    info.kind = "cpu";
-    info.model = "shared CPU code in f64";
-    return info;
-  }
-  Status allocate(std::size_t bytes, Buffer* out) override {
-    void* data = std::calloc(std::max<std::size_t>(bytes, 1), 1);
-    if (!data)
-      return Status::OutOfMemory(
-          fmt::format("cannot allocate {:.2f} GiB for the f64 reference", gib(bytes)));
-    *out = Buffer{data, bytes};
-    return Status::Ok();
-  }
-  Status allocate_host(std::size_t bytes, bool, Buffer* out) override {
-    TB_RETURN_IF_ERROR(allocate(bytes, out));
-    out->kind = MemoryKind::host_pageable;
-    return Status::Ok();
-  }
-  void release(Buffer buffer) override { std::free(buffer.data); }
-  Status upload(const void* host, Buffer device, std::size_t bytes) override {
-    if (bytes > device.bytes) return Status::InvalidArgument("upload larger than the buffer");
-    std::memcpy(device.data, host, bytes);
-    return Status::Ok();
-  }
-  Status download(Buffer device, void* host, std::size_t bytes) override {
-    if (bytes > device.bytes) return Status::InvalidArgument("download larger than the buffer");
-    std::memcpy(host, device.data, bytes);
-    return Status::Ok();
-  }
-  void synchronize() override {}
-  Status flush_caches() override { return Status::Ok(); }
-  std::unique_ptr<Timer> make_timer() override { return std::make_unique<HostTimer>(); }
-  Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
-    return plan_shared_training_op(op, out);
-  }
-  Status import_operand(const Plan& plan, int index, const void* plain_host,
-                        Buffer device) override {
-    return static_cast<const CpuPlan&>(plan).import_operand(index, plain_host, device);
-  }
-  Status export_operand(const Plan& plan, int index, Buffer device, void* plain_host) override {
-    return static_cast<const CpuPlan&>(plan).export_operand(index, device, plain_host);
-  }
-  Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
-    return static_cast<CpuPlan&>(plan).run(operands, workspace);
-  }
-};
-
-}  // namespace
-
-std::unique_ptr<Backend> make_host_reference_backend() {
-  return std::make_unique<HostReferenceBackend>();
 }
 
 }  // namespace tb::cpu

@@ -1,6 +1,7 @@
-// What every CPU backend shares: host memory (allocated once, first touched by the computing
-// threads), the OpenMP thread placement, host-clock timing, and the STREAM and peak probes.
-// A library backend derives from CpuBackend and plans its own ops, deferring the rest here.
+// The CPU backend base: host memory (allocated once, first touched by the computing threads),
+// the OpenMP thread placement, host-clock timing, and the STREAM and peak probes. A library
+// backend derives from CpuBackend and plans its own ops, deferring the rest here (the shared
+// CPU kernels, backends/cpu_kernels/).
 #pragma once
 
 #include <memory>
@@ -9,21 +10,13 @@
 
 #include "backends/backend.h"
 #include "backends/communicator.h"
-#include "backends/cpu/host_info.h"
-#include "backends/cpu/peak.h"
-#include "backends/cpu/threading.h"
+#include "backends/host/host_info.h"
+#include "backends/host/host_plan.h"
+#include "backends/host/peak.h"
+#include "backends/host/threading.h"
 #include "backends/registry.h"
 
 namespace tb::cpu {
-
-// A plan that runs on the host. Operands are in their plain layout unless the plan overrides
-// the import / export conversions.
-class CpuPlan : public Plan {
- public:
-  virtual Status run(std::span<const Buffer> operands, Buffer workspace) = 0;
-  virtual Status import_operand(int index, const void* plain_host, Buffer device) const;
-  virtual Status export_operand(int index, Buffer device, void* plain_host) const;
-};
 
 class CpuBackend : public Backend {
  public:
@@ -73,14 +66,5 @@ class CpuBackend : public Backend {
   double clock_ghz_ = 0;
   Buffer flush_buffer_;  // allocated at the first flush, kept until the backend goes
 };
-
-// The double-precision reference as a backend: the shared CPU code (plan_shared_training_op)
-// on ordinary host memory, without thread placement or clock measurement of its own, so a
-// step on any backend, a GPU's included, is checked against the same f64 ops.
-std::unique_ptr<Backend> make_host_reference_backend();
-
-// Parallel copy with the same static partition as the first touch, so each thread copies
-// the pages it owns.
-void parallel_copy(void* dst, const void* src, std::size_t bytes);
 
 }  // namespace tb::cpu

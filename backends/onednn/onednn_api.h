@@ -9,7 +9,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "backends/cpu/caches.h"
+#include "backends/host/caches.h"
 
 namespace tb::onednn::api {
 

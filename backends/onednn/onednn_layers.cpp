@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/fully_connected_gemm.h"
-#include "backends/cpu/training_ops.h"
+#include "backends/cpu_kernels/fully_connected_gemm.h"
+#include "backends/cpu_kernels/training_ops.h"
 #include "backends/onednn/onednn_api.h"
 #include "backends/onednn/onednn_plan.h"
 #include "backends/operands.h"

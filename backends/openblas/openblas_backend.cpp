@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/fully_connected_gemm.h"
-#include "backends/cpu/im2col.h"
-#include "backends/cpu/training_ops.h"
+#include "backends/cpu_kernels/fully_connected_gemm.h"
+#include "backends/cpu_kernels/im2col.h"
+#include "backends/cpu_kernels/training_ops.h"
 #include "backends/operands.h"
 #include "backends/overloaded.h"
 

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <functional>
 
-#include "backends/cpu/reference.h"
 #include "backends/product_reference.h"
+#include "backends/reference/reference.h"
 #include "backends/registry.h"
 #include "workloads/workload.h"
 

@@ -26,11 +26,11 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/isa.h"
-#include "backends/cpu/low_precision.h"
-#include "backends/cpu/stream.h"
-#include "backends/cpu/training_ops.h"
-#include "backends/cpu/vector_kernels.h"
+#include "backends/cpu_kernels/stream.h"
+#include "backends/cpu_kernels/training_ops.h"
+#include "backends/cpu_kernels/vector_kernels.h"
+#include "backends/host/isa.h"
+#include "backends/low_precision.h"
 #include "backends/seeded.h"
 #include "tests/scoped_env.h"
 

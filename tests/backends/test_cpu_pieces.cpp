@@ -4,11 +4,11 @@
 #include <random>
 #include <vector>
 
-#include "backends/cpu/host_info.h"
-#include "backends/cpu/low_precision.h"
-#include "backends/cpu/reference.h"
-#include "backends/cpu/threading.h"
+#include "backends/host/host_info.h"
+#include "backends/host/threading.h"
+#include "backends/low_precision.h"
 #include "backends/product_reference.h"
+#include "backends/reference/reference.h"
 #include "backends/registry.h"
 
 namespace tb::cpu {

@@ -193,8 +193,8 @@ TEST(CudaErrors, StickyErrorsAreToldApart) {
 }  // namespace
 }  // namespace tb::cuda
 
-#include "backends/cpu/low_precision.h"
 #include "backends/cuda/cublaslt_gemm.h"
+#include "backends/low_precision.h"
 
 namespace tb::cuda {
 namespace {

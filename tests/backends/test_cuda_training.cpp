@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/low_precision.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/training_kernels.h"
 #include "backends/cuda/training_math.h"
 #include "backends/cuda/training_ops.h"
+#include "backends/low_precision.h"
 #include "backends/operands.h"
 #include "tests/models/support.h"
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/host_info.h"
-#include "backends/cpu/peak.h"
-#include "backends/cpu/peak_table.h"
-#include "backends/cpu/threading.h"
+#include "backends/host/host_info.h"
+#include "backends/host/peak.h"
+#include "backends/host/peak_table.h"
+#include "backends/host/threading.h"
 #include "reports/compare.h"
 #include "tests/scoped_env.h"
 #include "tests/temp_dir.h"

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "backends/cpu/low_precision.h"
+#include "backends/low_precision.h"
 #include "dist/single_process.h"
 #include "dist/world.h"
 #include "tests/dist/world_fixture.h"

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/reference/reference_backend.h"
 #include "backends/seeded.h"
 #include "models/bert.h"
 #include "models/reference_check.h"

@@ -10,9 +10,9 @@
 #include <functional>
 #include <tuple>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/low_precision.h"
+#include "backends/low_precision.h"
 #include "backends/operands.h"
+#include "backends/reference/reference_backend.h"
 #include "models/resnet.h"
 #include "models/sampled_reference.h"
 #include "tests/forwarding_backend.h"

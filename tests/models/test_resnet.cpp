@@ -8,7 +8,7 @@
 #include <cmath>
 #include <map>
 
-#include "backends/cpu/low_precision.h"
+#include "backends/low_precision.h"
 #include "backends/registry.h"
 #include "models/reference_check.h"
 #include "models/resnet.h"

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/low_precision.h"
+#include "backends/low_precision.h"
 #include "backends/operands.h"
+#include "backends/reference/reference_backend.h"
 #include "backends/registry.h"
 #include "tests/forwarding_backend.h"
 #include "workloads/registry.h"

@@ -4,7 +4,7 @@
 // the kernel table's (vector_kernels.h): the caller passes the level its plan chose.
 #pragma once
 
-#include "backends/cpu/vector_kernels.h"
+#include "backends/cpu_kernels/vector_kernels.h"
 #include "backends/ops.h"
 
 namespace tb::cpu {

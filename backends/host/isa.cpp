@@ -1,4 +1,4 @@
-#include "backends/cpu/isa.h"
+#include "backends/host/isa.h"
 
 #include <algorithm>
 #include <cstdlib>

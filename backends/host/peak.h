@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/host_info.h"
-#include "backends/cpu/isa.h"
+#include "backends/host/host_info.h"
+#include "backends/host/isa.h"
 
 namespace tb::cpu {
 

@@ -1,6 +1,6 @@
 // trainbench's own CPU kernels: the hot loops of the shared training ops on fp32 (and bf16)
 // data, im2col / col2im and STREAM, as one table of function pointers per instruction-set
-// level (backends/cpu/isa.h). The bodies are written once (vector_kernels_body.inc) and
+// level (backends/host/isa.h). The bodies are written once (vector_kernels_body.inc) and
 // compiled three times: for baseline x86-64 or the host architecture (portable), x86-64-v3
 // (avx2: AVX2 + FMA) and x86-64-v4 (avx512); a plan takes the table of the level chosen at run
 // time (TRAINBENCH_MAX_ISA caps it). The f64 reference keeps its plain loops in
@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "backends/cpu/isa.h"
+#include "backends/host/isa.h"
 #include "backends/optimizer_math.h"
 #include "backends/status.h"
 

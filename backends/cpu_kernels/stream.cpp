@@ -1,9 +1,9 @@
-#include "backends/cpu/stream.h"
+#include "backends/cpu_kernels/stream.h"
 
 #include <fmt/format.h>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/vector_kernels.h"
+#include "backends/cpu_kernels/vector_kernels.h"
+#include "backends/host/host_plan.h"
 #include "backends/operands.h"
 
 namespace tb::cpu {

@@ -1,4 +1,4 @@
-#include "backends/cpu/reference.h"
+#include "backends/reference/reference.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // The CPU kernels built for x86-64-v4 (AVX-512 F, BW, CD, DQ, VL, 512-bit vectors):
-// backends/cpu/CMakeLists.txt compiles this file, and only this one, with -march=x86-64-v4
+// backends/cpu_kernels/CMakeLists.txt compiles this file, and only this one, with -march=x86-64-v4
 // -mprefer-vector-width=512. AdamW and LAMB are written here with intrinsics, without the
 // divider; the other kernels are the shared bodies.
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512DQ__) || \
@@ -12,7 +12,7 @@
 #include <cfloat>
 
 #define TB_ISA_NAMESPACE avx512
-#include "backends/cpu/vector_kernels_body.inc"
+#include "backends/cpu_kernels/vector_kernels_body.inc"
 
 namespace tb::cpu::avx512 {
 namespace {

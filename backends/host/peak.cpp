@@ -1,4 +1,4 @@
-#include "backends/cpu/peak.h"
+#include "backends/host/peak.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -16,10 +16,10 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/low_precision.h"
-#include "backends/cpu/peak_arm.h"
-#include "backends/cpu/peak_table.h"
+#include "backends/host/host_plan.h"
+#include "backends/host/peak_arm.h"
+#include "backends/host/peak_table.h"
+#include "backends/low_precision.h"
 #include "backends/operands.h"
 
 namespace tb::cpu {

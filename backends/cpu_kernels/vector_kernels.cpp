@@ -1,4 +1,4 @@
-#include "backends/cpu/vector_kernels.h"
+#include "backends/cpu_kernels/vector_kernels.h"
 
 namespace tb::cpu {
 

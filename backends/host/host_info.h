@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/cpu/caches.h"
-#include "backends/cpu/isa.h"
+#include "backends/host/caches.h"
+#include "backends/host/isa.h"
 
 namespace tb::cpu {
 

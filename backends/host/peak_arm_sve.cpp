@@ -1,10 +1,10 @@
-// The SVE fp32 peak probe: backends/cpu/CMakeLists.txt compiles this file, and only this one,
+// The SVE fp32 peak probe: backends/host/CMakeLists.txt compiles this file, and only this one,
 // with -march=armv8.2-a+sve; peak.cpp calls it only where AT_HWCAP shows SVE.
 #include <arm_sve.h>
 
 #include <vector>
 
-#include "backends/cpu/peak_arm.h"
+#include "backends/host/peak_arm.h"
 
 namespace tb::cpu {
 

@@ -1,4 +1,4 @@
-#include "backends/cpu/host_info.h"
+#include "backends/host/host_info.h"
 
 #include <omp.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-#include "backends/cpu/training_ops.h"
+#include "backends/cpu_kernels/training_ops.h"
 
 #include <algorithm>
 #include <array>
@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/low_precision.h"
-#include "backends/cpu/vector_kernels.h"
+#include "backends/cpu_kernels/vector_kernels.h"
+#include "backends/host/host_plan.h"
+#include "backends/low_precision.h"
 #include "backends/operands.h"
 #include "backends/optimizer_math.h"
 #include "backends/product_reference.h"

@@ -1,4 +1,4 @@
-#include "backends/cpu/caches.h"
+#include "backends/host/caches.h"
 
 #include <algorithm>
 #include <charconv>

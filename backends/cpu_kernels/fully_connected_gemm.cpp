@@ -1,4 +1,4 @@
-#include "backends/cpu/fully_connected_gemm.h"
+#include "backends/cpu_kernels/fully_connected_gemm.h"
 
 #include <algorithm>
 #include <cstring>

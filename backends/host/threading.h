@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/host_info.h"
+#include "backends/host/host_info.h"
 #include "backends/registry.h"
 
 namespace tb::cpu {

@@ -1,4 +1,4 @@
-#include "backends/cpu/threading.h"
+#include "backends/host/threading.h"
 
 #include <omp.h>
 #include <pthread.h>

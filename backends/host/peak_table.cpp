@@ -1,4 +1,4 @@
-#include "backends/cpu/peak_table.h"
+#include "backends/host/peak_table.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "backends/cpu/im2col.h"
+#include "backends/cpu_kernels/im2col.h"
 
 namespace tb::cpu {
 namespace {

@@ -1,5 +1,5 @@
 // The aarch64 peak probes that need instructions beyond the armv8-a baseline, each in a file
-// of its own compiled with the flags that enable them (backends/cpu/CMakeLists.txt), called
+// of its own compiled with the flags that enable them (backends/host/CMakeLists.txt), called
 // only where the CPU has the feature (ArmFeatures in isa.h). Same contract as peak.cpp's
 // kernels: `iterations` steps of 12 independent chains, the mean lane value returned.
 #pragma once

@@ -3,8 +3,8 @@
 // where AT_HWCAP2 shows BF16.
 #include <arm_neon.h>
 
-#include "backends/cpu/low_precision.h"
-#include "backends/cpu/peak_arm.h"
+#include "backends/host/peak_arm.h"
+#include "backends/low_precision.h"
 
 namespace tb::cpu {
 

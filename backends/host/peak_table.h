@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "backends/cpu/host_info.h"
-#include "backends/cpu/isa.h"
+#include "backends/host/host_info.h"
+#include "backends/host/isa.h"
 
 namespace tb::cpu {
 
