@@ -1,6 +1,7 @@
 #include "backends/ops.h"
 
 #include <array>
+#include <type_traits>
 #include <utility>
 
 #include "backends/status.h"
@@ -91,6 +92,31 @@ std::string_view op_name(const OpDesc& op) {
       "optimizer",  "unscale_gradients",
       "attention"};
   return kNames[op.index()];
+}
+
+double product_flops(const OpDesc& op) {
+  return std::visit(
+      [](const auto& o) -> double {
+        using Op = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<Op, GemmOp>)
+          return 2.0 * static_cast<double>(o.batch * o.heads) * static_cast<double>(o.m) *
+                 static_cast<double>(o.n) * static_cast<double>(o.k);
+        if constexpr (std::is_same_v<Op, ConvOp>)  // every direction does the forward's work
+          return 2.0 * static_cast<double>(o.mb * o.oc) * static_cast<double>(o.oh() * o.ow()) *
+                 static_cast<double>(o.ic * o.kh * o.kw);
+        if constexpr (std::is_same_v<Op, FullyConnectedOp>)
+          return 2.0 * static_cast<double>(o.mb) * static_cast<double>(o.in) *
+                 static_cast<double>(o.out);
+        // Q K^T and P V; backward four (the recomputed scores are not counted, as for the model)
+        if constexpr (std::is_same_v<Op, AttentionOp>) {
+          const double one = 2.0 * static_cast<double>(o.batch * o.heads) *
+                             static_cast<double>(o.sequence * o.sequence) *
+                             static_cast<double>(o.head_dim);
+          return o.pass == Pass::forward ? 2 * one : 4 * one;
+        }
+        return 0.0;
+      },
+      op);
 }
 
 GemmOp fully_connected_gemm(const FullyConnectedOp& op) {

@@ -57,6 +57,9 @@ struct GemmOp {
   // transposing copies.
   std::int64_t heads = 1;
   bool a_interleaved = false, b_interleaved = false, c_interleaved = false;
+#if __cplusplus >= 202002L  // host code: the CUDA sources are C++17
+  bool operator==(const GemmOp&) const = default;
+#endif
 };
 
 // Where element (batch, head, row, col) of a GEMM operand's logical matrix (op(A): m x k,
@@ -96,6 +99,9 @@ struct ConvOp {
   bool winograd_allowed = false;
   std::int64_t oh() const { return (ih + 2 * ph - kh) / sh + 1; }
   std::int64_t ow() const { return (iw + 2 * pw - kw) / sw + 1; }
+#if __cplusplus >= 202002L  // host code: the CUDA sources are C++17
+  bool operator==(const ConvOp&) const = default;
+#endif
 };
 
 enum class StreamKernel { copy, scale, add, triad, dot };
@@ -195,6 +201,9 @@ struct FullyConnectedOp {
   ConvDirection direction = ConvDirection::forward;
   std::int64_t mb = 1, in = 1, out = 1;
   DType dtype = DType::f32;
+#if __cplusplus >= 202002L  // host code: the CUDA sources are C++17
+  bool operator==(const FullyConnectedOp&) const = default;
+#endif
 };
 
 // The GEMM a fully connected layer's direction is on its row-major operands (forward: src times
@@ -313,6 +322,9 @@ struct AttentionOp {
   std::int64_t batch = 1, heads = 1, sequence = 1, head_dim = 1;
   float scale = 1.0f;
   DType dtype = DType::f32;
+#if __cplusplus >= 202002L  // host code: the CUDA sources are C++17
+  bool operator==(const AttentionOp&) const = default;
+#endif
 };
 
 using OpDesc =
@@ -325,5 +337,9 @@ std::optional<DType> data_type(const OpDesc& op);
 
 // Short name of the op kind ("gemm", "conv", ...), for messages.
 std::string_view op_name(const OpDesc& op);
+
+// Floating-point operations of one execution of a product op (GEMM, convolution in any
+// direction, fully connected, fused attention), a multiply-add counting 2; 0 for other ops.
+double product_flops(const OpDesc& op);
 
 }  // namespace tb

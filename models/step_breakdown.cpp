@@ -38,6 +38,8 @@ StepBreakdown median_breakdown(const std::vector<StepBreakdown>& steps, Breakdow
         over_steps(steps, [&](const StepBreakdown& s) { return s.layers[l].forward_s; }).median;
     median.layers[l].backward_s =
         over_steps(steps, [&](const StepBreakdown& s) { return s.layers[l].backward_s; }).median;
+    median.layers[l].product_s =
+        over_steps(steps, [&](const StepBreakdown& s) { return s.layers[l].product_s; }).median;
     spread->layer_s.push_back(over_steps(steps, [&](const StepBreakdown& s) {
                                 return s.layers[l].forward_s + s.layers[l].backward_s;
                               }).spread);

@@ -16,10 +16,10 @@ struct BreakdownSpread {
   double total_s = 0;
 };
 
-// The steps element by element: each layer's forward and backward time, the optimizer, the
-// weight casts, the total and each reference op's time are the medians over `steps` (the same
-// network's, so the same layers and ops in the same order); the layers' names, kinds and
-// implementations are the first step's. An empty list gives an empty breakdown.
+// The steps element by element: each layer's forward, backward and product-op time, the
+// optimizer, the weight casts, the total and each reference op's time are the medians over
+// `steps` (the same network's, so the same layers and ops in the same order); the layers'
+// names, kinds, implementations and product FLOPs are the first step's. An empty list gives an empty breakdown.
 StepBreakdown median_breakdown(const std::vector<StepBreakdown>& steps, BreakdownSpread* spread);
 
 // Whether the layer with time `a` (spread `spread_a`) is slower than the one with `b` by more

@@ -324,7 +324,7 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
   if (breakdown) {
     *breakdown = {};
     for (const Layer& layer : s.network.layers())
-      breakdown->layers.push_back({layer.name, layer_kind_name(layer.kind), 0, 0, {}});
+      breakdown->layers.push_back({layer.name, layer_kind_name(layer.kind), 0, 0, {}, 0, 0});
     for (const std::vector<Impl::Op>* list : {&s.forward, &s.backward})
       for (const Impl::Op& op : *list) {
         std::vector<std::string>& names = breakdown->layers[op.layer].implementations;
@@ -343,6 +343,11 @@ Status TrainingStep::run(bool update, const OptimizerSettings& settings, StepBre
     const double seconds = timer->elapsed_seconds();
     if (op.phase == Phase::forward) breakdown->layers[op.layer].forward_s += seconds;
     if (op.phase == Phase::backward) breakdown->layers[op.layer].backward_s += seconds;
+    if (const double flops = product_flops(op.desc);
+        flops > 0 && (op.phase == Phase::forward || op.phase == Phase::backward)) {
+      breakdown->layers[op.layer].product_flops += flops;
+      breakdown->layers[op.layer].product_s += seconds;
+    }
     if (op.phase == Phase::optimizer) breakdown->optimizer_s += seconds;
     if (op.phase == Phase::weight_cast) breakdown->weight_cast_s += seconds;
     if (op.plan->is_reference())
@@ -612,6 +617,14 @@ bool TrainingStep::emulates_bf16() const {
   bool emulated = false;
   impl_->for_each_op([&](const Impl::Op& op) { emulated = emulated || op.plan->emulates_bf16(); });
   return emulated;
+}
+
+std::vector<LayerProductOp> TrainingStep::product_ops() const {
+  std::vector<LayerProductOp> ops;
+  for (const std::vector<Impl::Op>* list : {&impl_->forward, &impl_->backward})
+    for (const Impl::Op& op : *list)
+      if (product_flops(op.desc) > 0) ops.push_back({op.layer, op.desc});
+  return ops;
 }
 
 std::uint64_t estimate_training_bytes(const Network& network, const StepOptions& options) {

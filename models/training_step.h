@@ -38,6 +38,14 @@ struct LayerTime {
   std::string name, kind;
   double forward_s = 0, backward_s = 0;
   std::vector<std::string> implementations;  // of the layer's ops, distinct, in planning order
+  // The layer's product ops (GEMM, convolution, fully connected, attention; ops.h's
+  // product_flops), forward and backward: their work and the time they took in the step.
+  double product_flops = 0, product_s = 0;
+};
+// A product op of the step and the layer it belongs to.
+struct LayerProductOp {
+  int layer = 0;
+  OpDesc desc;
 };
 // An op of the step whose plan runs a reference kernel, and (in a breakdown) its time.
 struct ReferenceOp {
@@ -187,6 +195,8 @@ class TrainingStep {
   std::vector<ReferenceOp> reference_ops() const;
   // True when some op's bf16 arithmetic is emulated (Plan::emulates_bf16).
   bool emulates_bf16() const;
+  // The forward and backward product ops, in the order they run.
+  std::vector<LayerProductOp> product_ops() const;
 
   struct Impl;
 

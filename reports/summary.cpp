@@ -429,6 +429,21 @@ std::string slowest_layers(std::vector<TimedLayer> layers) {
       listed);
 }
 
+// The layer whose product ops lose the most time in the step against the same ops alone
+// (details.breakdown.layer_ceilings), or nothing where the breakdown has none.
+std::string furthest_from_alone(const nlohmann::json& breakdown) {
+  if (!breakdown.contains("layer_ceilings") ||
+      !breakdown.at("layer_ceilings").contains("furthest") ||
+      breakdown.at("layer_ceilings").at("furthest").empty())
+    return "";
+  const nlohmann::json& layer = breakdown.at("layer_ceilings").at("furthest").at(0);
+  return fmt::format(
+      "; furthest from its ceiling: {} at {:.0f} GFLOP/s in the step, {:.0f} alone ({:.1f} ms "
+      "lost)",
+      layer.at("layer").get<std::string>(), layer.at("gflops").get<double>(),
+      layer.at("alone_gflops").get<double>(), layer.at("lost_s").get<double>() * 1e3);
+}
+
 // Where a model step's time goes: the slowest layers over the instrumented steps.
 Answer breakdown_answer(const Passed& passed) {
   Answer breakdown{
@@ -455,11 +470,11 @@ Answer breakdown_answer(const Passed& passed) {
     for (const auto& [seconds, kind] : kinds)
       shares +=
           fmt::format("{}{} {:.0f}%", shares.empty() ? "" : ", ", kind, 100 * seconds / total);
-    breakdown.answer +=
-        fmt::format("{}{} {} [{}]: step {:.0f} ms: {}, optimizer {:.0f} ms; {}",
-                    breakdown.answer.empty() ? "" : "; ", r.key.backend,
-                    descriptor_kind(r.key.workload), r.key.dtype, total * 1e3, shares,
-                    b.at("optimizer_s").get<double>() * 1e3, slowest_layers(layers));
+    breakdown.answer += fmt::format("{}{} {} [{}]: step {:.0f} ms: {}, optimizer {:.0f} ms; {}{}",
+                                    breakdown.answer.empty() ? "" : "; ", r.key.backend,
+                                    descriptor_kind(r.key.workload), r.key.dtype, total * 1e3,
+                                    shares, b.at("optimizer_s").get<double>() * 1e3,
+                                    slowest_layers(layers), furthest_from_alone(b));
     breakdown.from.push_back(measured(r));
   }
   if (breakdown.answer.empty())

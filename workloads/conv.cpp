@@ -68,8 +68,7 @@ class ConvWorkload final : public OpWorkload {
 
   WorkCounts counts() const override {
     WorkCounts counts;
-    // Every direction does the forward's multiply-adds: mb*oc*oh*ow*ic*kh*kw, 2 flops each.
-    counts.flops = 2.0 * op_.mb * op_.oc * op_.oh() * op_.ow() * op_.ic * op_.kh * op_.kw;
+    counts.flops = product_flops(op_);
     const double weights_bytes =
         static_cast<double>(op_.oc * op_.ic * op_.kh * op_.kw) *
         (op_.direction == ConvDirection::backward_weights ? 4 : dtype_size(op_.dtype));

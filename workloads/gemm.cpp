@@ -52,7 +52,7 @@ class GemmWorkload final : public OpWorkload {
     const double m = static_cast<double>(op_.m), n = static_cast<double>(op_.n),
                  k = static_cast<double>(op_.k);
     WorkCounts counts;
-    counts.flops = 2 * m * n * k * batch;  // one multiply and one add per (i, j, kk)
+    counts.flops = product_flops(op_);
     // A and B read once, C written once (and read once more when beta != 0).
     counts.bytes = batch * (m * k * dtype_size(op_.a_type) + k * n * dtype_size(op_.b_type) +
                             m * n * dtype_size(op_.c_type) * (op_.beta != 0 ? 2 : 1));

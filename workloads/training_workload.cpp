@@ -1,5 +1,6 @@
 #include "workloads/training_workload.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -7,6 +8,7 @@
 
 #include "models/data_parallel.h"
 #include "models/reference_check.h"
+#include "workloads/standalone_ops.h"
 
 namespace tb {
 
@@ -208,11 +210,59 @@ bool TrainingWorkload::check_losses(Validation* result) {
   return true;
 }
 
+nlohmann::json TrainingWorkload::layer_ceilings() const {
+  nlohmann::json ceilings = {
+      {"method",
+       "each layer's product ops (GEMM, convolution, fully connected, attention) timed in the "
+       "step (median over the instrumented steps) and alone on their own warm buffers with "
+       "seeded data (median of 5 after one warm-up); furthest: the layers losing the most time "
+       "in the step against alone"}};
+  if (!alone_error_.empty()) {
+    ceilings["error"] = alone_error_;
+    return ceilings;
+  }
+  struct Lost {
+    double seconds;
+    std::size_t layer;
+  };
+  std::vector<Lost> lost;
+  double in_step = 0, alone = 0;
+  for (std::size_t l = 0; l < breakdown_.layers.size() && l < alone_s_.size(); ++l) {
+    const LayerTime& layer = breakdown_.layers[l];
+    if (layer.product_flops <= 0 || alone_s_[l] <= 0) continue;
+    in_step += layer.product_s, alone += alone_s_[l];
+    lost.push_back({layer.product_s - alone_s_[l], l});
+  }
+  std::sort(lost.begin(), lost.end(),
+            [](const Lost& a, const Lost& b) { return a.seconds > b.seconds; });
+  nlohmann::json furthest = nlohmann::json::array();
+  for (std::size_t i = 0; i < lost.size() && i < 5; ++i) {
+    const LayerTime& layer = breakdown_.layers[lost[i].layer];
+    const double alone_s = alone_s_[lost[i].layer];
+    furthest.push_back({{"layer", layer.name},
+                        {"kind", layer.kind},
+                        {"gflops", layer.product_flops / layer.product_s * 1e-9},
+                        {"alone_gflops", layer.product_flops / alone_s * 1e-9},
+                        {"step_rate_over_alone", alone_s / layer.product_s},
+                        {"lost_s", lost[i].seconds}});
+  }
+  ceilings["products_s"] = in_step;
+  ceilings["products_alone_s"] = alone;
+  ceilings["furthest"] = furthest;
+  return ceilings;
+}
+
 // Several instrumented steps, a fixed count on every rank: their medians and spreads.
 Status TrainingWorkload::time_breakdown() {
   std::vector<StepBreakdown> steps(kBreakdownSteps);
   for (StepBreakdown& step : steps) TB_RETURN_IF_ERROR(step_->run(true, settings_, &step));
   breakdown_ = median_breakdown(steps, &breakdown_spread_);
+  const Status alone = time_product_ops_alone(*backend_, step_->product_ops(),
+                                              breakdown_.layers.size(), seed_, {}, &alone_s_);
+  if (!alone.ok()) {
+    alone_s_.clear();
+    alone_error_ = alone.message();
+  }
   return Status::Ok();
 }
 
@@ -332,6 +382,16 @@ nlohmann::json TrainingWorkload::details() const {
                       {"backward_s", layer.backward_s},
                       {"spread_s", breakdown_spread_.layer_s.at(l)},
                       {"implementations", layer.implementations}});
+    if (layer.product_flops > 0) {  // its GEMMs, convolutions or attention, in the step and alone
+      nlohmann::json& entry = layers.back();
+      entry["product_flops"] = layer.product_flops;
+      entry["product_s"] = layer.product_s;
+      entry["product_gflops"] = layer.product_flops / layer.product_s * 1e-9;
+      if (!alone_s_.empty()) {
+        entry["alone_s"] = alone_s_.at(l);
+        entry["alone_gflops"] = layer.product_flops / alone_s_.at(l) * 1e-9;
+      }
+    }
   }
   d["breakdown"] = {
       {"method", fmt::format("{} instrumented steps, waiting after every op: each figure the "
@@ -343,7 +403,8 @@ nlohmann::json TrainingWorkload::details() const {
       {"sum_of_layer_medians_s", sum_of_medians},
       {"optimizer_s", breakdown_.optimizer_s},
       {"weight_cast_s", breakdown_.weight_cast_s},
-      {"layers", layers}};
+      {"layers", layers},
+      {"layer_ceilings", layer_ceilings()}};
   if (!data_parallel_.is_null()) d["data_parallel"] = data_parallel_;
   add_details(d);
   return d;

@@ -33,12 +33,13 @@ class TrainingWorkload : public Workload {
   // the reduced network's every parameter gradient against a whole f64 step (catches wiring
   // errors); (3) on the measured network, three steps on the fixed batch give a finite loss
   // near chance that falls, and finite, non-zero gradients; (4) one instrumented step for the
-  // per-layer breakdown. Across ranks also: (5) the reduced network stepped data parallel on
-  // each rank's slice of one global batch against one process stepping on each slice alone
-  // (gradients averaged), and every rank's weights bitwise equal after it and after (3);
-  // (6) the timings of the data-parallel details (overlap on and off, the step without
-  // communication, the communication alone), after which the step starts again from the seed's
-  // weights, checked bitwise equal on every rank. A stage that fails on any rank fails on all.
+  // per-layer breakdown, with each layer's product ops timed alone. Across ranks also: (5) the
+  // reduced network stepped data parallel on each rank's slice of one global batch against one
+  // process stepping on each slice alone (gradients averaged), and every rank's weights bitwise
+  // equal after it and after (3); (6) the timings of the data-parallel details (overlap on and off,
+  // the step without communication, the communication alone), after which the step starts again
+  // from the seed's weights, checked bitwise equal on every rank. A stage that fails on any rank
+  // fails on all.
   Validation validate() override;
   std::string implementation() const override;
   std::string math_mode() const override;
@@ -106,6 +107,11 @@ class TrainingWorkload : public Workload {
   Status time_breakdown();
   StepBreakdown breakdown_;
   BreakdownSpread breakdown_spread_;
+  // Per layer, its product ops' time alone (workloads/standalone_ops.h), or why it is missing:
+  // a failure there (out of memory beside the step) costs the comparison, not the case.
+  std::vector<double> alone_s_;
+  std::string alone_error_;
+  nlohmann::json layer_ceilings() const;  // the details' entry
   BucketOptions buckets_;
   World* world_ = nullptr;
   std::unique_ptr<Communicator> communicator_;  // across ranks only

@@ -62,32 +62,37 @@ const Buffer& OpWorkload::buffer(std::string_view name) const {
   return buffers_.at(static_cast<std::size_t>(operand_at(name)));
 }
 
-Status OpWorkload::import(std::string_view name, const std::vector<float>& values) {
-  const int operand = operand_at(name);
-  const DType dtype = plan_->operands().at(operand).dtype;
+Status import_floats(Backend& backend, const Plan& plan, int operand,
+                     const std::vector<float>& values, Buffer buffer) {
+  const DType dtype = plan.operands().at(operand).dtype;
   switch (dtype) {
     case DType::f32:
-      return backend_->import_operand(*plan_, operand, values.data(), buffers_[operand]);
+      return backend.import_operand(plan, operand, values.data(), buffer);
     case DType::bf16:
     case DType::f16: {
       std::vector<std::uint16_t> bits(values.size());
       for (std::size_t i = 0; i < values.size(); ++i)
         bits[i] =
             dtype == DType::bf16 ? cpu::float_to_bf16(values[i]) : cpu::float_to_f16(values[i]);
-      return backend_->import_operand(*plan_, operand, bits.data(), buffers_[operand]);
+      return backend.import_operand(plan, operand, bits.data(), buffer);
     }
     case DType::f64: {
       const std::vector<double> wide(values.begin(), values.end());
-      return backend_->import_operand(*plan_, operand, wide.data(), buffers_[operand]);
+      return backend.import_operand(plan, operand, wide.data(), buffer);
     }
     case DType::f8_e4m3: {
       std::vector<std::uint8_t> bits(values.size());
       for (std::size_t i = 0; i < values.size(); ++i) bits[i] = cpu::float_to_f8_e4m3(values[i]);
-      return backend_->import_operand(*plan_, operand, bits.data(), buffers_[operand]);
+      return backend.import_operand(plan, operand, bits.data(), buffer);
     }
     default:
       return Status::Unimplemented(fmt::format("no host conversion for {}", dtype_name(dtype)));
   }
+}
+
+Status OpWorkload::import(std::string_view name, const std::vector<float>& values) {
+  const int operand = operand_at(name);
+  return import_floats(*backend_, *plan_, operand, values, buffers_[operand]);
 }
 
 Status OpWorkload::export_floats(std::string_view name, std::vector<float>* values) {

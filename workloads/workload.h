@@ -103,6 +103,10 @@ class Workload {
   virtual nlohmann::json details() const { return nullptr; }
 };
 
+// Plain float values into operand `operand` of `plan`, converted to its dtype.
+Status import_floats(Backend& backend, const Plan& plan, int operand,
+                     const std::vector<float>& values, Buffer buffer);
+
 // A workload that is one planned op: owns the plan, its operand buffers and workspace.
 class OpWorkload : public Workload {
  public:

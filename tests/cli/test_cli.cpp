@@ -242,6 +242,17 @@ TEST_P(CliAtIsa, NetworksRunOptimizedKernelsOnly) {
     if (bf16) {
       EXPECT_EQ(result.value("bf16_emulated", false), bf16_emulated) << what << ": " << onednn_bf16;
     }
+    // Every layer with products stands next to the same ops timed alone.
+    const nlohmann::json& breakdown = result["details"]["breakdown"];
+    EXPECT_FALSE(breakdown["layer_ceilings"].contains("error")) << what;
+    EXPECT_FALSE(breakdown["layer_ceilings"]["furthest"].empty()) << what;
+    int product_layers = 0;
+    for (const nlohmann::json& layer : breakdown["layers"])
+      if (layer.contains("product_flops")) {
+        ++product_layers;
+        EXPECT_GT(layer["alone_gflops"].get<double>(), 0) << what << ": " << layer.dump();
+      }
+    EXPECT_GT(product_layers, 0) << what;
   }
 }
 
@@ -647,7 +658,15 @@ TEST_F(Cli, SummaryShowsWhereAStepsTimeGoesAndNamesNoSlowestLayerWithinNoise) {
         {"optimizer_s", 0.02},
         {"layers",
          {layer("conv1", "conv", 0.25, 0.5, 0.02), layer("bn1", "batch_norm", 0.05, 0.1, 0.01),
-          layer("layer1.0", "residual_join", 0.03, 0.05, 0.01)}}}}};
+          layer("layer1.0", "residual_join", 0.03, 0.05, 0.01)}},
+        {"layer_ceilings",
+         {{"furthest",
+           {{{"layer", "conv1"},
+             {"kind", "conv"},
+             {"gflops", 120.0},
+             {"alone_gflops", 300.0},
+             {"step_rate_over_alone", 0.4},
+             {"lost_s", 0.45}}}}}}}}};
   report["results"].push_back(step);
   // The same shares, but bn1 is within its spread of conv1 (the breakdown that named a 7x7
   // batch norm the slowest layer of ResNet-50 on one noisy step).
@@ -662,6 +681,10 @@ TEST_F(Cli, SummaryShowsWhereAStepsTimeGoesAndNamesNoSlowestLayerWithinNoise) {
   EXPECT_NE(answer.find("conv 75%, batch_norm 15%, residual_join 8%"), std::string::npos) << answer;
   EXPECT_NE(answer.find("slowest layer conv1 beyond the noise; then conv1 750.0 ms (±10.0), "
                         "bn1 150.0 ms (±5.0), layer1.0 80.0 ms (±5.0)"),
+            std::string::npos)
+      << answer;
+  EXPECT_NE(answer.find("furthest from its ceiling: conv1 at 120 GFLOP/s in the step, 300 alone "
+                        "(450.0 ms lost)"),
             std::string::npos)
       << answer;
   EXPECT_NE(answer.find("no slowest layer beyond the noise"), std::string::npos) << answer;
