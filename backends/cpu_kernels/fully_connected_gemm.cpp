@@ -3,26 +3,41 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/low_precision.h"
+
 namespace tb::cpu {
 namespace {
 
-// diff_bias[o] = sum over rows of diff_dst[row, o]: each thread sums a block of columns row by
-// row, so every read is contiguous.
-void column_sums(const float* diff_dst, std::int64_t rows, std::int64_t cols, float* sums) {
+// Each thread sums a block of columns row by row, so every read is contiguous.
+template <typename Element, typename ToFloat>
+void block_column_sums(const Element* diff_dst, std::int64_t rows, std::int64_t cols, float* sums,
+                       ToFloat to_float) {
   constexpr std::int64_t kBlock = 256;
 #pragma omp parallel for schedule(static)
   for (std::int64_t first = 0; first < cols; first += kBlock) {
     const std::int64_t width = std::min(kBlock, cols - first);
     double partial[kBlock] = {};
     for (std::int64_t r = 0; r < rows; ++r) {
-      const float* row = diff_dst + r * cols + first;
-      for (std::int64_t c = 0; c < width; ++c) partial[c] += row[c];
+      const Element* row = diff_dst + r * cols + first;
+      for (std::int64_t c = 0; c < width; ++c) partial[c] += to_float(row[c]);
     }
     for (std::int64_t c = 0; c < width; ++c) sums[first + c] = static_cast<float>(partial[c]);
   }
 }
 
 }  // namespace
+
+void column_sums(const float* diff_dst, std::int64_t rows, std::int64_t cols, float* sums) {
+  block_column_sums(diff_dst, rows, cols, sums, [](float v) { return v; });
+}
+
+void column_sums(const std::uint16_t* diff_dst, DType dtype, std::int64_t rows, std::int64_t cols,
+                 float* sums) {
+  if (dtype == DType::f16)
+    block_column_sums(diff_dst, rows, cols, sums, [](std::uint16_t v) { return f16_to_float(v); });
+  else
+    block_column_sums(diff_dst, rows, cols, sums, [](std::uint16_t v) { return bf16_to_float(v); });
+}
 
 Status fully_connected_with_gemm(const FullyConnectedOp& op, const BoundOperands& b,
                                  RowMajorSgemm sgemm) {

@@ -156,52 +156,14 @@ dnnl::binary::primitive_desc binary(const engine& engine, algorithm alg, const m
 #endif
 }
 
-dnnl::inner_product_forward::primitive_desc inner_product_forward(const engine& engine,
-                                                                  prop_kind prop, const md& src,
-                                                                  const md& weights, const md& bias,
-                                                                  const md& dst,
-                                                                  const primitive_attr& attr) {
-#if DNNL_VERSION_MAJOR >= 3
-  if (bias.is_zero()) return {engine, prop, src, weights, dst, attr};
-  return {engine, prop, src, weights, bias, dst, attr};
-#else
-  using desc = dnnl::inner_product_forward::desc;
-  return {bias.is_zero() ? desc(prop, src, weights, dst) : desc(prop, src, weights, bias, dst),
-          attr, engine};
-#endif
-}
-
-dnnl::inner_product_backward_data::primitive_desc inner_product_backward_data(
-    const engine& engine, const md& diff_src, const md& weights, const md& diff_dst,
-    const primitive_attr& attr, const dnnl::inner_product_forward::primitive_desc& hint) {
-#if DNNL_VERSION_MAJOR >= 3
-  return {engine, diff_src, weights, diff_dst, hint, attr};
-#else
-  return {dnnl::inner_product_backward_data::desc(diff_src, weights, diff_dst), attr, engine, hint};
-#endif
-}
-
-dnnl::inner_product_backward_weights::primitive_desc inner_product_backward_weights(
-    const engine& engine, const md& src, const md& diff_weights, const md& diff_bias,
-    const md& diff_dst, const primitive_attr& attr,
-    const dnnl::inner_product_forward::primitive_desc& hint) {
-#if DNNL_VERSION_MAJOR >= 3
-  if (diff_bias.is_zero()) return {engine, src, diff_weights, diff_dst, hint, attr};
-  return {engine, src, diff_weights, diff_bias, diff_dst, hint, attr};
-#else
-  using desc = dnnl::inner_product_backward_weights::desc;
-  return {diff_bias.is_zero() ? desc(src, diff_weights, diff_dst)
-                              : desc(src, diff_weights, diff_bias, diff_dst),
-          attr, engine, hint};
-#endif
-}
-
 dnnl::matmul::primitive_desc matmul(const engine& engine, const md& src, const md& weights,
-                                    const md& dst, const primitive_attr& attr) {
+                                    const md& dst, const primitive_attr& attr, const md& bias) {
 #if DNNL_VERSION_MAJOR >= 3
-  return {engine, src, weights, dst, attr};
+  return {engine, src, weights, bias, dst, attr};
 #else
-  return {dnnl::matmul::desc(src, weights, dst), attr, engine};
+  return {bias.is_zero() ? dnnl::matmul::desc(src, weights, dst)
+                         : dnnl::matmul::desc(src, weights, bias, dst),
+          attr, engine};
 #endif
 }
 

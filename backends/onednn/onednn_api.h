@@ -77,22 +77,10 @@ dnnl::eltwise_backward::primitive_desc eltwise_backward(
 dnnl::binary::primitive_desc binary(const engine& engine, algorithm alg, const md& src0,
                                     const md& src1, const md& dst, const primitive_attr& attr);
 
-// Inner product (fully connected); `bias` / `diff_bias` may be empty descs.
-dnnl::inner_product_forward::primitive_desc inner_product_forward(const engine& engine,
-                                                                  prop_kind prop, const md& src,
-                                                                  const md& weights, const md& bias,
-                                                                  const md& dst,
-                                                                  const primitive_attr& attr);
-dnnl::inner_product_backward_data::primitive_desc inner_product_backward_data(
-    const engine& engine, const md& diff_src, const md& weights, const md& diff_dst,
-    const primitive_attr& attr, const dnnl::inner_product_forward::primitive_desc& hint);
-dnnl::inner_product_backward_weights::primitive_desc inner_product_backward_weights(
-    const engine& engine, const md& src, const md& diff_weights, const md& diff_bias,
-    const md& diff_dst, const primitive_attr& attr,
-    const dnnl::inner_product_forward::primitive_desc& hint);
-
+// Matmul (GEMM, fully connected), with `bias` (a [1, n] row added to every row of dst) unless it is
+// empty.
 dnnl::matmul::primitive_desc matmul(const engine& engine, const md& src, const md& weights,
-                                    const md& dst, const primitive_attr& attr);
+                                    const md& dst, const primitive_attr& attr, const md& bias = {});
 
 // The argument a batch norm backward takes its shift as: 2.x checks that it is given, 3.x
 // refuses it (the backward does not read it): -1 there, OneDnnPlan::kNoArgument.

@@ -154,7 +154,7 @@ class OneDnnBackend final : public cpu::CpuBackend {
 BackendEntry onednn_backend_entry() {
   return {"cpu-onednn",
           "CPU through oneDNN " + version_string() +
-              " (matmul, convolution, batch and layer norm, pooling, inner product, eltwise)",
+              " (matmul, convolution, batch and layer norm, pooling, eltwise)",
           [] {
             return Availability{true, ""};
           },
