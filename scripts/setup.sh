@@ -24,10 +24,12 @@ packages=(
 )
 # --test: also what the tests need beyond the build: a headless browser for the HTML report,
 # PyTorch (Debian's CPU build) for the tests that compare a training step with it, and clang
-# with its OpenMP and sanitizer/libFuzzer runtimes for the fuzzers (scripts/fuzz.sh).
+# with its OpenMP and sanitizer/libFuzzer runtimes for the fuzzers (scripts/fuzz.sh), and
+# iproute2, nftables and procps for the hosts that scripts/netns_cluster.sh makes.
 # --pytorch: PyTorch and jemalloc for scripts/pytorch_reference.py's side-by-side figures.
 case "${1:-}" in
-  --test) packages+=(chromium python3-torch python3-torchvision clang libomp-dev libclang-rt-dev) ;;
+  --test) packages+=(chromium python3-torch python3-torchvision clang libomp-dev libclang-rt-dev
+    iproute2 nftables procps) ;;
   --pytorch) packages+=(python3-torch python3-torchvision libjemalloc2) ;;
 esac
 missing=()
