@@ -4,6 +4,7 @@
 // Status, and an op a backend lacks answers StatusCode::unimplemented with a reason.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -149,6 +150,32 @@ class TelemetryMonitor {
   virtual nlohmann::json finish() = 0;  // stops sampling; what the case saw
 };
 
+// The device memory a backend's allocate() holds, and what the device says of its own.
+struct MemoryUse {
+  std::uint64_t allocated_bytes = 0;       // held now
+  std::uint64_t allocated_peak_bytes = 0;  // the most held at once since reset_memory_peak()
+  std::optional<std::uint64_t> device_free_bytes;  // free on the device now, where it says (GPU)
+  // What the backend and its libraries may hold beyond a case's computed footprint (JIT code,
+  // library handles and workspaces, the cache-flush buffer) before a measured peak is flagged.
+  std::uint64_t allowance_bytes = 0;
+};
+
+// Adds up what an allocator holds; a backend's member, updated as it allocates and releases.
+class AllocationTally {
+ public:
+  void add(std::uint64_t bytes) {
+    held_ += bytes;
+    peak_ = std::max(peak_, held_);
+  }
+  void remove(std::uint64_t bytes) { held_ -= std::min(bytes, held_); }
+  void reset_peak() { peak_ = held_; }
+  std::uint64_t held() const { return held_; }
+  std::uint64_t peak() const { return peak_; }
+
+ private:
+  std::uint64_t held_ = 0, peak_ = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -172,6 +199,10 @@ class Backend {
   // A monitor sampling the device while a case runs; null where the backend has none (CPU
   // backends, or a GPU without NVML).
   virtual std::unique_ptr<TelemetryMonitor> start_telemetry() { return nullptr; }
+  // What allocate() holds and has held at most since reset_memory_peak() (the runner resets it
+  // as each case starts); nullopt where the backend does not count (the f64 reference).
+  virtual std::optional<MemoryUse> memory_use() const { return std::nullopt; }
+  virtual void reset_memory_peak() {}
 
   virtual Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) = 0;
   // Convert operand `index` between the op's plain layout and the plan's layout.

@@ -60,10 +60,12 @@ std::string headline_text(const nlohmann::json& line) {
   if (line.contains("per_usd_per_hour"))
     text += fmt::format(", {:.4g} {} per $/h", line["per_usd_per_hour"].get<double>(), unit);
   if (line.contains("per_watt"))
-    text += fmt::format(", {:.4g} {} per W", line["per_watt"].get<double>(), unit);
+    text += fmt::format(", {:.4g} {} per W ({:.4g} W {})", line["per_watt"].get<double>(), unit,
+                        line["watts"].get<double>(), line["watts_source"].get<std::string>());
   if (line.contains("cost_usd")) text += fmt::format(", ${:.2f}", line["cost_usd"].get<double>());
   if (line.contains("energy_kwh"))
-    text += fmt::format(", {:.3f} kWh", line["energy_kwh"].get<double>());
+    text += fmt::format(", {:.3f} kWh ({:.4g} W {})", line["energy_kwh"].get<double>(),
+                        line["watts"].get<double>(), line["watts_source"].get<std::string>());
   return text;
 }
 

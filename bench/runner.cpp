@@ -166,6 +166,53 @@ Status memory_shortfall(const Case& item) {
                   needed / double(1 << 30), available / double(1 << 30)));
 }
 
+// What a case's memory is measured against, begun before its set-up: the process's resident
+// memory, the allocator's peak from here, and the device's free memory.
+CaseMemory begin_memory_account(Backend& backend) {
+  CaseMemory memory;
+  memory.resident_start_bytes = cpu::resident_memory().now_bytes;
+  memory.resident_peak_reset = cpu::reset_resident_peak();
+  backend.reset_memory_peak();
+  if (const std::optional<MemoryUse> use = backend.memory_use())
+    memory.device_free_before_bytes = use->device_free_bytes;
+  return memory;
+}
+
+// As the timed runs start: the peaks over set-up and validation are kept, and both restart
+// from what is held now.
+void begin_timed_memory(CaseMemory& memory, Backend& backend) {
+  if (const std::optional<MemoryUse> use = backend.memory_use())
+    memory.allocated_peak_bytes = use->allocated_peak_bytes;
+  if (memory.resident_peak_reset)
+    memory.validation_resident_peak_bytes = cpu::resident_memory().peak_bytes;
+  backend.reset_memory_peak();
+  memory.resident_peak_reset = cpu::reset_resident_peak();
+}
+
+// After the timed runs: the peaks against the workload's computed footprint.
+CaseMemory end_memory_account(CaseMemory memory, const Backend& backend, const Workload& workload,
+                              const DeviceInfo& device) {
+  memory.computed_bytes = workload.device_bytes();
+  memory.resident_peak_bytes = cpu::resident_memory().peak_bytes;
+  memory.device_is_host = device.kind == "cpu";
+  if (const std::optional<MemoryUse> use = backend.memory_use()) {
+    memory.timed_allocated_peak_bytes = use->allocated_peak_bytes;
+    memory.allocated_peak_bytes =
+        std::max(memory.allocated_peak_bytes.value_or(0), use->allocated_peak_bytes);
+    memory.allowance_bytes = use->allowance_bytes;
+    memory.device_free_after_bytes = use->device_free_bytes;
+  }
+  flag_memory(memory);
+  return memory;
+}
+
+// The case's energy from its telemetry, with its headline per joule.
+std::optional<CaseEnergy> energy_of(const CaseResult& result, const nlohmann::json& telemetry) {
+  const std::optional<HeadlineValue> headline = result_headline(to_json(result));
+  return case_energy(telemetry, result.headline,
+                     headline ? std::optional<double>(headline->value) : std::nullopt);
+}
+
 // Set up, validate, measure one case, telling `journal` (where the run keeps one) each stage.
 // Never throws.
 CaseResult run_case(Case& item, const RunOptions& options, World& world, std::uint64_t seed,
@@ -190,6 +237,7 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
       return result;
     }
     workload.join(world);
+    CaseMemory memory = begin_memory_account(backend);
     stage("set-up");
     Status status = workload.setup(backend, seed);
     result.implementation = workload.implementation();
@@ -220,9 +268,12 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
       return result;
     }
     Measurement measurement;
+    begin_timed_memory(memory, backend);
     std::unique_ptr<TelemetryMonitor> telemetry = backend.start_telemetry();
     stage("timing");
     status = measure(workload, backend, options.harness, &measurement, &world);
+    const nlohmann::json telemetry_seen = telemetry ? telemetry->finish() : nlohmann::json();
+    result.memory = end_memory_account(memory, backend, workload, item.slot->device);
     if (!status.ok()) {
       end_with(status, &result);
       result.details = workload.details();  // what a failed run learned (a curve) is kept
@@ -236,8 +287,9 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
         compute_metrics(workload.counts(), result.stats->median, workload.dtype(), *item.slot);
     result.details = workload.details();
     result.reference_kernels = workload.reference_kernels();  // now with their time shares
-    if (telemetry) result.details["device_telemetry"] = telemetry->finish();
+    if (telemetry) result.details["device_telemetry"] = telemetry_seen;
     result.end(CaseStatus::passed, ReasonCode::none, "");
+    result.energy = energy_of(result, telemetry_seen);
   } catch (const std::exception& e) {
     result.end(CaseStatus::failed, ReasonCode::error, e.what());
   }

@@ -31,7 +31,7 @@ int summary_command(const SummaryOptions& options) {
     nlohmann::json out = nlohmann::json::array();
     for (const Answer& a : answers) {
       out.push_back({{"question", a.question}, {"answer", a.answer}, {"from", a.from}});
-      if (!a.data.is_null()) out.back()["projection"] = a.data;
+      if (!a.data.is_null()) out.back()[a.data_key] = a.data;
     }
     text = out.dump(2) + "\n";
   } else {

@@ -86,6 +86,8 @@ nlohmann::json to_json(const CaseResult& r) {
   }
   if (r.details.is_object()) j["details"] = r.details;
   if (r.ranks.is_array()) j["ranks"] = r.ranks;
+  if (r.memory) j["memory"] = to_json(*r.memory);
+  if (r.energy) j["energy"] = to_json(*r.energy);
   if (r.headline)
     j["headline"] = {{"metric", r.headline->metric},
                      {"unit", r.headline->unit},

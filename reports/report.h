@@ -12,6 +12,7 @@
 
 #include "backends/files.h"
 #include "backends/status.h"
+#include "reports/case_resources.h"
 #include "reports/stats.h"
 #include "workloads/workload.h"
 
@@ -51,6 +52,8 @@ struct CaseResult {
   std::optional<CaseMetrics> metrics;
   nlohmann::json details = nullptr;  // model workloads: parameters, memory, breakdown
   std::optional<Headline> headline;  // the workload's; absent where no workload was made
+  std::optional<CaseMemory> memory;  // measured cases: computed against measured
+  std::optional<CaseEnergy> energy;  // measured cases whose backend reads energy counters
   // Run across ranks: each rank's status, reason and median (bench/ranks.h); null for one rank.
   nlohmann::json ranks = nullptr;
 

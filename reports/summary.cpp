@@ -224,6 +224,7 @@ Answer communication_answer(const nlohmann::json& report) {
   }
   a.answer = fmt::format("{}. Fits: {}. Assumptions: {}", pcie_claim(p), fmt::join(fits, "; "),
                          kCommunicationAssumptions);
+  a.data_key = "projection";
   a.data = {{"label", "projection"},
             {"assumptions", kCommunicationAssumptions},
             {"gradient_ranks", kGradientTableRanks},
@@ -482,6 +483,39 @@ Answer breakdown_answer(const Passed& passed) {
   return breakdown;
 }
 
+// Energy as the device's counters measured it over each case's timed runs: the headline per
+// joule and the mean power, or why no case has a figure.
+Answer energy_answer(const Passed& passed) {
+  Answer energy{"Energy per unit of work, measured", "", {}};
+  std::string why_none;
+  nlohmann::json data = nlohmann::json::array();
+  for (const ResultRecord& r : passed.results) {
+    const std::optional<CaseEnergy> e = read_case_energy(*r.json);
+    if (!e) continue;
+    if (!e->joules) {
+      if (why_none.empty()) why_none = fmt::format("{} ({})", e->unavailable, e->source);
+      continue;
+    }
+    const std::string per_joule =
+        e->per_joule ? fmt::format("{:.4g} {}, ", *e->per_joule, e->per_joule_unit) : "";
+    energy.from.push_back(fmt::format("{}{:.1f} W over {:.1f} s ({}; {})", per_joule,
+                                      e->average_w.value_or(0), e->seconds, e->source,
+                                      measured(r)));
+    data.push_back({{"workload", r.key.workload},
+                    {"backend", r.key.backend},
+                    {"dtype", r.key.dtype},
+                    {"energy", to_json(*e)}});
+  }
+  if (!data.empty())
+    energy.answer = fmt::format("measured for {} case{}", data.size(), data.size() == 1 ? "" : "s");
+  else if (!why_none.empty())
+    energy.answer = "not measured: " + why_none;
+  else
+    energy.answer = "not measured: no case in this report read an energy counter";
+  energy.data = data;
+  return energy;
+}
+
 }  // namespace
 
 std::vector<Answer> summary_answers(const nlohmann::json& report) {
@@ -491,36 +525,46 @@ std::vector<Answer> summary_answers(const nlohmann::json& report) {
       passed.device_kind[backend["name"]] = backend["device"]["kind"];
   for (const ResultRecord& result : read_results(report))
     if (result.passed()) passed.results.push_back(result);
-  return {speedup_answer(passed),      bandwidth_answer(passed),  mixed_precision_answer(passed),
-          state_answer(passed),        projection_answer(passed), breakdown_answer(passed),
-          communication_answer(report)};
+  return {speedup_answer(passed),       bandwidth_answer(passed),  mixed_precision_answer(passed),
+          state_answer(passed),         projection_answer(passed), breakdown_answer(passed),
+          communication_answer(report), energy_answer(passed)};
 }
 
 nlohmann::json headline_lines(const nlohmann::json& report, const Costs& costs) {
   nlohmann::json lines = nlohmann::json::array();
-  std::map<std::string, HeadlineValue> best;  // "backend|figure" -> the best result's
-  for (const ResultRecord& result : read_results(report)) {
+  const std::vector<ResultRecord> records = read_results(report);
+  std::map<std::string, const ResultRecord*> best;  // "backend|figure" -> the best result
+  for (const ResultRecord& result : records) {
     const auto& figure = result.headline;
     if (!figure || figure->headline.figure.empty()) continue;
     const std::string key = fmt::format("{}|{}", result.key.backend, figure->headline.figure);
     const auto slot = best.find(key);
     if (slot == best.end() ||
-        (figure->headline.lower_is_better ? figure->value < slot->second.value
-                                          : figure->value > slot->second.value))
-      best.insert_or_assign(key, *figure);
+        (figure->headline.lower_is_better ? figure->value < slot->second->headline->value
+                                          : figure->value > slot->second->headline->value))
+      best.insert_or_assign(key, &result);
   }
-  for (const auto& [key, figure] : best) {
+  for (const auto& [key, result] : best) {
+    const HeadlineValue& figure = *result->headline;
     const auto bar = key.find('|');
     nlohmann::json line = {{"backend", key.substr(0, bar)},
                            {"figure", key.substr(bar + 1)},
                            {"value", figure.value},
                            {"unit", figure.headline.unit}};
+    // The power the case's counters measured, else the one given for the machine.
+    const std::optional<CaseEnergy> energy = read_case_energy(*result->json);
+    const bool measured_power = energy && energy->average_w;
+    const std::optional<double> watts = measured_power ? energy->average_w : costs.watts;
+    if (watts) {
+      line["watts"] = *watts;
+      line["watts_source"] = measured_power ? "measured (" + energy->source + ")" : "given";
+    }
     if (figure.headline.lower_is_better) {  // a time-to-train: its cost and energy
       if (costs.price_per_hour) line["cost_usd"] = figure.value / 3600 * *costs.price_per_hour;
-      if (costs.watts) line["energy_kwh"] = figure.value * *costs.watts / 3.6e6;
+      if (watts) line["energy_kwh"] = figure.value * *watts / 3.6e6;
     } else {  // a throughput: per dollar (per hour of the machine) and per watt
       if (costs.price_per_hour) line["per_usd_per_hour"] = figure.value / *costs.price_per_hour;
-      if (costs.watts) line["per_watt"] = figure.value / *costs.watts;
+      if (watts) line["per_watt"] = figure.value / *watts;
     }
     lines.push_back(line);
   }

@@ -17,11 +17,13 @@ struct Answer {
   std::vector<std::string> from;       // the measurements (descriptor and figure)
   std::vector<TextTable> tables = {};  // with a title line each, after the answer
   std::vector<std::string> titles = {};
-  nlohmann::json data = nullptr;  // the figures behind the answer, for --format json
+  nlohmann::json data = nullptr;     // the figures behind the answer, for --format json
+  std::string data_key = "figures";  // "projection" where they are one
 };
 
 // GPU over CPU, memory bandwidth, mixed precision, the state of the art, the projected
-// time-to-train, the per-layer breakdown and the communication projection, in that order.
+// time-to-train, the per-layer breakdown, the communication projection and the measured
+// energy, in that order.
 std::vector<Answer> summary_answers(const nlohmann::json& report);
 
 // A machine's price and power, where given (compare --price-per-hour, --watts, --costs).
@@ -30,7 +32,8 @@ struct Costs {
 };
 
 // Per report: best GEMM TFLOP/s per dtype, bandwidth, training throughput and time-to-train,
-// for each backend; with price and power, per dollar and per watt.
+// for each backend; with price and power, per dollar and per watt. The power is the one the
+// case's energy counters measured where it has it, else the one given (watts_source says which).
 nlohmann::json headline_lines(const nlohmann::json& report, const Costs& costs);
 
 }  // namespace tb

@@ -10,8 +10,10 @@
 
 #include "backends/cpu_kernels/stream.h"
 #include "backends/cpu_kernels/training_ops.h"
+#include "backends/host/energy.h"
 #include "backends/host/peak.h"
 #include "backends/overloaded.h"
+#include "backends/periodic_monitor.h"
 
 namespace tb::cpu {
 namespace {
@@ -145,6 +147,7 @@ Status CpuBackend::allocate(std::size_t bytes, Buffer* out) {
     return Status::OutOfMemory(
         fmt::format("cannot map {:.2f} GiB: {}", gib(size), std::strerror(errno)));
   if (huge) madvise(data, size, MADV_HUGEPAGE);  // fewer page faults and TLB misses; a hint only
+  allocations_.add(size);
   // First touch by the computing threads, with the static partition the kernels use.
   const std::int64_t pages = static_cast<std::int64_t>(size / kHostPage);
 #pragma omp parallel for schedule(static)
@@ -182,7 +185,26 @@ Status CpuBackend::flush_caches() {
 }
 
 void CpuBackend::release(Buffer buffer) {
-  if (buffer.data) munmap(buffer.data, mapped_size(host_, buffer.bytes));
+  if (!buffer.data) return;
+  munmap(buffer.data, mapped_size(host_, buffer.bytes));
+  allocations_.remove(mapped_size(host_, buffer.bytes));
+}
+
+std::unique_ptr<TelemetryMonitor> CpuBackend::start_telemetry() {
+  auto window = std::make_shared<EnergyWindow>(find_energy_counters(powercap_root()));
+  return periodic_monitor([window] { window->read(); },
+                          [window](double seconds) { return window->summarize(seconds); }, 0.25);
+}
+
+// Beyond the computed footprint: the flush buffer where one was made, and 256 MiB for what the
+// libraries keep themselves (JIT-generated kernels, primitive caches, OpenMP thread stacks).
+std::optional<MemoryUse> CpuBackend::memory_use() const {
+  constexpr std::uint64_t kLibraryAllowance = 256ull << 20;
+  const std::uint64_t flush = flush_buffer_.data ? mapped_size(host_, flush_buffer_.bytes) : 0;
+  return MemoryUse{.allocated_bytes = allocations_.held(),
+                   .allocated_peak_bytes = allocations_.peak(),
+                   .device_free_bytes = std::nullopt,
+                   .allowance_bytes = kLibraryAllowance + flush};
 }
 
 Status CpuBackend::upload(const void* host, Buffer device, std::size_t bytes) {

@@ -42,6 +42,10 @@ class CpuBackend : public Backend {
     return Status::Ok();
   }
   std::unique_ptr<Timer> make_timer() override;
+  // The package (and DRAM) energy counters of Linux's powercap interface, read every 0.25 s.
+  std::unique_ptr<TelemetryMonitor> start_telemetry() override;
+  std::optional<MemoryUse> memory_use() const override;
+  void reset_memory_peak() override { allocations_.reset_peak(); }
 
   // Plans the shared CPU ops (stream, peak); everything else is unimplemented here.
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override;
@@ -64,7 +68,8 @@ class CpuBackend : public Backend {
   ThreadPlacement placement_;
   IsaLevel isa_level_;
   double clock_ghz_ = 0;
-  Buffer flush_buffer_;  // allocated at the first flush, kept until the backend goes
+  Buffer flush_buffer_;          // allocated at the first flush, kept until the backend goes
+  AllocationTally allocations_;  // what allocate() has mapped and release() not unmapped
 };
 
 }  // namespace tb::cpu

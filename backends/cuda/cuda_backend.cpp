@@ -283,6 +283,7 @@ class CudaBackend final : public Backend {
       return health_->check(error, "cudaMemset");
     }
     *out = Buffer{data, bytes, MemoryKind::device};
+    device_allocations_.add(bytes);
     return Status::Ok();
   }
   Status allocate_host(std::size_t bytes, bool pinned, Buffer* out) override {
@@ -305,6 +306,7 @@ class CudaBackend final : public Backend {
     switch (buffer.kind) {
       case MemoryKind::device:
         cudaFree(buffer.data);
+        device_allocations_.remove(buffer.bytes);
         break;
       case MemoryKind::host_pinned:
         cudaFreeHost(buffer.data);
@@ -365,6 +367,21 @@ class CudaBackend final : public Backend {
   }
   std::unique_ptr<TelemetryMonitor> start_telemetry() override {
     return nvml_ ? Nvml::monitor(nvml_, current_device()) : nullptr;
+  }
+  // Device memory through cudaMalloc, and what the driver says is free. The allowance covers
+  // what cuBLASLt, cuDNN and NCCL allocate themselves (handles, workspaces, channel buffers).
+  std::optional<MemoryUse> memory_use() const override {
+    constexpr std::uint64_t kLibraryAllowance = 512ull << 20;
+    MemoryUse use{.allocated_bytes = device_allocations_.held(),
+                  .allocated_peak_bytes = device_allocations_.peak(),
+                  .device_free_bytes = std::nullopt,
+                  .allowance_bytes = kLibraryAllowance};
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) use.device_free_bytes = free;
+    return use;
+  }
+  void reset_memory_peak() override {
+    device_allocations_.reset_peak();
   }
 
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
@@ -459,6 +476,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<const Nvml> nvml_;  // absent (with the reason) where NVML is missing
   Buffer flush_buffer_;               // twice the L2, allocated at the first flush
   int flush_value_ = 0;
+  AllocationTally device_allocations_;  // what cudaMalloc holds for allocate()
 };
 
 Availability probe() {

@@ -3,13 +3,11 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "backends/periodic_monitor.h"
 
 namespace tb::cuda {
 namespace {
@@ -133,51 +131,14 @@ constexpr std::pair<std::uint64_t, const char*> kThrottleReasons[] = {
     {0x80, "hw_power_brake_slowdown"},
     {0x100, "display_clock_setting"}};
 
-class NvmlMonitor final : public TelemetryMonitor {
- public:
-  NvmlMonitor(std::shared_ptr<const Nvml> nvml, unsigned device, double period_s)
-      : nvml_(std::move(nvml)), device_(device), start_(std::chrono::steady_clock::now()) {
-    samples_.push_back(nvml_->sample(device_));
-    thread_ = std::thread([this, period = std::chrono::duration<double>(period_s)] {
-      std::unique_lock lock(mutex_);
-      while (!wake_.wait_for(lock, period, [this] { return stopping_; }))
-        samples_.push_back(nvml_->sample(device_));
-    });
-  }
-  ~NvmlMonitor() override { stop(); }
-  nlohmann::json finish() override {
-    stop();
-    samples_.push_back(nvml_->sample(device_));
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    return summarize(samples_, seconds);
-  }
-
- private:
-  void stop() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  std::shared_ptr<const Nvml> nvml_;
-  unsigned device_;
-  std::chrono::steady_clock::time_point start_;
-  std::vector<Nvml::Sample> samples_;  // the thread's until it is joined
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
-
 }  // namespace
 
 std::unique_ptr<TelemetryMonitor> Nvml::monitor(std::shared_ptr<const Nvml> nvml, unsigned device,
                                                 double period_s) {
-  return std::make_unique<NvmlMonitor>(std::move(nvml), device, period_s);
+  auto samples = std::make_shared<std::vector<Sample>>();
+  return periodic_monitor([nvml, device, samples] { samples->push_back(nvml->sample(device)); },
+                          [samples](double seconds) { return summarize(*samples, seconds); },
+                          period_s);
 }
 
 nlohmann::json summarize(const std::vector<Nvml::Sample>& samples, double seconds) {
@@ -208,7 +169,16 @@ nlohmann::json summarize(const std::vector<Nvml::Sample>& samples, double second
   for (const auto& [bit, name] : kThrottleReasons)
     if (reasons & bit) named.push_back(name);
   out["throttle_reasons"] = named;
-  if (first_energy >= 0) out["energy_j"] = last_energy - first_energy;
+  // The counter moves in steps of the driver's sampling (tens of milliseconds): over a window
+  // under a second one step is a large share of the total.
+  constexpr double kShortestEnergyWindow = 1.0;
+  if (first_energy < 0)
+    out["energy_unavailable"] = "the GPU has no total-energy counter (NVML's needs Volta or later)";
+  else if (seconds < kShortestEnergyWindow)
+    out["energy_unavailable"] = fmt::format(
+        "a {:.2f} s window is too short for NVML's energy counter (1 s at least)", seconds);
+  else
+    out["energy_j"] = last_energy - first_energy;
   return out;
 }
 

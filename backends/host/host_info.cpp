@@ -611,6 +611,16 @@ std::uint64_t memory_available_bytes() {
   return meminfo_bytes(read_text("/proc/meminfo"), "MemAvailable");
 }
 
+ResidentMemory resident_memory() {
+  const std::string status = read_text("/proc/self/status");
+  return {meminfo_bytes(status, "VmRSS"), meminfo_bytes(status, "VmHWM")};
+}
+
+bool reset_resident_peak() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  return static_cast<bool>(clear_refs << "5" << std::flush);
+}
+
 namespace {
 
 constexpr std::string_view kBinaryArch =

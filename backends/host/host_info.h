@@ -142,6 +142,15 @@ const cpu_set_t& process_cpus();
 std::vector<int> process_cpu_list();  // the same, as sorted CPU numbers
 // Free memory now, from /proc/meminfo (MemAvailable), in bytes.
 std::uint64_t memory_available_bytes();
+// This process's resident memory now (VmRSS) and its high-water mark (VmHWM), from
+// /proc/self/status, in bytes; 0 where the kernel shows neither.
+struct ResidentMemory {
+  std::uint64_t now_bytes = 0, peak_bytes = 0;
+};
+ResidentMemory resident_memory();
+// Starts the high-water mark again from the resident memory now (5 written to
+// /proc/self/clear_refs, Linux 4.0 and later); false where the kernel refused.
+bool reset_resident_peak();
 
 // Core clock while running, from a chain of dependent integer multiplies (3 cycles each) timed
 // on `threads` threads at once. When `load` is given every thread runs it right before each

@@ -143,8 +143,15 @@ TEST(NvmlTelemetry, SummaryOfSamples) {
   const nlohmann::json bare = summarize({Nvml::Sample{}, Nvml::Sample{}}, 0.5);
   EXPECT_FALSE(bare.contains("power_w"));
   EXPECT_FALSE(bare.contains("energy_j"));
+  EXPECT_NE(bare["energy_unavailable"].get<std::string>().find("no total-energy counter"),
+            std::string::npos);
   EXPECT_FALSE(bare.contains("sm_clock_mhz"));
   EXPECT_TRUE(bare["throttle_reasons"].empty());
+  // A window shorter than the counter's steps can resolve gives no figure, and says why.
+  const nlohmann::json short_window = summarize({idle, hot}, 0.5);
+  EXPECT_FALSE(short_window.contains("energy_j"));
+  EXPECT_NE(short_window["energy_unavailable"].get<std::string>().find("too short"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -534,8 +534,9 @@ TEST_F(Cli, SummaryAnswersWithItsSources) {
   const Outcome outcome = run({"summary", data("current_regressed.json"), "--format", "json"});
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
   const nlohmann::json answers = nlohmann::json::parse(outcome.out);
-  ASSERT_EQ(answers.size(), 7u);
+  ASSERT_EQ(answers.size(), 8u);
   for (const auto& answer : answers) EXPECT_FALSE(answer["answer"].get<std::string>().empty());
+  EXPECT_EQ(answers[7]["answer"], "not measured: no case in this report read an energy counter");
   EXPECT_EQ(answers[0]["answer"], "not measured: no case ran on both a GPU and a CPU backend");
   EXPECT_EQ(answers[5]["answer"], "not measured: no model training step in this report");
   // No all-reduce sweep: says how to measure one, projects nothing.
@@ -1122,6 +1123,74 @@ TEST_F(Cli, KilledMidRunLeavesAValidReportWithFinishedCases) {
   EXPECT_LT(report["results"].size(), 40u);
   EXPECT_TRUE(report["finished_at"].is_null());
   for (const auto& result : report["results"]) EXPECT_EQ(result["status"], "passed");
+}
+
+}  // namespace
+}  // namespace tb
+
+namespace tb {
+namespace {
+
+// The counter of a fake powercap package zone, advanced by `step_uj` every 10 ms until `pid`
+// exits (not reaped: wait_for does that). Each value lands by rename, so a reader never sees
+// half a file.
+void advance_counter_while_running(const fs::path& zone, pid_t pid, std::uint64_t step_uj) {
+  std::uint64_t energy_uj = 0;
+  siginfo_t info{};
+  for (;;) {
+    info.si_pid = 0;
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid == pid)
+      return;
+    energy_uj += step_uj;
+    std::ofstream(zone / "energy_uj.next") << energy_uj << "\n";
+    fs::rename(zone / "energy_uj.next", zone / "energy_uj");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// A case of known size: STREAM's three arrays of n doubles. The computed footprint is theirs,
+// the allocator's peak that plus page rounding, and the process grew by at least that much
+// (allocate() touches every page); nothing is flagged. A powercap tree whose package counter
+// moves while the case runs gives it joules, watts and its GB/s per watt, in GB/J.
+TEST_F(Cli, MemoryAndEnergyOfACaseOfKnownSize) {
+  const fs::path zone = dir_ / "powercap" / "intel-rapl:0";
+  fs::create_directories(zone);
+  std::ofstream(zone / "name") << "package-0\n";
+  std::ofstream(zone / "max_energy_range_uj") << "262143328850\n";
+  std::ofstream(zone / "energy_uj") << "0\n";
+  const std::uint64_t n = 4u << 20;
+  const pid_t pid = spawn({"run", "-b", "cpu-onednn", "-w", fmt::format("stream op=triad n={}", n),
+                           "--time-budget", "0.5", "--min-reps", "2", "-o", report_path()},
+                          {{"TRAINBENCH_POWERCAP_ROOT", (dir_ / "powercap").string()}});
+  advance_counter_while_running(zone, pid, 500'000);  // 0.5 J per 10 ms: about 50 W
+  const Outcome outcome = wait_for(pid);
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json result = read_report(report_path())["results"][0];
+  ASSERT_EQ(result["status"], "passed") << result["reason"];
+  const nlohmann::json& memory = result["memory"];
+  const std::uint64_t computed = 3 * n * sizeof(double);
+  EXPECT_EQ(memory["computed_bytes"].get<std::uint64_t>(), computed);
+  const std::uint64_t allocated = memory["timed_allocated_peak_bytes"];
+  EXPECT_GE(memory["allocated_peak_bytes"].get<std::uint64_t>(), allocated);
+  EXPECT_GE(allocated, computed);
+  EXPECT_LE(allocated, computed + (8u << 20)) << "three arrays, each rounded to a huge page";
+  if (memory["resident_peak_reset"].get<bool>()) {
+    const std::uint64_t start = memory["resident_start_bytes"];
+    EXPECT_GE(memory["resident_peak_bytes"].get<std::uint64_t>() - start, computed * 95 / 100);
+    // Set-up filled the three arrays before validation read them.
+    EXPECT_GE(memory["validation_resident_peak_bytes"].get<std::uint64_t>() - start,
+              computed * 95 / 100);
+  }
+  EXPECT_FALSE(memory.contains("flag")) << memory["flag"];
+  const nlohmann::json& energy = result["energy"];
+  EXPECT_EQ(energy["source"], "powercap");
+  ASSERT_TRUE(energy.contains("joules")) << energy.dump();
+  EXPECT_GT(energy["joules"].get<double>(), 0);
+  EXPECT_GT(energy["average_w"].get<double>(), 0);
+  EXPECT_EQ(energy["per_joule"]["unit"], "GB/J");
+  EXPECT_NEAR(energy["per_joule"]["value"].get<double>(),
+              result["metrics"]["gbps"].get<double>() / energy["average_w"].get<double>(), 1e-9);
 }
 
 }  // namespace

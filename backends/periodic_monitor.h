@@ -1,0 +1,21 @@
+// Telemetry read on a thread of its own while a case is timed: what the GPU's NVML monitor and
+// the CPU's energy counters share.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.h"
+
+namespace tb {
+
+// Calls `read` once now, then every `period_s` on a thread of its own, and once more at
+// finish(), which returns `summarize(seconds since now)`. The two never run at once, so they
+// may share what they capture without a lock.
+std::unique_ptr<TelemetryMonitor> periodic_monitor(
+    std::function<void()> read, std::function<nlohmann::json(double seconds)> summarize,
+    double period_s);
+
+}  // namespace tb
