@@ -79,6 +79,28 @@ bool updated_in_place(const OperandSpec& spec) {
 constexpr std::int64_t kUpdateSampleElements = std::int64_t{1} << 20;
 constexpr std::int64_t kUpdateSampleTensorLimit = std::int64_t{1} << 22;
 
+// Seeded parameter tensors holding at least kUpdateSampleElements values between them, none
+// over kUpdateSampleTensorLimit where another can be taken: a vocabulary's embedding (BERT's
+// 23 million values) would cost more in f64 copies than the rest of the check. The op runs
+// the same code over every tensor of the flat buffer, and the reduced network checks them all.
+std::vector<int> sampled_parameters(const Network& network) {
+  const std::vector<Parameter>& parameters = network.parameters();
+  std::vector<int> order(parameters.size());
+  for (std::size_t p = 0; p < order.size(); ++p) order[p] = static_cast<int>(p);
+  std::sort(order.begin(), order.end(), [](int a, int b) {
+    return mix64(static_cast<std::uint64_t>(a)) < mix64(static_cast<std::uint64_t>(b));
+  });
+  std::stable_partition(order.begin(), order.end(), [&](int p) {
+    return static_cast<std::int64_t>(parameters[p].elements()) <= kUpdateSampleTensorLimit;
+  });
+  std::int64_t taken = 0;
+  std::size_t n = 0;
+  while (n < order.size() && taken < kUpdateSampleElements)
+    taken += static_cast<std::int64_t>(parameters[order[n++]].elements());
+  order.resize(n);
+  return order;
+}
+
 // A normalization's diff_src = gamma / sigma * (dy - mean(dy) - xhat * mean(dy xhat)), the
 // means over each element's statistic group: with few elements per group it cancels (two per
 // channel, as a batch norm at batch 2 on a 1x1 map has, leave |xhat| = 1 - epsilon / 2 var and
@@ -90,25 +112,28 @@ double backward_data_magnitude(const std::vector<double>& src, const std::vector
                                float epsilon,
                                const std::function<std::int64_t(std::int64_t)>& parameter,
                                const std::function<std::int64_t(std::int64_t)>& statistic) {
-  const std::size_t statistics = mean.size();
-  std::vector<double> dy_sum(statistics, 0.0), dy_xhat_sum(statistics, 0.0), count(statistics, 0.0);
+  struct GroupSums {  // of one statistic's group: |dy|, |dy xhat| and its element count
+    double dy = 0, dy_xhat = 0, count = 0;
+  };
+  std::vector<GroupSums> sums(mean.size());
   auto xhat = [&](std::int64_t e) {
     const std::int64_t k = statistic(e);
     return (src[e] - mean[k]) / std::sqrt(variance[k] + epsilon);
   };
   auto gradient = [&](std::int64_t e) { return mask && (*mask)[e] == 0 ? 0.0 : dy[e]; };
   for (std::int64_t e = 0; e < elements; ++e) {
-    const std::int64_t k = statistic(e);
-    dy_sum[k] += std::fabs(gradient(e));
-    dy_xhat_sum[k] += std::fabs(gradient(e) * xhat(e));
-    count[k] += 1;
+    GroupSums& group = sums[statistic(e)];
+    group.dy += std::fabs(gradient(e));
+    group.dy_xhat += std::fabs(gradient(e) * xhat(e));
+    group.count += 1;
   }
   double sum_of_squares = 0;
   for (std::int64_t e = 0; e < elements; ++e) {
     const std::int64_t k = statistic(e);
+    const GroupSums& group = sums[k];
     const double term = std::fabs(gamma[parameter(e)]) / std::sqrt(variance[k] + epsilon) *
-                        (std::fabs(gradient(e)) + dy_sum[k] / count[k] +
-                         std::fabs(xhat(e)) * dy_xhat_sum[k] / count[k]);
+                        (std::fabs(gradient(e)) + group.dy / group.count +
+                         std::fabs(xhat(e)) * group.dy_xhat / group.count);
     sum_of_squares += term * term;
   }
   return std::sqrt(sum_of_squares);
@@ -187,6 +212,15 @@ ReductionMagnitude reduction_magnitude(const OpDesc& desc, const std::vector<Ope
   return {magnitude};
 }
 
+// The count of an op over the flat parameter buffers (the weight cast, the unscale, the
+// optimizer), else 0.
+std::int64_t flat_count(const OpDesc& desc) {
+  if (const auto* o = std::get_if<OptimizerOp>(&desc)) return o->count;
+  if (const auto* o = std::get_if<UnscaleGradientsOp>(&desc)) return o->count;
+  if (const auto* o = std::get_if<CastOp>(&desc)) return o->count;
+  return 0;
+}
+
 // A check that must hold to rounding of f64: a cast's output, a flag, an index.
 constexpr double kExactTolerance = 1e-12;
 
@@ -222,6 +256,18 @@ double op_tolerance(DType output) {
 
 }  // namespace
 
+CheckPath check_path(const StepOp& op, const OpCheckOptions& options) {
+  const bool whole_parameters = op.phase == Phase::weight_cast || op.phase == Phase::optimizer;
+  if (whole_parameters && flat_count(op.desc) > options.full_update_limit)
+    return CheckPath::by_tensors;
+  if (std::holds_alternative<CastOp>(op.desc)) return CheckPath::cast;
+  if (!reference_op(op.desc)) return CheckPath::unchecked;
+  if (has_sampled_reference(op.desc) &&
+      reference_multiply_adds(op.desc) > options.full_reference_limit)
+    return CheckPath::sampled;
+  return CheckPath::in_full;
+}
+
 // Checks the ops of one step as run_ops() hands them over, each against its f64 reference on
 // the host (a GPU has no f64 ops) fed what the step's op read just before it ran.
 class OpChecker::Checker {
@@ -231,15 +277,20 @@ class OpChecker::Checker {
       : s_(step), options_(options), out_(out), host_(make_reference_backend()) {}
 
   Status check(const Op& op) {
-    const bool whole_parameters = op.phase == Phase::weight_cast || op.phase == Phase::optimizer;
-    if (whole_parameters && flat_count(op.desc) > options_.full_update_limit)
-      return check_by_tensors(op);
-    if (const auto* cast = std::get_if<CastOp>(&op.desc)) return check_cast(op, *cast);
-    const std::optional<OpDesc> reference = reference_op(op.desc);
-    if (!reference) return s_.execute(op);
-    const bool sampled = has_sampled_reference(op.desc) &&
-                         reference_multiply_adds(op.desc) > options_.full_reference_limit;
-    TB_RETURN_IF_ERROR(sampled ? check_sampled(op) : check_in_full(op, *reference));
+    switch (check_path(op, options_)) {
+      case CheckPath::by_tensors:
+        return check_by_tensors(op);
+      case CheckPath::cast:
+        return check_cast(op, std::get<CastOp>(op.desc));
+      case CheckPath::unchecked:
+        return s_.execute(op);
+      case CheckPath::sampled:
+        TB_RETURN_IF_ERROR(check_sampled(op));
+        break;
+      case CheckPath::in_full:
+        TB_RETURN_IF_ERROR(check_in_full(op, *reference_op(op.desc)));
+        break;
+    }
     ++out_->ops_checked;
     return Status::Ok();
   }
@@ -288,7 +339,8 @@ class OpChecker::Checker {
         if (saved == reference_state_.end())
           return Status::Failed(
               fmt::format("{}: no reference to read", output_name(op, static_cast<int>(i))));
-        (*inputs)[i] = saved->second;
+        from_bytes(saved->second.data(), static_cast<std::size_t>(specs[i].elements()),
+                   specs[i].dtype, &(*inputs)[i]);
         continue;
       }
       TB_RETURN_IF_ERROR(step_values(op, static_cast<int>(i), &(*inputs)[i]));
@@ -380,15 +432,6 @@ class OpChecker::Checker {
     return Status::Ok();
   }
 
-  // The count of an op over the flat parameter buffers (the weight cast, the unscale, the
-  // optimizer), else 0.
-  static std::int64_t flat_count(const OpDesc& desc) {
-    if (const auto* o = std::get_if<OptimizerOp>(&desc)) return o->count;
-    if (const auto* o = std::get_if<UnscaleGradientsOp>(&desc)) return o->count;
-    if (const auto* o = std::get_if<CastOp>(&desc)) return o->count;
-    return 0;
-  }
-
   // The same op over one parameter tensor's `count` values (LAMB: as its only tensor).
   static OpDesc over_one_tensor(const OpDesc& desc, std::int64_t count) {
     return std::visit(
@@ -398,28 +441,6 @@ class OpChecker::Checker {
           return o;
         },
         desc);
-  }
-
-  // Seeded parameter tensors holding at least kUpdateSampleElements values between them, none
-  // over kUpdateSampleTensorLimit where another can be taken: a vocabulary's embedding (BERT's
-  // 23 million values) would cost more in f64 copies than the rest of the check. The op runs
-  // the same code over every tensor of the flat buffer, and the reduced network checks them all.
-  std::vector<int> sampled_parameters() const {
-    const std::vector<Parameter>& parameters = s_.network.parameters();
-    std::vector<int> order(parameters.size());
-    for (std::size_t p = 0; p < order.size(); ++p) order[p] = static_cast<int>(p);
-    std::sort(order.begin(), order.end(), [](int a, int b) {
-      return mix64(static_cast<std::uint64_t>(a)) < mix64(static_cast<std::uint64_t>(b));
-    });
-    std::stable_partition(order.begin(), order.end(), [&](int p) {
-      return static_cast<std::int64_t>(parameters[p].elements()) <= kUpdateSampleTensorLimit;
-    });
-    std::int64_t taken = 0;
-    std::size_t n = 0;
-    while (n < order.size() && taken < kUpdateSampleElements)
-      taken += static_cast<std::int64_t>(parameters[order[n++]].elements());
-    order.resize(n);
-    return order;
   }
 
   // Values [offset, offset + count) of the step's flat operand `index` of `op`.
@@ -452,7 +473,7 @@ class OpChecker::Checker {
       std::vector<std::vector<double>> inputs;  // by operand, as the sub-op reads them
     };
     std::vector<Range> ranges;
-    for (int p : sampled_parameters()) {
+    for (int p : sampled_parameters(s_.network)) {
       Range range{s_.parameter_offsets[p], s_.network.parameters()[p].elements(),
                   std::vector<std::vector<double>>(specs.size())};
       for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -472,8 +493,13 @@ class OpChecker::Checker {
     std::vector<int> compared;  // flat outputs, in operand order
     for (std::size_t i = 0; i < specs.size(); ++i)
       if (specs[i].is_output && flat(i)) compared.push_back(static_cast<int>(i));
-    for (std::size_t n = 0; n < compared.size(); ++n)
-      reuse_output(n, compared[n], tolerance_of(op, compared[n]));
+    std::size_t sampled = 0;  // values, over every range: each output's copies sized once
+    for (const Range& range : ranges) sampled += static_cast<std::size_t>(range.length);
+    for (std::size_t n = 0; n < compared.size(); ++n) {
+      Output& output = reuse_output(n, compared[n], tolerance_of(op, compared[n]));
+      output.want.reserve(sampled), output.got.reserve(sampled);
+      if (updated_in_place(specs[compared[n]])) output.before.reserve(sampled);
+    }
     const auto* cast = std::get_if<CastOp>(&op.desc);
     std::vector<double> values;
     for (const Range& range : ranges) {
@@ -560,7 +586,8 @@ class OpChecker::Checker {
           export_values(*host_, *plan, index, buffers.operand[i], &output.want, &scratch_));
       if (opaque_operand(specs[i])) {
         TB_RETURN_IF_ERROR(step_decisions(op, index, &output.want));
-        reference_state_[s_.memory.root(op.slots[i])] = output.want;
+        to_bytes(output.want, op.plan->operands()[i].dtype,
+                 &reference_state_[s_.memory.root(op.slots[i])]);
         continue;
       }
       TB_RETURN_IF_ERROR(step_values(op, index, &output.got));
@@ -640,9 +667,103 @@ class OpChecker::Checker {
   std::vector<char> scratch_;                // raw bytes of an export, likewise
   std::vector<Output> outputs_;              // an op's compared outputs, likewise
   std::vector<double> sampled_values_;       // a sampled output, a ReLU's output, likewise
-  std::map<int, std::vector<double>> reference_state_;  // masks and indices the f64 forward made
-  std::uint64_t sample_stream_ = 0;                     // a fresh sample per output
+  // Masks and indices the f64 forward made, by root slot, in their operands' own dtype (i32:
+  // half of an f64 copy, for every mask and index of the network until the backward reads it).
+  std::map<int, std::vector<char>> reference_state_;
+  std::uint64_t sample_stream_ = 0;  // a fresh sample per output
 };
+
+OpCheckFootprint::OpCheckFootprint(const StepView& step, const OpCheckOptions& options)
+    : step_(step), options_(options), host_(make_reference_backend()) {}
+OpCheckFootprint::~OpCheckFootprint() = default;
+
+void OpCheckFootprint::grow(std::vector<std::uint64_t>& largest, std::size_t position,
+                            std::uint64_t bytes) {
+  if (largest.size() <= position) largest.resize(position + 1, 0);
+  largest[position] = std::max(largest[position], bytes);
+}
+
+// Mirrors what Checker::check keeps for `op` on each path.
+Status OpCheckFootprint::add(const StepOp& op) {
+  const std::vector<OperandSpec>& specs = op.plan->operands();
+  auto f64_bytes = [&](std::size_t i) {
+    return 8 * static_cast<std::uint64_t>(specs[i].elements());
+  };
+  auto read = [&](std::size_t i) { return !specs[i].is_output || specs[i].reads_previous(); };
+  const CheckPath path = check_path(op, options_);
+  if (path == CheckPath::unchecked) return Status::Ok();
+  if (path == CheckPath::by_tensors) {
+    // The sampled tensors (check_by_tensors): their values per flat operand read, for this op
+    // only; per compared output, want, got and (updated in place) before; the reference plan's
+    // operands at the largest tensor's size.
+    std::uint64_t sampled = 0, largest = 0;
+    for (int p : sampled_parameters(step_.network)) {
+      const auto elements = static_cast<std::uint64_t>(step_.network.parameters()[p].elements());
+      sampled += 8 * elements;
+      largest = std::max(largest, 8 * elements);
+    }
+    std::uint64_t read_copies = 0, changes = 0;  // changes: an update judged (judge())
+    for (std::size_t i = 0, n = 0; i < specs.size(); ++i) {
+      if (read(i)) read_copies += sampled;
+      grow(reference_operands_, i, largest);
+      if (!specs[i].is_output) continue;
+      grow(outputs_, n++, sampled * (updated_in_place(specs[i]) ? 3 : 2));
+      if (updated_in_place(specs[i])) changes = 2 * sampled;
+    }
+    transient_ = std::max(transient_, read_copies + changes + largest);  // + one tensor's values
+    scratch_ = std::max(scratch_, largest);
+    return Status::Ok();
+  }
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (read(i)) grow(inputs_, i, f64_bytes(i));
+    scratch_ = std::max(scratch_, f64_bytes(i));
+  }
+  if (path == CheckPath::cast) {  // its output's want and got, for this op only
+    transient_ = std::max(transient_, 2 * f64_bytes(operand_index(specs, "dst")));
+    return Status::Ok();
+  }
+  if (path == CheckPath::sampled) {  // each output whole, once at a time; its samples are few
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].is_output) sampled_values_ = std::max(sampled_values_, f64_bytes(i));
+    return Status::Ok();
+  }
+  std::unique_ptr<Plan> plan;
+  TB_RETURN_IF_ERROR(host_->plan(*reference_op(op.desc), &plan));
+  const std::vector<OperandSpec>& reference = plan->operands();
+  for (std::size_t i = 0; i < reference.size(); ++i)
+    grow(reference_operands_, i, reference[i].bytes);
+  grow(reference_operands_, reference.size(), plan->workspace_bytes());
+  std::size_t compared = 0;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (!specs[i].is_output || statistics_operand(specs[i])) continue;
+    if (opaque_operand(specs[i])) {  // the f64 forward's values, kept for the backward
+      grow(outputs_, compared, f64_bytes(i));
+      saved_state_[step_.memory.root(op.slots[i])] =
+          static_cast<std::uint64_t>(specs[i].elements()) * dtype_size(specs[i].dtype);
+      if (specs[i].name == "relu_mask")  // the step's ReLU output, read to make its mask
+        sampled_values_ = std::max(sampled_values_, f64_bytes(i));
+      continue;
+    }
+    // want and got; before, where updated in place (and the changes judged, while judged); the
+    // magnitudes of a product's cancelling output.
+    std::uint64_t held = 2 * f64_bytes(i);
+    if (updated_in_place(specs[i])) {
+      held += f64_bytes(i);
+      transient_ = std::max(transient_, 2 * f64_bytes(i));
+    }
+    if (is_product(op.desc)) held += f64_bytes(i);
+    grow(outputs_, compared++, held);
+  }
+  return Status::Ok();
+}
+
+std::uint64_t OpCheckFootprint::bytes() const {
+  std::uint64_t total = scratch_ + sampled_values_ + transient_;
+  for (const std::vector<std::uint64_t>* held : {&inputs_, &reference_operands_, &outputs_})
+    for (std::uint64_t bytes : *held) total += bytes;
+  for (const auto& [slot, bytes] : saved_state_) total += bytes;
+  return total;
+}
 
 OpChecker::OpChecker(const StepView& step, const OpCheckOptions& options, OpCheck* out)
     : checker_(std::make_unique<Checker>(step, options, out)) {}

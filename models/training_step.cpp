@@ -171,6 +171,21 @@ Status TrainingStep::planned_bytes(Backend& backend, const Network& network,
   return Status::Ok();
 }
 
+Status TrainingStep::planned_check_bytes(Backend& backend, const Network& network,
+                                         const StepOptions& options, const OpCheckOptions& check,
+                                         std::uint64_t* out) {
+  Impl plan(backend, network, options);
+  TB_RETURN_IF_ERROR(plan.build());
+  OpCheckFootprint footprint(plan.view(), check);
+  Status status = Status::Ok();
+  plan.for_each_op([&](const Impl::Op& op) {
+    if (status.ok()) status = footprint.add(op);
+  });
+  TB_RETURN_IF_ERROR(status);
+  *out = footprint.bytes();
+  return Status::Ok();
+}
+
 TrainingStep::TrainingStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TrainingStep::~TrainingStep() = default;
 

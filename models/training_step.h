@@ -144,6 +144,12 @@ class TrainingStep {
   // What create() would allocate (arena and workspace), planned without allocating.
   static Status planned_bytes(Backend& backend, const Network& network, const StepOptions& options,
                               std::uint64_t* out);
+  // What check_ops(`check`) would hold in host memory beyond the step's own, at its most (its f64
+  // copies of the largest ops' operands, the forward's masks until the run ends), planned
+  // likewise (OpCheckFootprint).
+  static Status planned_check_bytes(Backend& backend, const Network& network,
+                                    const StepOptions& options, const OpCheckOptions& check,
+                                    std::uint64_t* out);
   ~TrainingStep();
   TrainingStep(const TrainingStep&) = delete;
   TrainingStep& operator=(const TrainingStep&) = delete;

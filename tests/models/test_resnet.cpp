@@ -1,13 +1,16 @@
 // ResNet-50 as torchvision defines it, and its training step on the CPU backends checked
 // against the double-precision reference the shared CPU code runs.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <map>
 
+#include "backends/host/host_info.h"
 #include "backends/low_precision.h"
 #include "backends/registry.h"
 #include "models/reference_check.h"
@@ -268,16 +271,59 @@ TEST(BackendAgreement, StepsAgreeWithOnednnFp32) {
 namespace tb {
 namespace {
 
-// batch=sweep expands to 1, 2, 4, ... and the largest batch whose planned step fits.
+// What check_ops() holds beside the step is what planned_check_bytes() plans: the process's
+// high-water mark over the check grows by no more than the plan, and by most of it (a plan far
+// above would cut a memory sweep short for nothing).
+TEST(OpCheckMemory, ThePlannedCopiesBoundWhatTheCheckHolds) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer keeps freed memory resident (its quarantine): the growth "
+                  "would not be the check's";
+#endif
+  auto backend = testing_support::make_cpu_backend();
+  if (!backend) GTEST_SKIP() << "no CPU backend in this build";
+  if (!cpu::reset_resident_peak()) GTEST_SKIP() << "this kernel refuses to reset VmHWM";
+  ResNetConfig config;
+  config.batch = 8, config.image = 112, config.width = 32, config.classes = 10;
+  const Network net = build_resnet(config);
+  const OpCheckOptions options = OpCheckOptions::measured_network(OptimizerSettings{});
+  std::uint64_t planned = 0;
+  ASSERT_TRUE(TrainingStep::planned_check_bytes(*backend, net, {}, options, &planned).ok());
+  std::unique_ptr<TrainingStep> step;
+  ASSERT_TRUE(prepared_step(*backend, net, {}, seeded_batch(net, 3), 5, &step).ok());
+  malloc_trim(0);  // freed heap memory would otherwise be reused unseen
+  ASSERT_TRUE(cpu::reset_resident_peak());
+  const std::uint64_t before = cpu::resident_memory().now_bytes;
+  OpCheck check;
+  ASSERT_TRUE(step->check_ops(&check, options).ok());
+  EXPECT_TRUE(check.passed) << check.worst_output;
+  const std::uint64_t growth = cpu::resident_memory().peak_bytes - before;
+  std::cout << fmt::format("the check grew the process by {:.1f} MiB; planned {:.1f} MiB\n",
+                           growth / 1048576.0, planned / 1048576.0);
+  EXPECT_LE(growth, planned + (16u << 20)) << "planned " << planned;
+  EXPECT_GE(growth, planned / 2) << "planned " << planned;
+}
+
+// What a sweep plans for a batch: the step and its op check.
+std::uint64_t sweep_bytes(Backend& backend, const ResNetConfig& config) {
+  const Network net = build_resnet(config);
+  std::uint64_t step = 0, check = 0;
+  EXPECT_TRUE(TrainingStep::planned_bytes(backend, net, {}, &step).ok());
+  EXPECT_TRUE(TrainingStep::planned_check_bytes(
+                  backend, net, {}, OpCheckOptions::measured_network(OptimizerSettings{}), &check)
+                  .ok());
+  return step + check;
+}
+
+// batch=sweep expands to 1, 2, 4, ... and the largest batch whose planned step (its op check
+// beside it) fits.
 TEST(BatchSweep, ExpandsUpToTheLargestBatchThatFits) {
   auto backend = make_backend("cpu-onednn");
   if (!backend) GTEST_SKIP() << "cpu-onednn is not in this build";
   ResNetConfig config;
   config.batch = 10, config.image = 64, config.width = 16, config.classes = 10;
-  std::uint64_t ten = 0, eleven = 0;
-  ASSERT_TRUE(TrainingStep::planned_bytes(*backend, build_resnet(config), {}, &ten).ok());
+  const std::uint64_t ten = sweep_bytes(*backend, config);
   config.batch = 11;
-  ASSERT_TRUE(TrainingStep::planned_bytes(*backend, build_resnet(config), {}, &eleven).ok());
+  const std::uint64_t eleven = sweep_bytes(*backend, config);
   ASSERT_GT(eleven, ten);
   // Memory for batch 10 and a bit, at the sweep's 90% budget.
   const auto available = static_cast<std::uint64_t>((ten + (eleven - ten) / 2) / 0.9);
