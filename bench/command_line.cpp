@@ -450,6 +450,20 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
           },
           false, [s, command_line, &world] { run_options(*s, command_line, world); }};
 }
+// --price-per-hour, --watts and --costs: each machine's price and power, in report order.
+void add_cost_options(CLI::App* command, CostOptions& costs) {
+  command
+      ->add_option("--price-per-hour", costs.price_per_hour,
+                   "USD per hour of each machine, in report order")
+      ->delimiter(',')
+      ->check(number_in(kNonNegative));
+  command->add_option("--watts", costs.watts, "power of each machine in watts, in report order")
+      ->delimiter(',')
+      ->check(number_in(kPositive));
+  command->add_option("--costs", costs.costs_file,
+                      "JSON file {\"REPORT\": {\"price_per_hour\": USD, \"watts\": W}}");
+}
+
 Subcommand register_compare(CLI::App& app) {
   CLI::App* compare = app.add_subcommand(
       "compare", "compare reports case by case: speed-up, 95% interval, significance");
@@ -463,17 +477,7 @@ Subcommand register_compare(CLI::App& app) {
   compare->add_flag("--across-backends", s->options.across_backends,
                     "put the backends of each report side by side (CPU against GPU)");
   add_threshold(compare, s->threshold, "smallest change called faster / slower");
-  compare
-      ->add_option("--price-per-hour", s->options.price_per_hour,
-                   "USD per hour of each machine, in report order")
-      ->delimiter(',')
-      ->check(number_in(kNonNegative));
-  compare
-      ->add_option("--watts", s->options.watts, "power of each machine in watts, in report order")
-      ->delimiter(',')
-      ->check(number_in(kPositive));
-  compare->add_option("--costs", s->options.costs_file,
-                      "JSON file {\"REPORT\": {\"price_per_hour\": USD, \"watts\": W}}");
+  add_cost_options(compare, s->options.costs);
   add_format(compare, s->format, kTableFormatsWithCsv);
   return {compare,
           [s] {
@@ -572,14 +576,23 @@ Subcommand register_ab(CLI::App& app) {
           true};
 }
 
+// A report command's options and the --format text they are parsed from.
+template <class Options>
+struct WithFormat {
+  Options options;
+  std::string format;
+};
+
 Subcommand register_summary(CLI::App& app) {
-  CLI::App* summary = app.add_subcommand("summary", "what a buyer asks, answered from one report");
-  struct State {
-    SummaryOptions options;
-    std::string format;
-  };
-  auto s = std::make_shared<State>();
-  summary->add_option("report", s->options.report, "report file")->required();
+  CLI::App* summary = app.add_subcommand(
+      "summary", "what a buyer asks, answered from one report or two machines' reports");
+  auto s = std::make_shared<WithFormat<SummaryOptions>>();
+  summary
+      ->add_option("reports", s->options.reports,
+                   "report file; or a GPU machine's and a CPU machine's, for the buyer's table")
+      ->required()
+      ->expected(1, 2);
+  add_cost_options(summary, s->options.costs);
   add_format(summary, s->format, kTableFormats);
   return {summary,
           [s] {

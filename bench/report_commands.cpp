@@ -79,14 +79,16 @@ double cost_figure(const nlohmann::json& entry, const char* key, NumberRange ran
   return value.get<double>();
 }
 
-std::vector<Costs> load_costs(const CompareOptions& options) {
-  std::vector<Costs> costs(options.reports.size());
+}  // namespace
+
+std::vector<Costs> load_costs(const std::vector<std::string>& reports, const CostOptions& options) {
+  std::vector<Costs> costs(reports.size());
   for (const auto* list : {&options.price_per_hour, &options.watts})
-    if (!list->empty() && list->size() != options.reports.size())
+    if (!list->empty() && list->size() != reports.size())
       throw UsageError(fmt::format(
           "--price-per-hour and --watts take one value per report ({} reports, {} values)",
-          options.reports.size(), list->size()));
-  for (std::size_t i = 0; i < options.reports.size(); ++i) {
+          reports.size(), list->size()));
+  for (std::size_t i = 0; i < reports.size(); ++i) {
     if (!options.price_per_hour.empty()) costs[i].price_per_hour = options.price_per_hour[i];
     if (!options.watts.empty()) costs[i].watts = options.watts[i];
   }
@@ -103,9 +105,9 @@ std::vector<Costs> load_costs(const CompareOptions& options) {
     if (!file.is_object())
       throw UsageError(
           fmt::format("costs file {} is not a JSON object of reports", *options.costs_file));
-    for (std::size_t i = 0; i < options.reports.size(); ++i) {
-      const std::string name = std::filesystem::path(options.reports[i]).filename().string();
-      for (const std::string& key : {options.reports[i], name})
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      const std::string name = std::filesystem::path(reports[i]).filename().string();
+      for (const std::string& key : {reports[i], name})
         if (file.contains(key)) {
           const auto& entry = file[key];
           if (!entry.is_object())
@@ -122,8 +124,6 @@ std::vector<Costs> load_costs(const CompareOptions& options) {
   }
   return costs;
 }
-
-}  // namespace
 
 TableFormat parse_table_format(const std::string& name) {
   if (name == "table") return TableFormat::table;
@@ -212,7 +212,7 @@ int compare_command(const CompareOptions& options) {
     throw UsageError("compare needs at least two reports (or one with --across-backends)");
   std::vector<nlohmann::json> reports;
   for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
-  const std::vector<Costs> costs = load_costs(options);
+  const std::vector<Costs> costs = load_costs(options.reports, options.costs);
 
   std::vector<std::string> names;
   for (const std::string& path : options.reports)

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/compare.h"
+#include "reports/summary.h"
 #include "reports/text_table.h"
 
 namespace tb {
@@ -19,13 +20,22 @@ double parse_threshold(const std::string& text);
 // A report named on the command line: unreadable, corrupt or foreign -> UsageError (exit 2).
 nlohmann::json read_input_report(const std::string& path);
 
+// Each machine's price and power (compare, summary): one value per report, in report order, or
+// from a costs file keyed by report path or file name; empty lists where not given.
+struct CostOptions {
+  std::vector<double> price_per_hour, watts;
+  std::optional<std::string> costs_file;  // {"REPORT": {"price_per_hour": X, "watts": Y}}
+};
+// Per report, its price and power: a list of the wrong length or a bad costs file ->
+// UsageError.
+std::vector<Costs> load_costs(const std::vector<std::string>& reports, const CostOptions& options);
+
 struct CompareOptions {
   std::vector<std::string> reports;
   bool across_backends = false;
   double threshold = 0.05;
   TableFormat format = TableFormat::table;
-  std::vector<double> price_per_hour, watts;  // per report, in order; empty when not given
-  std::optional<std::string> costs_file;      // {"REPORT": {"price_per_hour": X, "watts": Y}}
+  CostOptions costs;
 };
 int compare_command(const CompareOptions& options);
 
@@ -54,7 +64,8 @@ struct AbOptions {
 int ab_command(const AbOptions& options);
 
 struct SummaryOptions {
-  std::string report;
+  std::vector<std::string> reports;  // one machine's, or a GPU machine's and a CPU machine's
+  CostOptions costs;
   TableFormat format = TableFormat::table;
 };
 int summary_command(const SummaryOptions& options);

@@ -1,10 +1,12 @@
 // `trainbench summary`: prints reports/summary.h's answers as text, Markdown or JSON.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "bench/report_commands.h"
+#include "reports/buyers_table.h"
 #include "reports/summary.h"
 
 namespace tb {
@@ -24,8 +26,14 @@ std::string indented(const TextTable& table) {
 }  // namespace
 
 int summary_command(const SummaryOptions& options) {
-  const nlohmann::json report = read_input_report(options.report);
-  const std::vector<Answer> answers = summary_answers(report);
+  std::vector<nlohmann::json> reports;
+  for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
+  const std::vector<Costs> costs = load_costs(options.reports, options.costs);
+  std::vector<MachineReport> machines;
+  for (std::size_t i = 0; i < reports.size(); ++i)
+    machines.push_back(
+        {std::filesystem::path(options.reports[i]).filename().string(), &reports[i], costs[i]});
+  const std::vector<Answer> answers = machine_answers(machines);
   std::string text;
   if (options.format == TableFormat::json) {
     nlohmann::json out = nlohmann::json::array();

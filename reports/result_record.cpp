@@ -137,4 +137,11 @@ std::optional<double> ResultRecord::metric(std::string_view name) const {
   return value->get<double>();
 }
 
+std::optional<double> headline_ratio(const ResultRecord& a, const ResultRecord& b) {
+  const std::optional<HeadlineValue>&ha = a.headline, &hb = b.headline;
+  if (!ha || !hb || ha->headline.metric != hb->headline.metric || ha->value <= 0 || hb->value <= 0)
+    return std::nullopt;
+  return ha->headline.lower_is_better ? hb->value / ha->value : ha->value / hb->value;
+}
+
 }  // namespace tb

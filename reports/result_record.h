@@ -55,6 +55,11 @@ ResultRecord read_result(const nlohmann::json& result);
 // Every result of a (schema-valid) report, in order; the records point into `report`.
 std::vector<ResultRecord> read_results(const nlohmann::json& report);
 std::optional<HeadlineValue> result_headline(const nlohmann::json& result);
+// How many times `a` beats `b` on their headline metric (throughput, or a time where lower is
+// better), never on raw times: `peak dtype=bf16` runs twice the FLOPs of `peak dtype=f32` per
+// unit, so their times' ratio says nothing of their speeds. Nullopt where the two have no
+// common headline.
+std::optional<double> headline_ratio(const ResultRecord& a, const ResultRecord& b);
 CaseKey case_key(const nlohmann::json& result);
 
 }  // namespace tb

@@ -263,17 +263,6 @@ struct Passed {
   }
 };
 
-// How many times `a` beats `b` on their headline metric (throughput, or a time where lower is
-// better), never on raw times: `peak dtype=bf16` runs twice the FLOPs of `peak dtype=f32` per
-// unit, so their times' ratio says nothing of their speeds. Nullopt where the two have no
-// common headline.
-std::optional<double> headline_ratio(const ResultRecord& a, const ResultRecord& b) {
-  const std::optional<HeadlineValue>&ha = a.headline, &hb = b.headline;
-  if (!ha || !hb || ha->headline.metric != hb->headline.metric || ha->value <= 0 || hb->value <= 0)
-    return std::nullopt;
-  return ha->headline.lower_is_better ? hb->value / ha->value : ha->value / hb->value;
-}
-
 // GPU over CPU speed-up, per workload and dtype: the GPU against the fastest CPU backend.
 Answer speedup_answer(const Passed& passed) {
   Answer speedup{"GPU over CPU speed-up per workload and dtype", "", {}};

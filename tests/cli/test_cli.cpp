@@ -534,9 +534,10 @@ TEST_F(Cli, SummaryAnswersWithItsSources) {
   const Outcome outcome = run({"summary", data("current_regressed.json"), "--format", "json"});
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
   const nlohmann::json answers = nlohmann::json::parse(outcome.out);
-  ASSERT_EQ(answers.size(), 8u);
+  ASSERT_EQ(answers.size(), 9u);
   for (const auto& answer : answers) EXPECT_FALSE(answer["answer"].get<std::string>().empty());
   EXPECT_EQ(answers[7]["answer"], "not measured: no case in this report read an energy counter");
+  EXPECT_EQ(answers[8]["answer"].get<std::string>().rfind("not compared: one report", 0), 0u);
   EXPECT_EQ(answers[0]["answer"], "not measured: no case ran on both a GPU and a CPU backend");
   EXPECT_EQ(answers[5]["answer"], "not measured: no model training step in this report");
   // No all-reduce sweep: says how to measure one, projects nothing.
@@ -547,6 +548,34 @@ TEST_F(Cli, SummaryAnswersWithItsSources) {
             0u)
       << communication;
   EXPECT_FALSE(answers[6].contains("projection"));
+}
+
+// Two machines' reports: the buyer's table last, each machine's price and power in report order;
+// a list of the wrong length or a third report is bad input.
+TEST_F(Cli, SummaryOfTwoMachinesEndsWithTheBuyersTable) {
+  const Outcome json = run({"summary", data("other_machine.json"), data("baseline.json"),
+                            "--price-per-hour", "2,1", "--watts", "400,300", "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json answers = nlohmann::json::parse(json.out);
+  ASSERT_EQ(answers.size(), 9u);
+  const nlohmann::json& rows = answers[8]["figures"]["rows"];
+  ASSERT_EQ(rows.size(), 1u) << answers[8].dump();  // GEMM: the one workload both ran
+  const double speed = rows[0]["speed_ratio"];
+  EXPECT_NEAR(speed, 0.7173472240872836 / 0.359028635489369, 1e-3);
+  EXPECT_NEAR(rows[0]["cost_ratio"].get<double>(), 2 / speed, 1e-9);
+  EXPECT_NEAR(rows[0]["energy_ratio"].get<double>(), 400.0 / 300 / speed, 1e-9);
+  EXPECT_EQ(rows[0]["machines"][1]["power"], "given 300 W");
+  const Outcome table = run(
+      {"summary", data("other_machine.json"), data("baseline.json"), "--price-per-hour", "2,1"});
+  EXPECT_NE(table.out.find("per 1M TFLOPs"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("cpu-onednn on baseline.json"), std::string::npos) << table.out;
+  const Outcome short_list =
+      run({"summary", data("other_machine.json"), data("baseline.json"), "--price-per-hour", "2"});
+  EXPECT_EQ(short_list.exit_code, 2);
+  EXPECT_NE(short_list.err.find("one value per report"), std::string::npos) << short_list.err;
+  EXPECT_EQ(run({"summary", data("baseline.json"), data("baseline.json"), data("baseline.json")})
+                .exit_code,
+            2);
 }
 
 // The communication projection from a 2-rank all-reduce sweep (alpha 6 us, 8 GB/s): labelled a
