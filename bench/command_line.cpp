@@ -602,6 +602,45 @@ Subcommand register_summary(CLI::App& app) {
           true};
 }
 
+Subcommand register_plan(CLI::App& app) {
+  CLI::App* plan = app.add_subcommand(
+      "plan", "the memory training a model needs, what fits on a device and with what sharding");
+  auto s = std::make_shared<WithFormat<PlanOptions>>();
+  PlanOptions& o = s->options;
+  plan->add_option("-w,--workload", o.workload,
+                   "a model workload: 'bert-train model=large batch=4 seq=128 dtype=bf16'");
+  plan->add_option("--parameters", o.parameters, "or a model by its counts: parameters")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--activation-bytes-per-sample", o.activation_bytes_per_sample,
+                   "activations kept for backward per sample (with their gradients)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--recomputed-activation-bytes-per-sample",
+                   o.recomputed_activation_bytes_per_sample, "the same with recomputation")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--dtype", o.dtype, "f32, or bf16 / f16 mixed precision")->capture_default_str();
+  plan->add_option("--optimizer", o.optimizer, "sgd, adamw or lamb")->capture_default_str();
+  plan->add_option("--batch", o.batch, "micro-batch per device")->capture_default_str();
+  plan->add_option("--layers", o.layers, "layers of equal size (ZeRO-3's gathered layer)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option("--memory-gib", o.memory_gib, "one device's memory")->check(CLI::PositiveNumber);
+  plan->add_option("--report", o.report,
+                   "a report: its device, a measured case of the model, an all-reduce sweep");
+  plan->add_option("--devices", o.devices, "the devices at hand")->check(CLI::NonNegativeNumber);
+  plan->add_option("--reserve-gib", o.reserve_gib, "kept back for the runtime and libraries")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  plan->add_option("--check", o.check,
+                   "check the predictions against the measured peaks of this report's model "
+                   "cases (exit 1 outside the tolerance)");
+  add_format(plan, s->format, {kDefaultTableFormat, "markdown"});
+  return {plan,
+          [s] {
+            s->options.format = parse_table_format(s->format);
+            return plan_command(s->options);
+          },
+          true};
+}
+
 Subcommand register_history(CLI::App& app) {
   CLI::App* history = app.add_subcommand("history", "reports over time in a SQLite file");
   struct State {
@@ -658,9 +697,10 @@ int run_command_line(int argc, char** argv, World& world, CommandLineMode mode) 
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
   const std::vector<Subcommand> subcommands = {
-      register_list(app),    register_info(app),    register_run(app, argc, argv, world),
-      register_compare(app), register_check(app),   register_ab(app),
-      register_summary(app), register_history(app), register_report(app)};
+      register_list(app),    register_info(app),  register_run(app, argc, argv, world),
+      register_compare(app), register_check(app), register_ab(app),
+      register_summary(app), register_plan(app),  register_history(app),
+      register_report(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,5 +1,5 @@
 // trainbench's command line: its subcommands (list, info, run, compare, check, ab, summary,
-// history, report), their options, and the checks of every option before anything runs.
+// plan, history, report), their options, and the checks of every option before anything runs.
 #pragma once
 
 #include "dist/world.h"

@@ -63,6 +63,24 @@ struct AbOptions {
 };
 int ab_command(const AbOptions& options);
 
+// `trainbench plan`: a model (a model workload's descriptor, or its counts given) on a device
+// (a memory size, or a report's device).
+struct PlanOptions {
+  std::optional<std::string> workload;  // "bert-train model=large batch=4 seq=128"
+  std::optional<double> parameters, activation_bytes_per_sample,
+      recomputed_activation_bytes_per_sample;
+  std::string dtype = "bf16", optimizer = "adamw";
+  std::int64_t batch = 1;   // per device (micro-batch)
+  std::int64_t layers = 0;  // given models: ZeRO-3 gathers one of this many layers at a time
+  std::optional<double> memory_gib;
+  std::optional<std::string> report;  // the device, measured activations, collective sweeps
+  int devices = 0;                    // at hand (0: not said)
+  double reserve_gib = 1.0;           // kept back for the runtime and libraries
+  std::optional<std::string> check;   // a report whose model cases' peaks are checked
+  TableFormat format = TableFormat::table;
+};
+int plan_command(const PlanOptions& options);
+
 struct SummaryOptions {
   std::vector<std::string> reports;  // one machine's, or a GPU machine's and a CPU machine's
   CostOptions costs;

@@ -642,21 +642,4 @@ std::vector<LayerProductOp> TrainingStep::product_ops() const {
   return ops;
 }
 
-std::uint64_t estimate_training_bytes(const Network& network, const StepOptions& options) {
-  // Each activation is kept for backward and has a gradient, and the tensors read twice have a
-  // partial gradient: 2.25 copies of every tensor in the compute dtype, calibrated on the
-  // planned ResNet-50 step (fp32 batch 32: 8.25 GB planned, 8.40 GB estimated; batch 85:
-  // 21.38 and 21.80 GB). Parameters, gradients and the optimizer's state (one or two values
-  // per parameter) stay in the master dtype.
-  constexpr double kCopiesPerTensor = 2.25;
-  const PrecisionPolicy policy = PrecisionPolicy::for_compute(options.dtype);
-  const double per_parameter = options.optimizer == OptimizerKind::sgd_momentum ? 3.0 : 4.0;
-  double bytes = 0;
-  for (const TensorShape& tensor : network.tensors())
-    bytes += kCopiesPerTensor * static_cast<double>(tensor.elements()) * dtype_size(policy.compute);
-  bytes +=
-      per_parameter * static_cast<double>(network.parameter_count()) * dtype_size(policy.master);
-  return static_cast<std::uint64_t>(bytes);
-}
-
 }  // namespace tb

@@ -216,9 +216,4 @@ class TrainingStep {
   Status run_ops(bool update, const OptimizerSettings& settings, RunOp&& run_op);
 };
 
-// Bytes a step of `network` will need, estimated before planning (activations, their
-// gradients, per-layer saved state, parameters and optimizer state), to refuse a size that
-// cannot fit.
-std::uint64_t estimate_training_bytes(const Network& network, const StepOptions& options);
-
 }  // namespace tb

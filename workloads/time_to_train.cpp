@@ -11,6 +11,7 @@
 
 #include "models/data_parallel.h"
 #include "models/reference_check.h"
+#include "models/training_memory.h"
 #include "workloads/training_workload.h"
 
 namespace tb {

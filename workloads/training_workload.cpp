@@ -8,6 +8,7 @@
 
 #include "models/data_parallel.h"
 #include "models/reference_check.h"
+#include "models/training_memory.h"
 #include "workloads/standalone_ops.h"
 
 namespace tb {
@@ -105,6 +106,10 @@ WorkCounts TrainingWorkload::counts() const {
 
 std::uint64_t TrainingWorkload::device_bytes() const {
   return estimate_training_bytes(network_, step_options_);
+}
+
+TrainingMemory TrainingWorkload::memory_parts() const {
+  return training_memory(network_, step_options_);
 }
 
 StepOptions TrainingWorkload::rank_options() const {

@@ -12,6 +12,7 @@
 
 #include "models/network.h"
 #include "models/step_breakdown.h"
+#include "models/training_memory.h"
 #include "models/training_step.h"
 #include "workloads/descriptor.h"
 #include "workloads/keys.h"
@@ -25,6 +26,8 @@ class TrainingWorkload : public Workload {
   Headline headline() const override;  // samples/s, the best per kind and dtype
   WorkCounts counts() const override;  // across ranks: the global batch
   std::uint64_t device_bytes() const override;
+  // What the step needs, part by part (models/training_memory.h), for the capacity planner.
+  TrainingMemory memory_parts() const;
   void join(World& world) override { world_ = &world; }
   Status setup(Backend& backend, std::uint64_t seed) override;
   Status run() override { return step_->run(/*update=*/true, settings_); }

@@ -1222,5 +1222,44 @@ TEST_F(Cli, MemoryAndEnergyOfACaseOfKnownSize) {
               result["metrics"]["gbps"].get<double>() / energy["average_w"].get<double>(), 1e-9);
 }
 
+// The capacity planner against what two small model cases measured: every prediction within
+// the tolerance; the same report with one peak doubled fails; the measured activations feed a
+// plan of the same model at another shape; what it cannot plan is a usage error.
+TEST_F(Cli, PlanPredictsTheMeasuredPeaks) {
+  const Outcome measured =
+      run({"run", "-b", "cpu-onednn", "-w", "resnet50-train batch=2 image=64 classes=10", "-w",
+           "bert-train model=tiny batch=2 seq=32", "--min-reps", "1", "--max-reps", "1", "--warmup",
+           "0", "-o", report_path()},
+          false);
+  ASSERT_EQ(measured.exit_code, 0) << measured.err;
+  const Outcome check = run({"plan", "--check", report_path()});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_NE(check.out.find("every prediction within the tolerance"), std::string::npos)
+      << check.out;
+  nlohmann::json damaged = read_report(report_path());
+  nlohmann::json& memory = damaged["results"][1]["memory"];
+  memory["timed_allocated_peak_bytes"] =
+      2 * memory["timed_allocated_peak_bytes"].get<std::uint64_t>();
+  std::ofstream(dir_ / "damaged.json") << damaged.dump();
+  const Outcome caught = run({"plan", "--check", (dir_ / "damaged.json").string()});
+  EXPECT_EQ(caught.exit_code, 1) << caught.out << caught.err;
+  EXPECT_NE(caught.out.find("outside the tolerance"), std::string::npos) << caught.out;
+  const Outcome plan = run({"plan", "-w", "bert-train model=tiny batch=8 seq=64", "--report",
+                            report_path(), "--memory-gib", "1", "--reserve-gib", "0.5"});
+  EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("measured: bert-train model=tiny batch=2 seq=32"), std::string::npos)
+      << plan.out;
+  EXPECT_NE(plan.out.find("answer: fits on one device"), std::string::npos) << plan.out;
+  for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"plan", "-w", "gemm m=64", "--memory-gib", "1"}, "plan takes a model workload"},
+           {{"plan", "--parameters", "1e9", "--activation-bytes-per-sample", "1e6"},
+            "plan needs the device's memory"},
+           {{"plan", "--memory-gib", "1"}, "plan needs -w MODEL_WORKLOAD"}}) {
+    const Outcome refused = run(args);
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_NE(refused.err.find(says), std::string::npos) << refused.err;
+  }
+}
+
 }  // namespace
 }  // namespace tb
