@@ -680,7 +680,9 @@ Subcommand register_report(CLI::App& app) {
   CLI::App* report = app.add_subcommand("report", "render reports as one self-contained HTML page");
   auto options = std::make_shared<HtmlOptions>();
   report->add_option("--html", options->out, "the HTML file to write")->required();
-  report->add_option("reports", options->reports, "report files")->required();
+  report->add_option("reports", options->reports, "report files");
+  report->add_option("--history", options->history,
+                     "a history database: each case's time over its runs (history add)");
   return {report,
           [options] {
             checked_output(options->out);

@@ -526,8 +526,19 @@ int html_report_command(const HtmlOptions& options) {
           fmt::format("{} is an input report; refusing to write over it", options.out));
     reports.emplace_back(fs::path(path).filename().string(), read_input_report(path));
   }
+  if (reports.empty() && !options.history)
+    throw UsageError("report --html needs report files, a --history database, or both");
+  std::vector<TrendSeries> history;
+  if (options.history) {
+    try {
+      History database(*options.history, History::Access::read);
+      history = database.trend("", std::nullopt, 0.05);  // every case, check's threshold
+    } catch (const HistoryError& e) {
+      throw UsageError(e.what());
+    }
+  }
   try {
-    write_file_atomically(options.out, render_html(reports));
+    write_file_atomically(options.out, render_html(reports, history));
   } catch (const FileError& e) {
     throw UsageError(e.what());
   }

@@ -103,6 +103,7 @@ int history_trend_command(const HistoryOptions& options);
 struct HtmlOptions {
   std::string out;
   std::vector<std::string> reports;
+  std::optional<std::string> history;  // a history database: each case of its newest machine
 };
 int html_report_command(const HtmlOptions& options);
 

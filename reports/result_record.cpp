@@ -111,7 +111,12 @@ ResultRecord read_result(const nlohmann::json& result) {
   record.reason_code = written ? *written : derived_reason_code(record.status, record.reason);
   if (!written && record.reason_code == ReasonCode::not_enough_memory)
     record.status = CaseStatus::skipped;  // as the runner records it now
-  if (record.passed()) record.stats = read_stats(result.value("stats", nlohmann::json()));
+  if (record.passed()) {
+    record.stats = read_stats(result.value("stats", nlohmann::json()));
+    if (const auto samples = result.find("samples_s"); samples != result.end())
+      for (const nlohmann::json& sample : *samples)
+        if (sample.is_number()) record.samples_s.push_back(sample.get<double>());
+  }
   record.headline = result_headline(result);
   record.bf16_emulated = result.value("bf16_emulated", false);
   record.reference_kernels =

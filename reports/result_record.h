@@ -36,6 +36,7 @@ struct ResultRecord {
   ReasonCode reason_code = ReasonCode::error;
   std::string reason;
   std::optional<SampleStats> stats;  // passed results only
+  std::vector<double> samples_s;     // passed results: each timed sample
   std::optional<HeadlineValue> headline;
   bool bf16_emulated = false;
   bool reference_kernels = false;        // timed with reference kernels (flagged)

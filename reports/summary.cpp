@@ -445,14 +445,9 @@ Answer breakdown_answer(const Passed& passed) {
     const nlohmann::json& b = (*r.json)["details"]["breakdown"];
     const double total = b.at("total_s").get<double>();
     std::map<std::string, double> by_kind;
-    std::vector<TimedLayer> layers;
-    for (const auto& layer : b.at("layers")) {
-      const double seconds =
+    for (const auto& layer : b.at("layers"))
+      by_kind[layer.value("kind", "layer")] +=
           layer.at("forward_s").get<double>() + layer.at("backward_s").get<double>();
-      by_kind[layer.value("kind", "layer")] += seconds;
-      layers.push_back(
-          {seconds, layer.value("spread_s", 0.0), layer.at("layer").get<std::string>()});
-    }
     std::vector<std::pair<double, std::string>> kinds;
     for (const auto& [kind, seconds] : by_kind) kinds.emplace_back(seconds, kind);
     std::sort(kinds.begin(), kinds.end(), std::greater<>());
@@ -464,7 +459,7 @@ Answer breakdown_answer(const Passed& passed) {
                                     breakdown.answer.empty() ? "" : "; ", r.key.backend,
                                     descriptor_kind(r.key.workload), r.key.dtype, total * 1e3,
                                     shares, b.at("optimizer_s").get<double>() * 1e3,
-                                    slowest_layers(layers), furthest_from_alone(b));
+                                    slowest_layers_of(b), furthest_from_alone(b));
     breakdown.from.push_back(measured(r));
   }
   if (breakdown.answer.empty())
@@ -506,6 +501,18 @@ Answer energy_answer(const Passed& passed) {
 }
 
 }  // namespace
+
+std::string slowest_layers_of(const nlohmann::json& breakdown) {
+  std::vector<TimedLayer> layers;
+  for (const auto& layer : breakdown.at("layers"))
+    layers.push_back({layer.at("forward_s").get<double>() + layer.at("backward_s").get<double>(),
+                      layer.value("spread_s", 0.0), layer.at("layer").get<std::string>()});
+  return slowest_layers(std::move(layers));
+}
+
+bool answered(const Answer& answer) {
+  return answer.answer.rfind("not ", 0) != 0;
+}
 
 std::vector<Answer> summary_answers(const nlohmann::json& report) {
   Passed passed;

@@ -21,6 +21,15 @@ struct Answer {
   std::string data_key = "figures";  // "projection" where they are one
 };
 
+// A step breakdown's (details.breakdown) slowest layers, forward + backward, with their spread:
+// the first named the slowest only where it leads the next beyond their spreads. Throws
+// nlohmann::json's exceptions for a breakdown without its entries.
+std::string slowest_layers_of(const nlohmann::json& breakdown);
+
+// Whether an answer answers: one that cannot says why, starting "not measured", "not compared"
+// or "not projected".
+bool answered(const Answer& answer);
+
 // GPU over CPU, memory bandwidth, mixed precision, the state of the art, the projected
 // time-to-train, the per-layer breakdown, the communication projection and the measured
 // energy, in that order.

@@ -337,5 +337,141 @@ TEST(HtmlPage, EveryTextFromAReportIsEscaped) {
   EXPECT_EQ(scripts, 1u);  // the page's own
 }
 
+// The page opens with summary's answers, each with its sources; those it cannot answer say why.
+// With two machines' reports the buyer's table answers.
+TEST(HtmlPage, TheAnswersComeFirst) {
+  const nlohmann::json base = read_report(std::string(TRAINBENCH_TEST_DATA) + "/baseline.json");
+  const nlohmann::json other =
+      read_report(std::string(TRAINBENCH_TEST_DATA) + "/other_machine.json");
+  const std::string one = render_html({{"baseline.json", base}});
+  ASSERT_NE(one.find("<h2>Answers</h2>"), std::string::npos);
+  EXPECT_LT(one.find("<h2>Answers</h2>"), one.find("<h2>Roofline</h2>"));
+  EXPECT_NE(one.find("0 of 9 questions answered"), std::string::npos);
+  EXPECT_NE(
+      one.find(R"(<tr class="unanswered"><th>GPU over CPU speed-up per workload and dtype</th>)"
+               "<td>not measured: no case ran on both a GPU and a CPU backend"),
+      std::string::npos);
+  const std::string two = render_html({{"other_machine.json", other}, {"baseline.json", base}});
+  EXPECT_NE(two.find("1 of 9 questions answered"), std::string::npos);
+  EXPECT_NE(two.find(R"(<tr class="answered"><th>Buyer&#39;s table)"), std::string::npos);
+  EXPECT_NE(two.find("<li>other_machine.json: cpu-onednn gemm m=1024"), std::string::npos);
+}
+
+// Each roofline point has its workload kind's marker, named in a legend, and each ceiling its
+// backend, dtype and peak.
+TEST(HtmlPage, TheRooflineNamesItsMarkersAndCeilings) {
+  nlohmann::json base = read_report(std::string(TRAINBENCH_TEST_DATA) + "/baseline.json");
+  for (nlohmann::json& result : base["results"])  // the bytes each moved: a point on the roofline
+    if (result["metrics"].contains("flops")) result["metrics"]["bytes"] = 1e8;
+  const std::string page = render_html({{"baseline.json", base}});
+  EXPECT_NE(page.find("markers: <span class=\"key\">&#9632; conv</span><span "
+                      "class=\"key\">&#9679; gemm</span>"),
+            std::string::npos);
+  EXPECT_NE(page.find(R"(<circle cx=)"), std::string::npos);
+  EXPECT_NE(page.find(R"(<rect x=)"), std::string::npos);
+  EXPECT_NE(page.find(">baseline.json: cpu-onednn f32 480 GFLOP/s</text>"), std::string::npos);
+}
+
+// Bars: with one report, each case's percent of the peaks; with several, the ratio to the first
+// report and whether the samples tell them apart; a case on one side only and a flagged figure
+// say so.
+TEST(HtmlPage, BarsSayWhatTheirLengthMeans) {
+  nlohmann::json base = read_report(std::string(TRAINBENCH_TEST_DATA) + "/baseline.json");
+  const nlohmann::json other =
+      read_report(std::string(TRAINBENCH_TEST_DATA) + "/other_machine.json");
+  EXPECT_NE(render_html({{"base.json", base}}).find(">0.359 TFLOP/s, 50.0% of the measured peak<"),
+            std::string::npos);
+  const std::string two = render_html({{"base.json", base}, {"other.json", other}});
+  EXPECT_NE(two.find(">0.7173 TFLOP/s, 2.00x vs base.json<"), std::string::npos);
+  EXPECT_NE(two.find("dir=fwd dtype=f32 [f32] (TFLOP/s) (only in base.json)<"), std::string::npos);
+  // The same samples twice: a ratio of 1 that the samples cannot tell from noise.
+  EXPECT_NE(render_html({{"base.json", base}, {"again.json", base}})
+                .find(">0.359 TFLOP/s, 1.00x vs base.json [inconclusive: within noise]<"),
+            std::string::npos);
+  base["results"][0]["metrics"]["above_measured_peak"] = true;
+  base["results"][0]["metrics"]["percent_of_peak"] = 104.0;
+  const std::string flagged = render_html({{"base.json", base}});
+  EXPECT_NE(flagged.find(R"(class="mark flagged")"), std::string::npos);
+  EXPECT_NE(flagged.find("[above the measured peak: 104.0%]<"), std::string::npos);
+}
+
+// Each training step with a per-layer breakdown gets a stacked bar of its time by layer kind,
+// forward and backward, and the optimizer, against its measured step; its slowest layers follow.
+TEST(HtmlPage, EachStepShowsWhereItsTimeGoes) {
+  nlohmann::json report = read_report(std::string(TRAINBENCH_TEST_DATA) + "/baseline.json");
+  EXPECT_NE(render_html({{"base.json", report}})
+                .find("No training step with a per-layer breakdown in these reports."),
+            std::string::npos);
+  const auto layer = [](const char* name, const char* kind, double forward, double backward) {
+    return nlohmann::json{{"layer", name},
+                          {"kind", kind},
+                          {"forward_s", forward},
+                          {"backward_s", backward},
+                          {"spread_s", 0.01}};
+  };
+  nlohmann::json& step = report["results"][0];
+  step["details"] = {{"breakdown",
+                      {{"total_s", 1.0},
+                       {"optimizer_s", 0.1},
+                       {"layers",
+                        {layer("conv1", "conv", 0.2, 0.4), layer("conv2", "conv", 0.05, 0.1),
+                         layer("bn1", "batch_norm", 0.05, 0.1)}}}}};
+  const std::string page = render_html({{"base.json", report}});
+  EXPECT_NE(page.find("<h3>base.json: cpu-onednn gemm m=1024"), std::string::npos);
+  EXPECT_NE(page.find("<title>conv forward: 250.00 ms (25.0% of the step)</title>"),
+            std::string::npos);
+  EXPECT_NE(page.find("<title>conv backward: 500.00 ms (50.0% of the step)</title>"),
+            std::string::npos);
+  EXPECT_NE(page.find("<title>batch_norm backward: 100.00 ms (10.0% of the step)</title>"),
+            std::string::npos);
+  EXPECT_NE(page.find("<title>optimizer: 100.00 ms (10.0% of the step)</title>"),
+            std::string::npos);
+  EXPECT_NE(page.find("instrumented 1000.0 ms; measured step 6.0 ms (median)"), std::string::npos);
+  EXPECT_NE(page.find("slowest layer conv1 beyond the noise"), std::string::npos);
+}
+
+// Time-to-train curves: the target drawn, a run that missed it dashed and crossed.
+TEST(HtmlPage, ConvergenceCurvesShowTheTargetAndMissedRuns) {
+  nlohmann::json report = read_report(std::string(TRAINBENCH_TEST_DATA) + "/baseline.json");
+  const auto run = [](bool converged, double last) {
+    return nlohmann::json{{"seed", converged ? 1 : 2},
+                          {"converged", converged},
+                          {"curve",
+                           {{{"time_s", 10.0}, {"quality", 0.5}, {"epoch", 0.5}},
+                            {{"time_s", 20.0}, {"quality", last}, {"epoch", 1.0}}}}};
+  };
+  report["results"][0]["details"] = {
+      {"target", 0.9}, {"quality", "test accuracy"}, {"runs", {run(true, 0.91), run(false, 0.8)}}};
+  const std::string page = render_html({{"base.json", report}});
+  EXPECT_NE(page.find(">target: test accuracy 0.9</text>"), std::string::npos);
+  const std::string chart = page.substr(page.find("id=\"curves\""));
+  std::size_t dashed = 0;
+  for (std::size_t at = chart.find("stroke-dasharray=\"6,3\""); at != std::string::npos;
+       at = chart.find("stroke-dasharray=\"6,3\"", at + 1))
+    ++dashed;
+  EXPECT_EQ(dashed, 1u);  // the missed run's line
+  EXPECT_NE(page.find("(seed 2, missed the target)</title></text>"), std::string::npos);
+  EXPECT_EQ(page.find("(seed 1, missed"), std::string::npos);
+}
+
+// History: one chart per case over its runs, a significantly slower run marked red and said so;
+// no history, no section.
+TEST(HtmlPage, HistoryMarksTheRunsThatGotSlower) {
+  TrendSeries series{"gemm m=64", "f32", "cpu-onednn", {}};
+  for (const auto& [date, median, change] : {std::tuple{"2026-10-20", 0.010, ""},
+                                             {"2026-10-21", 0.0101, ""},
+                                             {"2026-10-22", 0.015, "slower"}})
+    series.points.push_back({date, "abcdef1234567890", median, {median}, change});
+  const std::string page = render_html({}, {series});
+  EXPECT_NE(page.find("<h2 id=\"history\">History</h2>"), std::string::npos);
+  EXPECT_NE(page.find("<h3>gemm m=64 [f32] on cpu-onednn</h3>"), std::string::npos);
+  EXPECT_NE(page.find(R"(fill="#d62728"><title>2026-10-22 abcdef123456: median 15 ms, slower than )"
+                      "the run before (significant)</title>"),
+            std::string::npos);
+  EXPECT_EQ(page.find("<h2>Roofline</h2>"), std::string::npos);  // no reports given
+  const nlohmann::json base = read_report(std::string(TRAINBENCH_TEST_DATA) + "/baseline.json");
+  EXPECT_EQ(render_html({{"base.json", base}}).find("id=\"history\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tb
