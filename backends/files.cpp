@@ -63,6 +63,12 @@ std::string output_path(const std::string& path) {
   return target.string();
 }
 
+std::string temporary_folder() {
+  std::error_code none;
+  const fs::path folder = fs::temp_directory_path(none);
+  return none ? "/tmp" : folder.string();
+}
+
 void write_file_atomically(const std::string& path, const std::string& content) {
   const std::string target = output_path(path);
   struct stat existing {};

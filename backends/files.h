@@ -20,6 +20,10 @@ class FileError : public std::runtime_error {
 // a socket is refused, and so is a missing parent directory.
 std::string output_path(const std::string& path);
 
+// The temporary folder (TMPDIR where it names one, else /tmp): where a file that could not go
+// where it was asked is kept instead.
+std::string temporary_folder();
+
 // Writes `content` to a temporary file beside output_path(path), syncs it, then renames it
 // over that path, keeping a replaced file's permissions. Throws FileError naming the path and
 // the reason.

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "backends/files.h"
 #include "backends/host/host_info.h"
 
 extern char** environ;
@@ -102,6 +103,40 @@ std::optional<std::string> read_text(const fs::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// What an interrupted run left of its report: the journal's copy has every finished case
+// (saved after each), and the report file has them unless a write failed (a full disk), when
+// the copy is saved beside the temporary folder's other files and named.
+std::string report_after_interruption(const fs::path& journal_copy,
+                                      const std::string& report_path) {
+  const auto journaled = read_text(journal_copy);
+  const nlohmann::json report =
+      journaled ? nlohmann::json::parse(*journaled, nullptr, false) : nlohmann::json();
+  const std::size_t finished =
+      report.is_object() && report.contains("results") && report["results"].is_array()
+          ? report["results"].size()
+          : 0;
+  if (finished == 0) return fmt::format("no case had finished, so {} was not written", report_path);
+  const auto written = read_text(report_path);
+  const nlohmann::json on_disk =
+      written ? nlohmann::json::parse(*written, nullptr, false) : nlohmann::json();
+  const std::string cases =
+      fmt::format("the {} case{} finished before it", finished, finished == 1 ? "" : "s");
+  // A report in Google Benchmark's format (--format gbench) has its own layout: trusted.
+  const bool holds_them = on_disk.is_object() &&
+                          (!on_disk.contains("results") || on_disk["results"] == report["results"]);
+  if (holds_them)
+    return fmt::format("{} {} in {}", cases, finished == 1 ? "is" : "are", report_path);
+  const fs::path saved =
+      fs::path(temporary_folder()) / fmt::format("trainbench-interrupted-{}.json", getpid());
+  std::error_code failed;
+  fs::copy_file(journal_copy, saved, fs::copy_options::overwrite_existing, failed);
+  if (failed)
+    return fmt::format("{} could not be kept: {} misses them and {}: {}", cases, report_path,
+                       saved.string(), failed.message());
+  return fmt::format("{} {} in {} ({} misses them)", cases, finished == 1 ? "is" : "are",
+                     saved.string(), report_path);
 }
 
 bool ends_a_case(int signal) {
@@ -193,7 +228,7 @@ CrashSite crash_site(const std::vector<std::string>& stack, const std::string& e
 }
 
 int supervise_run(char** argv, const std::vector<std::string>& extra_arguments,
-                  std::ostream& progress) {
+                  const std::string& report_path, std::ostream& progress) {
   std::string folder_template = (fs::temp_directory_path() / "trainbench-journal-XXXXXX").string();
   if (!mkdtemp(folder_template.data()))
     throw std::runtime_error(
@@ -214,8 +249,9 @@ int supervise_run(char** argv, const std::vector<std::string>& extra_arguments,
     const int status = run_journaled_child(child_argv, folder.string());
     if (WIFEXITED(status) || !ends_a_case(WTERMSIG(status))) {
       if (WIFEXITED(status)) return WEXITSTATUS(status);
-      fmt::print(progress, "trainbench: error: the run was ended by {}\n",
-                 signal_description(WTERMSIG(status)));
+      fmt::print(progress, "trainbench: error: the run was ended by {}; {}\n",
+                 signal_description(WTERMSIG(status)),
+                 report_after_interruption(folder / kReportFile, report_path));
       return 128 + WTERMSIG(status);
     }
     const int signal = WTERMSIG(status);

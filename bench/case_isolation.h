@@ -27,9 +27,10 @@ inline constexpr const char* kCaseJournalVariable = "TRAINBENCH_CASE_JOURNAL";
 // every child must share, such as the report's path) again as a child with a journal, and again
 // past each case that dies of a fatal signal. Returns the last child's exit code (1 when a case
 // died), or 1 when a child died outside a case. Tells `progress` of each restart. A SIGINT or
-// SIGTERM to the parent goes to the child.
+// SIGTERM to the parent goes to the child; where that ends it, the parent says what became of
+// the report at `report_path`: the cases finished before it, or none and the file untouched.
 int supervise_run(char** argv, const std::vector<std::string>& extra_arguments,
-                  std::ostream& progress);
+                  const std::string& report_path, std::ostream& progress);
 
 // Where a child died, as the next child reads it from the journal.
 struct CaseCrash {

@@ -445,7 +445,7 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
               return supervise_run(argv,
                                    s->out.empty() ? std::vector<std::string>{"-o", options.out_path}
                                                   : std::vector<std::string>{},
-                                   std::cerr);
+                                   options.out_path, std::cerr);
             return run_benchmarks(options, world, std::cout, std::cerr);
           },
           false, [s, command_line, &world] { run_options(*s, command_line, world); }};

@@ -611,6 +611,45 @@ void restore_peaks(const nlohmann::json& backends, std::vector<BackendSlot>& slo
         slot.peaks = peaks_from_json(block["peaks"]);
 }
 
+// Says where the report is once a write has missed its path (a full disk), and when a later
+// write reaches the path again; `told` is the failure last told, so each is told once.
+void tell_report_writes(const ReportWriter& writer, std::optional<std::string>& told,
+                        std::ostream& progress) {
+  const std::optional<ReportWriteFailure>& failure = writer.failure();
+  if (!failure) {
+    if (told)
+      fmt::print(progress, "trainbench: the report is written to {} again\n", writer.path());
+    told.reset();
+    return;
+  }
+  if (told == failure->reason) return;
+  told = failure->reason;
+  if (failure->fallback)
+    fmt::print(progress,
+               "trainbench: warning: {}; the report, every finished case in it, is in {} "
+               "until {} can be written\n",
+               failure->reason, *failure->fallback, writer.path());
+  else
+    fmt::print(progress, "trainbench: warning: {}; the finished cases are only in the table\n",
+               failure->reason);
+  progress.flush();
+}
+
+// Where the finished run's report is: its path, the fallback a failed write went to (after an
+// error line), or none where no case finished and a file was already there (left as it was).
+// `missed`: the path could not be written.
+std::string where_the_report_is(const ReportWriter& writer, std::ostream& progress, bool* missed) {
+  *missed = false;
+  if (const std::optional<ReportWriteFailure>& failure = writer.failure()) {
+    *missed = true;
+    fmt::print(progress, "trainbench: error: {}\n", failure->reason);
+    return failure->fallback ? *failure->fallback + " (not " + writer.path() + ")"
+                             : "none (the table above has the finished cases)";
+  }
+  if (writer.written()) return writer.path();
+  return fmt::format("none, no case finished ({} is left as it was)", writer.path());
+}
+
 // What the case loop works with.
 struct CaseLoop {
   const RunOptions& options;
@@ -620,12 +659,13 @@ struct CaseLoop {
   const CaseJournal* journal;           // a supervised run's
   std::ostream& table;
   std::ostream& progress;
+  std::optional<std::string> told_write_failure = {};  // tell_report_writes's
 };
 
 // Runs cases[first...] in order, printing and recording each; returns how many failed.
 int run_cases(CaseLoop& loop, std::size_t first) {
   using Clock = std::chrono::steady_clock;
-  auto& [options, world, cases, writer, journal, table, progress] = loop;
+  auto& [options, world, cases, writer, journal, table, progress, told] = loop;
   int failed = 0;
   const auto start = Clock::now();
   for (std::size_t i = first; i < cases.size(); ++i) {
@@ -648,7 +688,10 @@ int run_cases(CaseLoop& loop, std::size_t first) {
       account_for_breakage(cases[i].slot->backend->broken(), &cases[i].slot->broken, &result);
     gather_case_result(world, &result);
     failed += result.status == CaseStatus::failed;
-    if (writer) writer->add(result);
+    if (writer) {
+      writer->add(result);
+      tell_report_writes(*writer, loop.told_write_failure, progress);
+    }
     if (journal && writer) journal->save_report(writer->report());
     if (journal) journal->end_case();
     print_row(table, result);
@@ -691,6 +734,7 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
       throw UsageError(e.what());
     }
   }
+  CaseLoop loop{options, world, cases, writer, journal ? &*journal : nullptr, table, progress};
   int failed = 0;
   std::size_t first = 0;
   if (crash) {
@@ -701,6 +745,7 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
     if (header["results"].size() == crash->index) {  // else it ended before the signal came
       const CaseResult result = crashed_case_result(*crash, cases[crash->index]);
       writer->add(result);
+      tell_report_writes(*writer, loop.told_write_failure, progress);
       print_row(table, result);
       ++failed;
     }
@@ -715,22 +760,24 @@ int run_benchmarks(const RunOptions& options, World& world, std::ostream& table_
     print_header(table);
   }
   const auto start = Clock::now();
-  CaseLoop loop{options, world, cases, writer, journal ? &*journal : nullptr, table, progress};
   failed += run_cases(loop, first);
+  bool report_missed = false;
+  std::string report_at;
   if (writer) {
     for (const ChildEnvironment& environment : options.child_environments)
       failed += merge_child_run(environment, options, *writer, table, progress);
     writer->finish(utc_now());
+    report_at = where_the_report_is(*writer, progress, &report_missed);
   }
   fmt::print(progress, "{} cases in {}, {} failed; report: {}\n", cases.size(),
              format_duration(std::chrono::duration<double>(Clock::now() - start).count()), failed,
-             options.out_path);
+             report_at);
   // A backend the user asked for that cannot run here is an error too, after the rest ran.
   const bool unusable =
       std::any_of(slots.begin(), slots.end(), [](const BackendSlot& s) { return !s.backend; });
   const bool broke = std::any_of(slots.begin(), slots.end(),
                                  [](const BackendSlot& s) { return !s.broken.empty(); });
-  return failed > 0 || unusable || broke ? 1 : 0;
+  return failed > 0 || unusable || broke || report_missed ? 1 : 0;
 }
 
 }  // namespace tb

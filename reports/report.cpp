@@ -18,6 +18,8 @@
 #include "workloads/descriptor.h"
 #include "workloads/embedded_files.h"
 
+namespace fs = std::filesystem;
+
 namespace tb {
 
 std::string_view case_status_name(CaseStatus status) {
@@ -266,7 +268,17 @@ std::string to_gbench_json(const nlohmann::json& report) {
 ReportWriter::ReportWriter(std::string path, ReportFormat format, nlohmann::json header)
     : path_(std::move(path)), format_(format), report_(std::move(header)) {
   if (!report_.contains("results")) report_["results"] = nlohmann::json::array();
-  write();
+  std::string target;
+  try {
+    target = output_path(path_);
+  } catch (const FileError& e) {
+    throw ReportError(e.what());
+  }
+  const fs::path folder =
+      fs::path(target).parent_path().empty() ? fs::path(".") : fs::path(target).parent_path();
+  if (::access(folder.c_str(), W_OK) != 0)
+    throw ReportError(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+  path_existed_ = fs::exists(target);
 }
 
 void ReportWriter::add(const CaseResult& result) {
@@ -288,12 +300,26 @@ void ReportWriter::finish(const std::string& finished_at) {
   write();
 }
 
-void ReportWriter::write() const {
+void ReportWriter::write() {
+  const bool finished = !report_.value("finished_at", nlohmann::json()).is_null();
+  if (report_["results"].empty() && (!finished || path_existed_)) return;
+  const std::string text =
+      format_ == ReportFormat::json ? report_.dump(2) + "\n" : to_gbench_json(report_);
   try {
-    write_file_atomically(
-        path_, format_ == ReportFormat::json ? report_.dump(2) + "\n" : to_gbench_json(report_));
+    write_file_atomically(path_, text);
+    written_ = true;
+    failure_.reset();
+    return;
   } catch (const FileError& e) {
-    throw ReportError(e.what());  // the report could not be written
+    failure_ = ReportWriteFailure{e.what(), std::nullopt};
+  }
+  const std::string fallback =
+      (fs::path(temporary_folder()) / fmt::format("trainbench-unsaved-{}.json", getpid())).string();
+  try {
+    write_file_atomically(fallback, text);
+    failure_->fallback = fallback;
+  } catch (const FileError& e) {
+    failure_->reason += fmt::format("; nor the fallback: {}", e.what());
   }
 }
 

@@ -88,11 +88,24 @@ nlohmann::json read_report(const std::string& path);
 // and stddev aggregates), written by benchmark::JSONReporter; failed cases as errored runs.
 std::string to_gbench_json(const nlohmann::json& report);
 
-// Keeps the report on disk up to date: the header at construction (which proves the path is
-// writable), then after every case. A header with results (a run going on after a crashed
+// A write of the report that missed its path (a full disk, a file made read-only meanwhile):
+// why, and the fallback file in the temporary folder that holds the report instead (none where
+// that write failed too).
+struct ReportWriteFailure {
+  std::string reason;
+  std::optional<std::string> fallback;
+};
+
+// Keeps the report on disk as a run goes, rewritten after every finished case so that a later
+// failure loses none. Nothing is written before a case finishes: an existing file is replaced
+// only by a report holding one, and a run that finishes none writes its empty report only where
+// no file was. A write that misses the path goes to a fallback file (failure() names it) and
+// every later write tries the path again. A header with results (a run going on after a crashed
 // process's cases) keeps them.
 class ReportWriter {
  public:
+  // Throws ReportError where nothing may be written at `path` (output_path's refusals, a folder
+  // without write permission), before anything runs.
   ReportWriter(std::string path, ReportFormat format, nlohmann::json header);
   void add(const CaseResult& result);
   void add(nlohmann::json result);  // a result already in report form (from a child run)
@@ -100,12 +113,21 @@ class ReportWriter {
   void set(const std::string& key, nlohmann::json value);
   void finish(const std::string& finished_at);
   const nlohmann::json& report() const { return report_; }
+  const std::string& path() const { return path_; }
+  // Why the last write missed the path; nullopt where it reached it, or nothing was written.
+  const std::optional<ReportWriteFailure>& failure() const { return failure_; }
+  // Whether the path holds this run's report (false until a case finished, and for a run that
+  // finished none where a file already was: that file is left as it was).
+  bool written() const { return written_; }
 
  private:
-  void write() const;
+  void write();
   std::string path_;
   ReportFormat format_;
   nlohmann::json report_;
+  bool path_existed_ = false;  // a file was at the path as the run began
+  bool written_ = false;
+  std::optional<ReportWriteFailure> failure_;
 };
 
 }  // namespace tb

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -12,6 +13,7 @@
 #include "reports/json_schema.h"
 #include "reports/report.h"
 #include "reports/result_record.h"
+#include "tests/temp_dir.h"
 
 namespace tb {
 namespace {
@@ -89,8 +91,10 @@ CaseResult passed_case() {
 
 TEST_F(ReportFiles, WriteThenReadValidates) {
   ReportWriter writer(path("r.json"), ReportFormat::json, minimal_header());
-  EXPECT_EQ(read_report(path("r.json"))["results"].size(), 0u);  // valid before any case
+  writer.set("backends", nlohmann::json::array());
+  EXPECT_FALSE(fs::exists(path("r.json")));  // nothing before a case finished
   writer.add(passed_case());
+  EXPECT_EQ(read_report(path("r.json"))["results"].size(), 1u);  // valid after each case
   CaseResult failed;
   failed.workload = "gemm m=1";
   failed.backend = "cpu-onednn";
@@ -276,6 +280,56 @@ TEST_F(ReportFiles, SchemaViolationsAreReported) {
 
   std::ofstream(path("bad.json")) << bad_status.dump();
   EXPECT_THROW(read_report(path("bad.json")), ReportError);
+}
+
+// An existing report is replaced only by one holding a finished case: a run that finishes
+// none leaves it as it was, and writes its empty report only where no file was.
+TEST_F(ReportFiles, AnExistingReportIsReplacedOnlyByOneWithAFinishedCase) {
+  std::ofstream(path("old.json")) << "the old report\n";
+  {
+    ReportWriter writer(path("old.json"), ReportFormat::json, minimal_header());
+    writer.set("backends", nlohmann::json::array());
+    writer.finish("2026-11-30T00:01:00Z");
+    EXPECT_FALSE(writer.written());
+    EXPECT_FALSE(writer.failure());
+  }
+  EXPECT_EQ(testing_support::file_text(path("old.json")), "the old report\n");
+  ReportWriter fresh(path("new.json"), ReportFormat::json, minimal_header());
+  fresh.finish("2026-11-30T00:01:00Z");
+  EXPECT_TRUE(fresh.written());
+  EXPECT_EQ(read_report(path("new.json"))["results"].size(), 0u);
+  ReportWriter replacing(path("old.json"), ReportFormat::json, minimal_header());
+  replacing.add(passed_case());
+  EXPECT_TRUE(replacing.written());
+  EXPECT_EQ(read_report(path("old.json"))["results"].size(), 1u);
+}
+
+// A write that misses the path (here a report made read-only meanwhile, which even root may
+// not replace) goes to a fallback file holding every case; a later write that reaches the
+// path again clears the failure.
+TEST_F(ReportFiles, AFailedWriteKeepsEveryCaseInTheFallback) {
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved_tmpdir = old_tmpdir ? old_tmpdir : "";
+  setenv("TMPDIR", dir_.c_str(), 1);
+  ReportWriter writer(path("r.json"), ReportFormat::json, minimal_header());
+  writer.add(passed_case());
+  fs::permissions(path("r.json"), fs::perms::owner_read);
+  writer.add(passed_case());
+  writer.add(passed_case());
+  ASSERT_TRUE(writer.failure());
+  EXPECT_NE(writer.failure()->reason.find("read-only"), std::string::npos);
+  ASSERT_TRUE(writer.failure()->fallback);
+  EXPECT_EQ(fs::path(*writer.failure()->fallback).parent_path(), dir_);
+  EXPECT_EQ(read_report(*writer.failure()->fallback)["results"].size(), 3u);
+  EXPECT_EQ(read_report(path("r.json"))["results"].size(), 1u);  // what it held is kept
+  fs::permissions(path("r.json"), fs::perms::owner_read | fs::perms::owner_write);
+  writer.finish("2026-11-30T00:01:00Z");
+  EXPECT_FALSE(writer.failure());
+  EXPECT_EQ(read_report(path("r.json"))["results"].size(), 3u);
+  if (old_tmpdir)
+    setenv("TMPDIR", saved_tmpdir.c_str(), 1);
+  else
+    unsetenv("TMPDIR");
 }
 
 TEST_F(ReportFiles, UnwritablePathIsAReportError) {
