@@ -196,8 +196,8 @@ class Backend {
   // by writing a buffer larger than them; the harness calls it between samples when asked.
   virtual Status flush_caches() = 0;
   virtual std::unique_ptr<Timer> make_timer() = 0;
-  // A monitor sampling the device while a case runs; null where the backend has none (CPU
-  // backends, or a GPU without NVML).
+  // A monitor sampling the device while a case runs (one saying why where its counters cannot be
+  // read); null where the backend has none (the f64 reference).
   virtual std::unique_ptr<TelemetryMonitor> start_telemetry() { return nullptr; }
   // What allocate() holds and has held at most since reset_memory_peak() (the runner resets it
   // as each case starts); nullopt where the backend does not count (the f64 reference).

@@ -58,4 +58,19 @@ std::unique_ptr<TelemetryMonitor> periodic_monitor(
   return std::make_unique<PeriodicMonitor>(std::move(read), std::move(summarize), period_s);
 }
 
+std::unique_ptr<TelemetryMonitor> unread_telemetry(std::string source, std::string reason) {
+  class Unread final : public TelemetryMonitor {
+   public:
+    Unread(std::string source, std::string reason)
+        : source_(std::move(source)), reason_(std::move(reason)) {}
+    nlohmann::json finish() override {
+      return {{"source", source_}, {"energy_unavailable", reason_}};
+    }
+
+   private:
+    std::string source_, reason_;
+  };
+  return std::make_unique<Unread>(std::move(source), std::move(reason));
+}
+
 }  // namespace tb

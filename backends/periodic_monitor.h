@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -17,5 +18,10 @@ namespace tb {
 std::unique_ptr<TelemetryMonitor> periodic_monitor(
     std::function<void()> read, std::function<nlohmann::json(double seconds)> summarize,
     double period_s);
+
+// A monitor for a device whose counters cannot be read (a GPU without NVML): it reads nothing,
+// and its account says why, so the case records that it has no energy figure rather than
+// nothing at all.
+std::unique_ptr<TelemetryMonitor> unread_telemetry(std::string source, std::string reason);
 
 }  // namespace tb

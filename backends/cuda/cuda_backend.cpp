@@ -26,6 +26,7 @@
 #include "backends/cuda/training_ops.h"
 #include "backends/operands.h"
 #include "backends/overloaded.h"
+#include "backends/periodic_monitor.h"
 
 namespace tb {
 namespace {
@@ -366,7 +367,8 @@ class CudaBackend final : public Backend {
     return health_->broken;
   }
   std::unique_ptr<TelemetryMonitor> start_telemetry() override {
-    return nvml_ ? Nvml::monitor(nvml_, current_device()) : nullptr;
+    return nvml_ ? Nvml::monitor(nvml_, current_device())
+                 : unread_telemetry("NVML", "no NVML: " + nvml_reason_);
   }
   // Device memory through cudaMalloc, and what the driver says is free. The allowance covers
   // what cuBLASLt, cuDNN and NCCL allocate themselves (handles, workspaces, channel buffers).

@@ -13,6 +13,7 @@
 #include "backends/backend.h"
 #include "backends/host/energy.h"
 #include "backends/host/host_info.h"
+#include "backends/periodic_monitor.h"
 #include "backends/registry.h"
 #include "tests/scoped_env.h"
 #include "tests/temp_dir.h"
@@ -154,6 +155,17 @@ TEST(PowercapEnergy, CpuBackendTelemetryReadsTheNamedTree) {
   const nlohmann::json seen = monitor->finish();
   EXPECT_EQ(seen["source"], "powercap");
   EXPECT_DOUBLE_EQ(seen["energy_j"].get<double>(), 8.0);
+}
+
+// A device whose counters cannot be read (a GPU without NVML) still gives the case an account
+// of its energy: none, and why.
+TEST(UnreadTelemetry, SaysWhyThereIsNoFigure) {
+  const std::unique_ptr<TelemetryMonitor> monitor =
+      unread_telemetry("NVML", "no NVML: libnvidia-ml.so.1 not found");
+  const nlohmann::json seen = monitor->finish();
+  EXPECT_EQ(seen["source"], "NVML");
+  EXPECT_EQ(seen["energy_unavailable"], "no NVML: libnvidia-ml.so.1 not found");
+  EXPECT_FALSE(seen.contains("energy_j"));
 }
 
 TEST(AllocationTally, PeakIsTheMostHeldSinceTheReset) {

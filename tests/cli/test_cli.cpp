@@ -1236,6 +1236,17 @@ TEST_F(Cli, PlanPredictsTheMeasuredPeaks) {
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   EXPECT_NE(check.out.find("every prediction within the tolerance"), std::string::npos)
       << check.out;
+  // A time-to-train case is named as not checked, not passed over.
+  nlohmann::json with_ttt = read_report(report_path());
+  nlohmann::json ttt = with_ttt["results"][0];
+  ttt["workload"] = "ttt-fashion-mnist target=0.5 subset=2048";
+  with_ttt["results"].push_back(ttt);
+  std::ofstream(dir_ / "with_ttt.json") << with_ttt.dump();
+  const Outcome named = run({"plan", "--check", (dir_ / "with_ttt.json").string()});
+  EXPECT_EQ(named.exit_code, 0) << named.out << named.err;
+  EXPECT_NE(named.out.find("not checked: ttt-fashion-mnist target=0.5 subset=2048 on cpu-onednn"),
+            std::string::npos)
+      << named.out;
   nlohmann::json damaged = read_report(report_path());
   nlohmann::json& memory = damaged["results"][1]["memory"];
   memory["timed_allocated_peak_bytes"] =
