@@ -62,13 +62,18 @@ std::unique_ptr<TelemetryMonitor> unread_telemetry(std::string source, std::stri
   class Unread final : public TelemetryMonitor {
    public:
     Unread(std::string source, std::string reason)
-        : source_(std::move(source)), reason_(std::move(reason)) {}
+        : source_(std::move(source)),
+          reason_(std::move(reason)),
+          start_(std::chrono::steady_clock::now()) {}
     nlohmann::json finish() override {
-      return {{"source", source_}, {"energy_unavailable", reason_}};
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      return {{"source", source_}, {"seconds", seconds}, {"energy_unavailable", reason_}};
     }
 
    private:
     std::string source_, reason_;
+    std::chrono::steady_clock::time_point start_;
   };
   return std::make_unique<Unread>(std::move(source), std::move(reason));
 }

@@ -19,9 +19,9 @@ std::unique_ptr<TelemetryMonitor> periodic_monitor(
     std::function<void()> read, std::function<nlohmann::json(double seconds)> summarize,
     double period_s);
 
-// A monitor for a device whose counters cannot be read (a GPU without NVML): it reads nothing,
-// and its account says why, so the case records that it has no energy figure rather than
-// nothing at all.
+// A monitor for a device whose counters cannot be read (a GPU without NVML, a CPU without a
+// readable powercap zone): no thread, nothing read while the case is timed; its account (source,
+// seconds, energy_unavailable) says why, so the case records that it has no energy figure.
 std::unique_ptr<TelemetryMonitor> unread_telemetry(std::string source, std::string reason);
 
 }  // namespace tb

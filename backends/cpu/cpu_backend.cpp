@@ -191,7 +191,10 @@ void CpuBackend::release(Buffer buffer) {
 }
 
 std::unique_ptr<TelemetryMonitor> CpuBackend::start_telemetry() {
-  auto window = std::make_shared<EnergyWindow>(find_energy_counters(powercap_root()));
+  EnergyCounters counters = find_energy_counters(powercap_root());
+  // No zone to read (most virtual machines): no sampling thread beside the timed runs.
+  if (counters.zones.empty()) return unread_telemetry("powercap", counters.unavailable);
+  auto window = std::make_shared<EnergyWindow>(std::move(counters));
   return periodic_monitor([window] { window->read(); },
                           [window](double seconds) { return window->summarize(seconds); }, 0.25);
 }

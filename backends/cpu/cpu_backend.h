@@ -42,7 +42,8 @@ class CpuBackend : public Backend {
     return Status::Ok();
   }
   std::unique_ptr<Timer> make_timer() override;
-  // The package (and DRAM) energy counters of Linux's powercap interface, read every 0.25 s.
+  // The package (and DRAM) energy counters of Linux's powercap interface, read every 0.25 s;
+  // where none is readable, a monitor that reads nothing and says why.
   std::unique_ptr<TelemetryMonitor> start_telemetry() override;
   std::optional<MemoryUse> memory_use() const override;
   void reset_memory_peak() override { allocations_.reset_peak(); }
