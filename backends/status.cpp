@@ -27,8 +27,9 @@ namespace {
 constexpr std::array<std::string_view, kReasonCodes> kReasonCodeNames = {
     "none",           "not_enough_memory", "reference_kernels", "dtype_unsupported",
     "isa_lacking",    "unimplemented",     "invalid_argument",  "backend_unusable",
-    "backend_broken", "library_error",     "validation_failed", "timer_failed",
-    "rank_failed",    "crashed",           "child_run_failed",  "error"};
+    "backend_broken", "library_error",     "target_missed",     "validation_failed",
+    "timer_failed",   "rank_failed",       "crashed",           "child_run_failed",
+    "error"};
 
 }  // namespace
 
@@ -55,7 +56,7 @@ ReasonCode default_reason_code(StatusCode code) {
     case StatusCode::unavailable:
       return ReasonCode::backend_unusable;
     case StatusCode::failed:
-      return ReasonCode::library_error;
+      return ReasonCode::error;  // a library's failure says so (Status::LibraryFailed)
   }
   return ReasonCode::error;
 }

@@ -26,12 +26,13 @@ enum class ReasonCode {
   backend_unusable,   // the backend cannot run on this machine
   backend_broken,     // the backend broke during this or an earlier case
   library_error,      // the library or device call failed
+  target_missed,      // a time-to-train run did not reach its quality target in its epochs
   validation_failed,  // the result was wrong
   timer_failed,       // the timer read no positive, finite time
   rank_failed,        // another rank failed the case
   crashed,            // the process died of a fatal signal in the case
   child_run_failed,   // a child run (--child-env) gave no report
-  error,              // an exception trainbench did not classify
+  error,              // a failure or exception trainbench did not classify further
 };
 inline constexpr int kReasonCodes = static_cast<int>(ReasonCode::error) + 1;
 std::string_view reason_code_name(ReasonCode code);
@@ -52,6 +53,10 @@ class [[nodiscard]] Status {
   static Status OutOfMemory(std::string m) { return {StatusCode::out_of_memory, std::move(m)}; }
   static Status Unavailable(std::string m) { return {StatusCode::unavailable, std::move(m)}; }
   static Status Failed(std::string m) { return {StatusCode::failed, std::move(m)}; }
+  // A call into a library or the device that failed (never trainbench's own failures).
+  static Status LibraryFailed(std::string m) {
+    return Failed(std::move(m)).because(ReasonCode::library_error);
+  }
 
   // The same status with a finer reason: Status::Unimplemented(m).because(ReasonCode::isa_lacking).
   Status because(ReasonCode reason) && {

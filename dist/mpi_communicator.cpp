@@ -21,7 +21,7 @@ Status mpi_status(int code, const char* call) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   MPI_Error_string(code, text, &length);
-  return Status::Failed(fmt::format("{} failed: {}", call, text));
+  return Status::LibraryFailed(fmt::format("{} failed: {}", call, text));
 }
 
 // MPI counts are ints: a larger collective is refused rather than truncated.

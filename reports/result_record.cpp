@@ -32,7 +32,7 @@ Headline derived_headline(const nlohmann::json& result) {
 ReasonCode derived_reason_code(CaseStatus status, std::string_view reason) {
   if (status == CaseStatus::passed) return ReasonCode::none;
   if (reason.starts_with("rank ")) return ReasonCode::rank_failed;  // "rank 1 (host): <its reason>"
-  static constexpr std::array<std::pair<std::string_view, ReasonCode>, 12> kWordings = {{
+  static constexpr std::array<std::pair<std::string_view, ReasonCode>, 13> kWordings = {{
       {"does not fit in memory", ReasonCode::not_enough_memory},
       {"of memory is available", ReasonCode::not_enough_memory},
       {"fits in the memory available", ReasonCode::not_enough_memory},
@@ -45,6 +45,7 @@ ReasonCode derived_reason_code(CaseStatus status, std::string_view reason) {
       {"died of ", ReasonCode::crashed},
       {"the child run", ReasonCode::child_run_failed},
       {"not a positive, finite time", ReasonCode::timer_failed},
+      {"a missed run counts as infinitely slow", ReasonCode::target_missed},
   }};
   for (const auto& [wording, code] : kWordings)
     if (reason.find(wording) != std::string_view::npos) return code;
@@ -109,6 +110,10 @@ ResultRecord read_result(const nlohmann::json& result) {
   record.reason = result.value("reason", "");
   const std::optional<ReasonCode> written = parse_reason_code(result.value("reason_code", ""));
   record.reason_code = written ? *written : derived_reason_code(record.status, record.reason);
+  // Builds before target_missed wrote a missed time-to-train target as a library's failure.
+  if (written == ReasonCode::library_error &&
+      derived_reason_code(record.status, record.reason) == ReasonCode::target_missed)
+    record.reason_code = ReasonCode::target_missed;
   if (!written && record.reason_code == ReasonCode::not_enough_memory)
     record.status = CaseStatus::skipped;  // as the runner records it now
   if (record.passed()) {

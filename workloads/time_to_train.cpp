@@ -248,11 +248,12 @@ Status TimeToTrainWorkload::run() {
   }
   const auto missed = static_cast<std::int64_t>(runs_.size() - own_samples().size());
   if (!mlperf_aggregate(runs_))
-    return Status::Failed(fmt::format(
-        "{} of {} runs missed {} {:g}% within {} epochs (best: {:.2f}%); a missed run counts as "
-        "infinitely slow, so the aggregate is infinite",
-        missed, runs_.size(), quality_name(), 100 * budget_.target, budget_.epochs,
-        100 * best_quality()));
+    return Status::Failed(fmt::format("{} of {} runs missed {} {:g}% within {} epochs (best: "
+                                      "{:.2f}%); a missed run counts as "
+                                      "infinitely slow, so the aggregate is infinite",
+                                      missed, runs_.size(), quality_name(), 100 * budget_.target,
+                                      budget_.epochs, 100 * best_quality()))
+        .because(ReasonCode::target_missed);
   return Status::Ok();
 }
 

@@ -51,19 +51,20 @@ Status fully_connected_with_gemm(const FullyConnectedOp& op, const BoundOperands
         std::memcpy(dst + n * out, bias, static_cast<std::size_t>(out) * sizeof(float));
       if (!sgemm('N', 'T', mb, out, in, 1.0f, b.in<float>("src"), in, b.in<float>("weights"), in,
                  1.0f, dst, out))
-        return Status::Failed("fully connected forward: the sgemm call was refused");
+        return Status::LibraryFailed("fully connected forward: the sgemm call was refused");
       return Status::Ok();
     }
     case ConvDirection::backward_data:  // diff_src = diff_dst W
       if (!sgemm('N', 'N', mb, in, out, 1.0f, b.in<float>("diff_dst"), out, b.in<float>("weights"),
                  in, 0.0f, b.out<float>("diff_src"), in))
-        return Status::Failed("fully connected backward-data: the sgemm call was refused");
+        return Status::LibraryFailed("fully connected backward-data: the sgemm call was refused");
       return Status::Ok();
     case ConvDirection::backward_weights: {  // diff_W = diff_dst^T src
       const float* diff_dst = b.in<float>("diff_dst");
       if (!sgemm('T', 'N', out, in, mb, 1.0f, diff_dst, out, b.in<float>("src"), in, 0.0f,
                  b.out<float>("diff_weights"), in))
-        return Status::Failed("fully connected backward-weights: the sgemm call was refused");
+        return Status::LibraryFailed(
+            "fully connected backward-weights: the sgemm call was refused");
       column_sums(diff_dst, mb, out, b.out<float>("diff_bias"));
       return Status::Ok();
     }

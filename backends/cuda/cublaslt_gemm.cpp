@@ -19,7 +19,7 @@ Status lt_status(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   const std::string message = fmt::format("{}: {}", what, cublasLtGetStatusString(status));
   return status == CUBLAS_STATUS_NOT_SUPPORTED ? Status::Unimplemented(message)
-                                               : Status::Failed(message);
+                                               : Status::LibraryFailed(message);
 }
 
 cudaDataType_t storage_type(DType dtype) {

@@ -43,7 +43,7 @@ inline Status cuda_status(cudaError_t error, const char* what) {
       fmt::format("{}: {}{}", what, cudaGetErrorString(error),
                   is_sticky(error) ? " (sticky: the GPU context is unusable from here on)" : "");
   return error == cudaErrorMemoryAllocation ? Status::OutOfMemory(message)
-                                            : Status::Failed(message);
+                                            : Status::LibraryFailed(message);
 }
 
 // Operands are device buffers, plain (row-major, NCHW) unless the plan keeps its 4-D operands

@@ -16,7 +16,7 @@ Status cudnn_status(cudnnStatus_t status, const char* what) {
   if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
       status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED)
     return Status::OutOfMemory(message);
-  return Status::Failed(message);
+  return Status::LibraryFailed(message);
 }
 
 std::string cudnn_runtime_version() {

@@ -9,7 +9,7 @@ namespace {
 
 Status nccl_status(ncclResult_t result, const char* what) {
   if (result == ncclSuccess) return Status::Ok();
-  return Status::Failed(fmt::format("{}: {}", what, ncclGetErrorString(result)));
+  return Status::LibraryFailed(fmt::format("{}: {}", what, ncclGetErrorString(result)));
 }
 
 Status nccl_type(DType dtype, ncclDataType_t* out) {

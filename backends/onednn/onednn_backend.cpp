@@ -79,7 +79,7 @@ class OneDnnBackend final : public cpu::CpuBackend {
     } catch (const dnnl::error& e) {
       return e.status == dnnl_unimplemented
                  ? Status::Unimplemented(fmt::format("oneDNN has no implementation: {}", e.what()))
-                 : Status::Failed(fmt::format("oneDNN: {}", e.what()));
+                 : Status::LibraryFailed(fmt::format("oneDNN: {}", e.what()));
     }
   }
 

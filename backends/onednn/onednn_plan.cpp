@@ -118,7 +118,7 @@ Status OneDnnPlan::run(std::span<const Buffer> operands, Buffer workspace) try {
   if (epilogue_) epilogue_(BoundOperands(operands_, operands));
   return Status::Ok();
 } catch (const dnnl::error& e) {
-  return Status::Failed(fmt::format("oneDNN {}: {}", implementation_, e.what()));
+  return Status::LibraryFailed(fmt::format("oneDNN {}: {}", implementation_, e.what()));
 }
 
 Status OneDnnPlan::import_operand(int index, const void* plain_host, Buffer device) const {

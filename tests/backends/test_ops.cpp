@@ -202,7 +202,8 @@ TEST(StatusReason, DefaultsByKindAndNarrowsAtTheSite) {
   EXPECT_EQ(Status::Ok().reason_code(), ReasonCode::none);
   EXPECT_EQ(Status::OutOfMemory("x").reason_code(), ReasonCode::not_enough_memory);
   EXPECT_EQ(Status::Unavailable("x").reason_code(), ReasonCode::backend_unusable);
-  EXPECT_EQ(Status::Failed("x").reason_code(), ReasonCode::library_error);
+  EXPECT_EQ(Status::Failed("x").reason_code(), ReasonCode::error);  // not a library's, unless
+  EXPECT_EQ(Status::LibraryFailed("x").reason_code(), ReasonCode::library_error);
   EXPECT_EQ(Status::Unimplemented("x").reason_code(), ReasonCode::unimplemented);
   const Status narrowed =
       Status::Unimplemented("bf16 needs AVX512_CORE").because(ReasonCode::isa_lacking);

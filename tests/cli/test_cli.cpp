@@ -147,6 +147,7 @@ TEST_F(Cli, TimeToTrainRunsAreRepeatedAndUnconvergedRunsKept) {
   EXPECT_EQ(result["workload"],
             "ttt-fashion-mnist target=0.99 batch=128 dtype=f32 epochs=1 lr=0.1 runs=2 subset=256");
   EXPECT_EQ(result["status"], "failed");
+  EXPECT_EQ(result["reason_code"], "target_missed");
   EXPECT_NE(result["reason"].get<std::string>().find("2 of 2 runs missed test accuracy 99%"),
             std::string::npos)
       << result["reason"];

@@ -223,6 +223,7 @@ TEST(TttFashionMnist, ShortRunsConvergeOrSayTheyDidNot) {
   const Status failed = unreachable->run();
   EXPECT_FALSE(failed.ok());
   EXPECT_NE(failed.message().find("1 of 1 runs missed"), std::string::npos) << failed.message();
+  EXPECT_EQ(failed.reason_code(), ReasonCode::target_missed);  // no library failed
   EXPECT_TRUE(unreachable->own_samples().empty());
   EXPECT_FALSE(unreachable->details()["runs"][0]["converged"].get<bool>());
   EXPECT_EQ(unreachable->details()["runs_missed"], 1);

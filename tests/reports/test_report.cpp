@@ -233,6 +233,11 @@ TEST(ResultRecords, OldReportsAreGivenReasonCodes) {
   written["reason_code"] = "library_error";
   EXPECT_EQ(read_result(written).reason_code, ReasonCode::library_error);
   EXPECT_EQ(read_result(written).status, CaseStatus::failed);
+  // but a missed time-to-train target, which earlier builds wrote as a library's failure, is not
+  written["reason"] =
+      "1 of 1 runs missed test accuracy 90% within 2 epochs (best: 89.97%); a missed run counts "
+      "as infinitely slow, so the aggregate is infinite";
+  EXPECT_EQ(read_result(written).reason_code, ReasonCode::target_missed);
 }
 
 // The schema's closed set is the code's, name for name, and every name parses back.
