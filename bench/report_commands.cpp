@@ -10,7 +10,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <memory>
 #include <set>
 #include <span>
 
@@ -144,16 +143,6 @@ double parse_threshold(const std::string& text) {
         "bad threshold '{}' (expected a percentage like 5% or a fraction like 0.05, below 1000%)",
         text));
   return percent ? *value / 100 : *value;
-}
-
-// The history database a command was given: one that cannot be opened (to read: a missing one)
-// or is not a trainbench history is bad input.
-std::unique_ptr<History> open_history(const std::string& path, History::Access access) {
-  try {
-    return std::make_unique<History>(path, access);
-  } catch (const HistoryError& e) {
-    throw UsageError(e.what());
-  }
 }
 
 nlohmann::json read_input_report(const std::string& path) {
@@ -373,9 +362,9 @@ int check_command(const CheckOptions& options) {
   for (const std::string& path : options.currents) currents.push_back(read_input_report(path));
   for (const std::string& path : options.baselines) baselines.push_back(read_input_report(path));
   if (options.history) {
-    const auto history = open_history(*options.history, History::Access::read);
+    History history(*options.history, History::Access::read);
     BaselineSelection selection = select_baselines(
-        *history, currents, static_cast<std::size_t>(options.history_runs), options.force);
+        history, currents, static_cast<std::size_t>(options.history_runs), options.force);
     if (selection.reports.empty())
       throw UsageError(fmt::format(
           "{} holds no report of this machine measured under these conditions ({} of other "
@@ -464,20 +453,39 @@ int ab_command(const AbOptions& options) {
 int history_add_command(const HistoryOptions& options) {
   std::vector<nlohmann::json> reports;  // all checked before any is added
   for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
-  const auto history = open_history(options.database, History::Access::write);
-  for (std::size_t i = 0; i < reports.size(); ++i) {
-    const bool added =
-        history->add(reports[i], std::filesystem::absolute(options.reports[i]).string());
-    fmt::print("{} {}\n", added ? "added" : "already there:", options.reports[i]);
+  std::error_code error;
+  const bool existed = std::filesystem::exists(options.database, error);
+  std::size_t added = 0;
+  try {
+    History history(options.database, History::Access::write);
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      const History::Added outcome =
+          history.add(reports[i], std::filesystem::absolute(options.reports[i]).string());
+      if (outcome.added) {
+        ++added;
+        fmt::print("added {}\n", options.reports[i]);
+      } else {
+        fmt::print(
+            "already there: {} (the report added from {}: same machine, start, command, "
+            "commit and results)\n",
+            options.reports[i], outcome.existing_source);
+      }
+    }
+  } catch (...) {
+    // A history this command made and could not fill (a full disk) is not left behind empty.
+    if (!existed && added == 0)
+      for (const char* suffix : {"", "-journal", "-wal", "-shm"})
+        std::filesystem::remove(options.database + suffix, error);
+    throw;
   }
   return 0;
 }
 
 int history_list_command(const HistoryOptions& options) {
-  const auto history = open_history(options.database, History::Access::read);
+  History history(options.database, History::Access::read);
   TextTable table({"id", "started", "commit", "cases", "machine", "source"});
   nlohmann::json out = nlohmann::json::array();
-  for (const HistoryReport& r : history->list()) {
+  for (const HistoryReport& r : history.list()) {
     table.add({std::to_string(r.id), r.started_at, r.git_commit.substr(0, 12),
                std::to_string(r.cases), r.fingerprint, r.source});
     out.push_back({{"id", r.id},
@@ -492,11 +500,16 @@ int history_list_command(const HistoryOptions& options) {
 }
 
 int history_trend_command(const HistoryOptions& options) {
-  const auto history = open_history(options.database, History::Access::read);
+  History history(options.database, History::Access::read);
+  const std::vector<TrendSeries> trend =
+      history.trend(options.workload, options.fingerprint, options.threshold);
+  if (trend.empty())
+    throw UsageError(fmt::format(
+        "no passed case in {} matches '{}' on {}", options.database, options.workload,
+        options.fingerprint ? "machine " + *options.fingerprint : "its newest report's machine"));
   TextTable table({"backend", "dtype", "workload", "started", "commit", "median", "change"});
   nlohmann::json out = nlohmann::json::array();
-  for (const TrendSeries& series :
-       history->trend(options.workload, options.fingerprint, options.threshold)) {
+  for (const TrendSeries& series : trend) {
     nlohmann::json points = nlohmann::json::array();
     for (const TrendPoint& p : series.points) {
       table.add({series.backend, series.dtype, series.workload, p.started_at,
@@ -529,14 +542,8 @@ int html_report_command(const HtmlOptions& options) {
   if (reports.empty() && !options.history)
     throw UsageError("report --html needs report files, a --history database, or both");
   std::vector<TrendSeries> history;
-  if (options.history) {
-    try {
-      History database(*options.history, History::Access::read);
-      history = database.trend("", std::nullopt, 0.05);  // every case, check's threshold
-    } catch (const HistoryError& e) {
-      throw UsageError(e.what());
-    }
-  }
+  if (options.history)  // every case, check's threshold
+    history = History(*options.history, History::Access::read).trend("", std::nullopt, 0.05);
   try {
     write_file_atomically(options.out, render_html(reports, history));
   } catch (const FileError& e) {

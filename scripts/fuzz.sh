@@ -3,13 +3,13 @@
 # each for SECONDS (default 60) from its seed corpus, new inputs kept in the build folder. Prints
 # each harness's executions, coverage (edges) and crashes, and fails on any crash, its input
 # left in BUILD/artifacts/<harness>/ (fix it, then add it to tests/fuzz/corpus/<harness>/).
-# Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harnesses: descriptor report data options)
+# Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harnesses: descriptor report data options history)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-60}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(descriptor report data options)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(descriptor report data options history)
 build="${TRAINBENCH_FUZZ_BUILD:-$root/build/fuzz}"
 if ! command -v clang++ > /dev/null; then
   echo "fuzz.sh: clang++ is not installed (scripts/setup.sh --test installs it)" >&2

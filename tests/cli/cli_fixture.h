@@ -96,6 +96,15 @@ class Cli : public testing::Test {
     return outcome;
   }
 
+  // `command` through bash in the test's folder, with `tb` set to the binary.
+  Outcome shell(const std::string& command) {
+    return wait_for(spawn_program({"/bin/bash", "-c", command}, {{"tb", TRAINBENCH_BINARY}}));
+  }
+
+  // Whether the tests may make mount namespaces (root, or user namespaces) for small or
+  // read-only file systems.
+  static bool can_mount() { return std::system("unshare -m true > /dev/null 2>&1") == 0; }
+
   std::string report_path() const { return (dir_ / "report.json").string(); }
 
   // A usage error: exit 2, one line on stderr saying what is wrong, no report written.

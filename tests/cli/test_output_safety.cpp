@@ -33,10 +33,6 @@ class OutputSafety : public Cli {
     }
     return false;
   }
-  // `command` through bash in the test's folder, with `tb` set to the binary.
-  Outcome shell(const std::string& command) {
-    return wait_for(spawn_program({"/bin/bash", "-c", command}, {{"tb", TRAINBENCH_BINARY}}));
-  }
 };
 
 // A case that runs for a minute whatever the harness settings: an interrupt finds it running.
@@ -114,7 +110,7 @@ TEST_F(OutputSafety, ARunWhoseReaderLeftFinishesItsReport) {
 // namespace of its own): the later cases still run, the fallback file the run names holds all
 // of them and the finished run, and the report file keeps the case it could hold.
 TEST_F(OutputSafety, AFullDiskKeepsEveryFinishedCaseInANamedFallback) {
-  if (std::system("unshare -m true > /dev/null 2>&1") != 0)
+  if (!can_mount())
     GTEST_SKIP() << "cannot make a mount namespace here (needs root or user namespaces) for a "
                     "small file system that fills";
   const std::string cases = "-w \"gemm m=64\" -w \"gemm m=80\" -w \"gemm m=96\"";

@@ -10,8 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
+
+#include "backends/status.h"
+#include "bench/command_line.h"
+#include "dist/world.h"
 
 namespace tb::fuzzing {
 
@@ -34,6 +39,17 @@ inline std::string scratch_file(const std::filesystem::path& dir, const std::str
   const std::filesystem::path path = dir / name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path.string();
+}
+
+// Runs `trainbench ARGS...` as a user would; a UsageError (exit 2) is the one refusal allowed.
+inline void run_command(World& world, std::vector<std::string> args) {
+  args.insert(args.begin(), "trainbench");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  try {
+    run_command_line(static_cast<int>(argv.size()), argv.data(), world);
+  } catch (const UsageError&) {
+  }
 }
 
 }  // namespace tb::fuzzing

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -7,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/compare.h"
 #include "reports/history.h"
 #include "reports/report.h"
 
@@ -17,6 +21,17 @@ namespace fs = std::filesystem;
 
 std::string data(const std::string& name) {
   return std::string(TRAINBENCH_TEST_DATA) + "/" + name;
+}
+
+// Runs `sql` on the SQLite file `path` (made where missing), as another program would.
+void sqlite(const fs::path& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const int code = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  EXPECT_EQ(code, SQLITE_OK) << (error ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(db);
 }
 
 class HistoryFile : public testing::Test {
@@ -32,12 +47,14 @@ class HistoryFile : public testing::Test {
 
 TEST_F(HistoryFile, AddListTrend) {
   History history(path_.string());
-  EXPECT_TRUE(history.add(read_report(data("baseline.json")), "baseline.json"));
-  EXPECT_TRUE(history.add(read_report(data("current_same.json")), "current_same.json"));
-  EXPECT_TRUE(history.add(read_report(data("current_regressed.json")), "current_regressed.json"));
-  EXPECT_FALSE(
-      history.add(read_report(data("baseline.json")), "again"));  // the same report once only
-  EXPECT_TRUE(history.add(read_report(data("other_machine.json")), "other_machine.json"));
+  EXPECT_TRUE(history.add(read_report(data("baseline.json")), "baseline.json").added);
+  EXPECT_TRUE(history.add(read_report(data("current_same.json")), "current_same.json").added);
+  EXPECT_TRUE(
+      history.add(read_report(data("current_regressed.json")), "current_regressed.json").added);
+  const History::Added again = history.add(read_report(data("baseline.json")), "again");
+  EXPECT_FALSE(again.added);  // the same report once only, naming where it came from
+  EXPECT_EQ(again.existing_source, "baseline.json");
+  EXPECT_TRUE(history.add(read_report(data("other_machine.json")), "other_machine.json").added);
 
   const auto reports = history.list();
   ASSERT_EQ(reports.size(), 4u);
@@ -92,9 +109,124 @@ TEST_F(HistoryFile, NotADatabaseIsAClearError) {
     History history(path_.string());
     history.list();
     ADD_FAILURE() << "accepted";
-  } catch (const HistoryError& e) {
+  } catch (const NotAHistory& e) {
     EXPECT_NE(std::string(e.what()).find(path_.string()), std::string::npos) << e.what();
   }
+}
+
+// Two runs alike in machine, start, command and commit but not in results are two reports.
+TEST_F(HistoryFile, ReportsAlikeButForTheirResultsAreTwo) {
+  History history(path_.string());
+  nlohmann::json report = read_report(data("baseline.json"));
+  EXPECT_TRUE(history.add(report, "d1/r.json").added);
+  report["results"][0]["samples_s"][0] = report["results"][0]["samples_s"][0].get<double>() * 1.5;
+  EXPECT_TRUE(history.add(report, "d2/r.json").added);
+  const History::Added again = history.add(report, "d3/r.json");
+  EXPECT_FALSE(again.added);
+  EXPECT_EQ(again.existing_source, "d2/r.json");
+  EXPECT_EQ(history.list().size(), 2u);
+}
+
+std::string bytes_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// Another program's SQLite files, one with a table named as ours, are refused, byte for byte
+// unchanged, to write as to read.
+TEST_F(HistoryFile, AnotherProgramsDatabaseIsRefusedAndLeftAsItWas) {
+  for (const std::string& schema :
+       {std::string("CREATE TABLE reports (id INTEGER PRIMARY KEY, title TEXT);"
+                    "INSERT INTO reports (title) VALUES ('quarterly')"),
+        std::string("PRAGMA application_id=1234; CREATE TABLE notes (text TEXT)")}) {
+    fs::remove(path_);
+    sqlite(path_, schema);
+    const std::string before = bytes_of(path_);
+    for (const History::Access access : {History::Access::write, History::Access::read}) {
+      try {
+        History history(path_.string(), access);
+        ADD_FAILURE() << "accepted " << schema;
+      } catch (const NotAHistory& e) {
+        EXPECT_NE(std::string(e.what()).find("left unchanged"), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_EQ(bytes_of(path_), before) << schema;
+    EXPECT_FALSE(fs::exists(path_.string() + "-wal"));
+  }
+}
+
+// A history made before reports carried a results hash (and the file a marker) is read as it
+// is and brought up to date by the first add.
+TEST_F(HistoryFile, AHistoryOfTheFirstSchemaIsReadAndUpgraded) {
+  sqlite(path_,
+         "PRAGMA journal_mode=WAL;"
+         "CREATE TABLE reports (id INTEGER PRIMARY KEY, fingerprint TEXT NOT NULL, git_commit "
+         "TEXT NOT NULL, started_at TEXT NOT NULL, command TEXT NOT NULL, source TEXT NOT NULL,"
+         " report TEXT NOT NULL, UNIQUE (fingerprint, started_at, command, git_commit));"
+         "CREATE TABLE cases (report_id INTEGER NOT NULL REFERENCES reports(id), workload TEXT "
+         "NOT NULL, dtype TEXT NOT NULL, backend TEXT NOT NULL, status TEXT NOT NULL, median_s "
+         "REAL, samples_s TEXT NOT NULL);"
+         "CREATE INDEX cases_by_workload ON cases (workload, dtype, backend);");
+  nlohmann::json report = read_report(data("baseline.json"));
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    const std::string insert =
+        fmt::format("INSERT INTO reports VALUES (1, '{}', '{}', '{}', 'cmd', 'old.json', '{}')",
+                    machine_fingerprint(report), report["tool"]["git_commit"].get<std::string>(),
+                    report["started_at"].get<std::string>(), report.dump());
+    EXPECT_EQ(sqlite3_exec(db, insert.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  EXPECT_EQ(History(path_.string(), History::Access::read).list().size(), 1u);
+  History history(path_.string());
+  report["command"] = "cmd";
+  EXPECT_FALSE(history.add(report, "same.json").added);  // the one there, hashed on upgrade
+  report["results"][0]["samples_s"][0] = 1.0;
+  EXPECT_TRUE(history.add(report, "new.json").added);
+  EXPECT_EQ(history.list().size(), 2u);
+}
+
+TEST_F(HistoryFile, AMissingOrEmptyFileIsNoHistoryToRead) {
+  EXPECT_THROW(History(path_.string(), History::Access::read), NotAHistory);
+  EXPECT_FALSE(fs::exists(path_));
+  std::ofstream{path_};  // touched: an empty database, to be made a history by add
+  EXPECT_THROW(History(path_.string(), History::Access::read), NotAHistory);
+  EXPECT_TRUE(History(path_.string()).list().empty());
+}
+
+// Another process holding the write lock: the add gives up after a bounded wait, naming the
+// lock, and the history stays as it was.
+TEST_F(HistoryFile, AHeldLockIsAnErrorAfterABoundedWait) {
+  { History(path_.string()).add(read_report(data("baseline.json")), "b"); }
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t holder = fork();
+  if (holder == 0) {
+    sqlite3* db = nullptr;
+    sqlite3_open(path_.c_str(), &db);
+    sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+    (void)!write(ready[1], "x", 1);
+    sleep(60);
+    _exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  try {
+    History history(path_.string());
+    history.add(read_report(data("current_same.json")), "c");
+    ADD_FAILURE() << "added under another process's lock";
+  } catch (const HistoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("locked"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fmt::format("{} s", kHistoryLockWaitSeconds)),
+              std::string::npos)
+        << e.what();
+  }
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+  EXPECT_EQ(History(path_.string(), History::Access::read).list().size(), 1u);
 }
 
 }  // namespace
