@@ -1,5 +1,6 @@
 #include "bench/command_line.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -333,6 +335,29 @@ const std::string& checked_output(const std::string& path) {
   return path;
 }
 
+// The same case twice (a workload given twice, its keys in any order, or a backend named twice)
+// would run twice and be read as two runs of one case: bad input, each repeat named.
+void refuse_duplicate_cases(const std::vector<Descriptor>& cases,
+                            const std::vector<std::string>& backends) {
+  std::set<std::string> seen;
+  std::vector<std::string> repeated;
+  for (const Descriptor& descriptor : cases) {
+    auto params = descriptor.params();
+    std::sort(params.begin(), params.end());
+    std::string key = descriptor.kind();
+    for (const auto& [name, value] : params) key += " " + name + "=" + value;
+    if (!seen.insert(key).second) repeated.push_back("workload '" + descriptor.to_string() + "'");
+  }
+  seen.clear();
+  for (const std::string& backend : backends)
+    if (!seen.insert(backend).second) repeated.push_back("backend '" + backend + "'");
+  if (!repeated.empty())
+    throw UsageError(
+        fmt::format("{} given more than once: each case runs once per run (use "
+                    "--min-reps or --runs for more samples)",
+                    fmt::join(repeated, ", ")));
+}
+
 // Turns the run subcommand's options into the runner's (suite or workloads, backends, report
 // path), every one checked.
 RunOptions run_options(RunState& s, const std::string& command_line, World& world) {
@@ -360,6 +385,7 @@ RunOptions run_options(RunState& s, const std::string& command_line, World& worl
     for (const BackendEntry& entry : backend_registry())
       if (entry.probe().usable) backends.push_back(entry.name);
   if (backends.empty()) throw UsageError("no backend in this build is usable here");
+  refuse_duplicate_cases(options.cases, backends);
   options.backends = backends;
   for (const std::string& spec : child_environments)
     options.child_environments.push_back(ChildEnvironment::parse(spec));

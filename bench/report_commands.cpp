@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -93,7 +95,9 @@ std::vector<Costs> load_costs(const std::vector<std::string>& reports, const Cos
   }
   if (options.costs_file) {
     std::ifstream in(*options.costs_file);
-    if (!in) throw UsageError(fmt::format("cannot read costs file {}", *options.costs_file));
+    if (!in || std::filesystem::is_directory(*options.costs_file))
+      throw UsageError(fmt::format("cannot read costs file {}: {}", *options.costs_file,
+                                   in ? "it is a folder" : std::strerror(errno)));
     nlohmann::json file;
     try {
       file = nlohmann::json::parse(in);
@@ -104,14 +108,31 @@ std::vector<Costs> load_costs(const std::vector<std::string>& reports, const Cos
     if (!file.is_object())
       throw UsageError(
           fmt::format("costs file {} is not a JSON object of reports", *options.costs_file));
+    // Every entry names a report given and holds known keys only: a misspelt one would
+    // otherwise leave a machine's price or power silently unset.
+    for (const auto& item : file.items()) {
+      const std::string& key = item.key();
+      const nlohmann::json& entry = item.value();
+      const auto names_report = [&](const std::string& path) {
+        return key == path || key == std::filesystem::path(path).filename().string();
+      };
+      if (std::none_of(reports.begin(), reports.end(), names_report))
+        throw UsageError(fmt::format("costs file {}: '{}' is none of the reports given ({})",
+                                     *options.costs_file, key, fmt::join(reports, ", ")));
+      if (!entry.is_object())
+        throw UsageError(fmt::format("costs file {}: the entry of {} is not an object",
+                                     *options.costs_file, key));
+      for (const auto& [field, value] : entry.items())
+        if (field != "price_per_hour" && field != "watts")
+          throw UsageError(fmt::format(
+              "costs file {}: unknown key '{}' in the entry of {} (expected price_per_hour, watts)",
+              *options.costs_file, field, key));
+    }
     for (std::size_t i = 0; i < reports.size(); ++i) {
       const std::string name = std::filesystem::path(reports[i]).filename().string();
       for (const std::string& key : {reports[i], name})
         if (file.contains(key)) {
           const auto& entry = file[key];
-          if (!entry.is_object())
-            throw UsageError(fmt::format("costs file {}: the entry of {} is not an object",
-                                         *options.costs_file, key));
           if (entry.contains("price_per_hour"))
             costs[i].price_per_hour =
                 cost_figure(entry, "price_per_hour", {.min = 0}, *options.costs_file);
@@ -357,6 +378,21 @@ int check_command(const CheckOptions& options) {
   if (options.currents.empty()) throw UsageError("check needs --current");
   if (options.baselines.empty() == !options.history)
     throw UsageError("check needs --baseline reports or --baseline-history, one of the two");
+  // Each file is one run: one given twice would be counted as two, or checked against itself.
+  std::vector<std::string> files = options.baselines;
+  files.insert(files.end(), options.currents.begin(), options.currents.end());
+  for (std::size_t i = 0; i < files.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) {
+      std::error_code error;
+      if (files[i] == files[j] || std::filesystem::equivalent(files[i], files[j], error))
+        throw UsageError(fmt::format(
+            "{} is given twice{}: each report is one run, and a run checked against itself "
+            "says nothing",
+            files[i],
+            j < options.baselines.size() && i >= options.baselines.size()
+                ? " (as a baseline and as a current run)"
+                : ""));
+    }
   std::vector<nlohmann::json> baselines, currents;
   std::vector<std::string> names = options.baselines;
   for (const std::string& path : options.currents) currents.push_back(read_input_report(path));

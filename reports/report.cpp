@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -166,12 +169,34 @@ nlohmann::json read_report(const std::string& path) {
     throw ReportError(
         fmt::format("corrupt report {}: {}{}", path, errors.front(),
                     errors.size() > 1 ? fmt::format(" (and {} more)", errors.size() - 1) : ""));
-  // What the schema cannot say: a passed result was timed.
-  for (const auto& result : report["results"])
-    if (parse_case_status(result["status"].get<std::string>()) == CaseStatus::passed &&
-        (!result["stats"].is_object() || result["samples_s"].empty()))
-      throw ReportError(fmt::format("corrupt report {}: the passed result '{}' has no samples",
-                                    path, result["workload"].get<std::string>()));
+  // What the schema cannot say: a passed result was timed, each sample a positive time, and each
+  // case (backend, dtype, workload, at its world size) is there once: a reader would take two
+  // results of one case for two runs, or keep one.
+  std::set<std::tuple<std::string, std::string, std::string, std::string>> cases;
+  for (const auto& result : report["results"]) {
+    const std::string workload = result["workload"], backend = result.value("backend", "");
+    const std::string dtype = result.value("dtype", "");
+    const auto details = result.find("details");
+    const std::string world =
+        details != result.end() && details->is_object() && details->contains("world_size")
+            ? (*details)["world_size"].dump()
+            : "";
+    if (!cases.insert({workload, dtype, backend, world}).second)
+      throw ReportError(fmt::format(
+          "corrupt report {}: the case '{} [{}] {}' is there twice (a report holds each case once)",
+          path, backend, dtype, workload));
+    if (parse_case_status(result["status"].get<std::string>()) != CaseStatus::passed) continue;
+    if (!result["stats"].is_object() || result["samples_s"].empty())
+      throw ReportError(
+          fmt::format("corrupt report {}: the passed result '{}' has no samples", path, workload));
+    for (const auto& sample : result["samples_s"])
+      if (!sample.is_number() || !(sample.get<double>() > 0) ||
+          !std::isfinite(sample.get<double>()))
+        throw ReportError(fmt::format(
+            "corrupt report {}: the passed result '{}' has a sample of {} s (a time must be "
+            "positive)",
+            path, workload, sample.dump()));
+  }
   return report;
 }
 

@@ -89,6 +89,13 @@ CaseResult passed_case() {
   return r;
 }
 
+// The passed case under a descriptor of its own (a report holds each case once).
+CaseResult passed_case(int number) {
+  CaseResult r = passed_case();
+  r.workload += " seed=" + std::to_string(number);
+  return r;
+}
+
 TEST_F(ReportFiles, WriteThenReadValidates) {
   ReportWriter writer(path("r.json"), ReportFormat::json, minimal_header());
   writer.set("backends", nlohmann::json::array());
@@ -165,7 +172,7 @@ TEST_F(ReportFiles, ResultsReadBackAsTypedRecords) {
       {CaseStatus::skipped, ReasonCode::not_enough_memory, "does not fit in memory: needs 9 GiB"},
       {CaseStatus::unimplemented, ReasonCode::isa_lacking, "bf16 needs AVX512_CORE"}};
   for (const auto& [status, code, reason] : outcomes) {
-    CaseResult result = passed_case();
+    CaseResult result = passed_case(static_cast<int>(status));
     result.end(status, code, reason);
     result.stats.reset();
     result.samples_s.clear();
@@ -319,8 +326,8 @@ TEST_F(ReportFiles, AFailedWriteKeepsEveryCaseInTheFallback) {
   ReportWriter writer(path("r.json"), ReportFormat::json, minimal_header());
   writer.add(passed_case());
   fs::permissions(path("r.json"), fs::perms::owner_read);
-  writer.add(passed_case());
-  writer.add(passed_case());
+  writer.add(passed_case(2));
+  writer.add(passed_case(3));
   ASSERT_TRUE(writer.failure());
   EXPECT_NE(writer.failure()->reason.find("read-only"), std::string::npos);
   ASSERT_TRUE(writer.failure()->fallback);
