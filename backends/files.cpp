@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -69,11 +70,33 @@ std::string temporary_folder() {
   return none ? "/tmp" : folder.string();
 }
 
+std::string writable_temporary_folder() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string folder = tmpdir ? tmpdir : "/tmp";
+  const std::string named = tmpdir ? fmt::format("TMPDIR='{}'", folder) : "/tmp";
+  struct stat info {};
+  if (folder.empty())
+    throw FileError("TMPDIR is set but empty: unset it or name a writable folder");
+  if (::stat(folder.c_str(), &info) != 0)
+    throw FileError(
+        fmt::format("{} cannot be used for temporary files: {}", named, std::strerror(errno)));
+  if (!S_ISDIR(info.st_mode))
+    throw FileError(fmt::format("{} is not a folder: temporary files need one", named));
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw FileError(fmt::format("{} cannot be written ({}): temporary files need a writable folder",
+                                named, std::strerror(errno)));
+  return folder;
+}
+
 void write_file_atomically(const std::string& path, const std::string& content) {
   const std::string target = output_path(path);
   struct stat existing {};
   const bool replaces = ::stat(target.c_str(), &existing) == 0;
-  const std::string temp = fmt::format("{}.tmp.{}", target, getpid());
+  // Beside the target, under a short name of its own: a name of the file system's longest
+  // (255 bytes) stays writable, as a suffix on the target's name would not.
+  const std::string temp =
+      (std::filesystem::path(target).parent_path() / fmt::format(".trainbench-{}.tmp", getpid()))
+          .string();
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw FileError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   auto fail = [&](int error) {

@@ -23,6 +23,9 @@ std::string output_path(const std::string& path);
 // The temporary folder (TMPDIR where it names one, else /tmp): where a file that could not go
 // where it was asked is kept instead.
 std::string temporary_folder();
+// The folder a command makes its temporary files in: TMPDIR where set, else /tmp. A TMPDIR
+// that is empty, missing, not a folder or not writable is a FileError saying so.
+std::string writable_temporary_folder();
 
 // Writes `content` to a temporary file beside output_path(path), syncs it, then renames it
 // over that path, keeping a replaced file's permissions. Throws FileError naming the path and

@@ -229,7 +229,8 @@ CrashSite crash_site(const std::vector<std::string>& stack, const std::string& e
 
 int supervise_run(char** argv, const std::vector<std::string>& extra_arguments,
                   const std::string& report_path, std::ostream& progress) {
-  std::string folder_template = (fs::temp_directory_path() / "trainbench-journal-XXXXXX").string();
+  std::string folder_template =
+      (fs::path(writable_temporary_folder()) / "trainbench-journal-XXXXXX").string();
   if (!mkdtemp(folder_template.data()))
     throw std::runtime_error(
         fmt::format("cannot make the case journal's folder: {}", std::strerror(errno)));

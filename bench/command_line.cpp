@@ -1,6 +1,7 @@
 #include "bench/command_line.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -395,6 +396,11 @@ RunOptions run_options(RunState& s, const std::string& command_line, World& worl
   std::erase_if(stamp, [](char c) { return c == ':' || c == '-'; });
   options.out_path = out.empty() ? fmt::format("trainbench-report-{}.json", stamp) : out;
   if (world.rank() == 0) checked_output(options.out_path);  // rank 0 writes the report
+  try {
+    writable_temporary_folder();  // the case journal's folder goes there
+  } catch (const FileError& e) {
+    throw UsageError(e.what());
+  }
   options.command_line = command_line;
   options.harness.phase_delay_seconds = test_phase_delay(world);
   return options;
@@ -719,6 +725,65 @@ Subcommand register_report(CLI::App& app) {
 
 }  // namespace
 
+namespace {
+
+// What CLI11 would misread, said plainly before it parses: an unknown subcommand (it says
+// only that one is required), an option left without its value (it takes the next option as
+// the value, or says another option is missing), and an empty name in a comma-separated list
+// (`-b ,` became "unknown backend '-w'").
+// "--name" or "-x": a dash then a letter or a dash ("-5%" and "-1" are values, if bad ones).
+bool looks_like_option(std::string_view argument) {
+  return argument.size() > 1 && argument[0] == '-' &&
+         (argument[1] == '-' || std::isalpha(static_cast<unsigned char>(argument[1])));
+}
+
+void refuse_misread_arguments(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* level = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument == "--") return;
+    const auto subcommands = level->get_subcommands([](const CLI::App*) { return true; });
+    if (!looks_like_option(argument)) {
+      if (subcommands.empty()) continue;  // a positional value
+      const auto named = std::find_if(subcommands.begin(), subcommands.end(),
+                                      [&](const CLI::App* s) { return s->check_name(argument); });
+      if (named == subcommands.end()) {
+        std::vector<std::string> names;
+        for (const CLI::App* s : subcommands) names.push_back(s->get_name());
+        throw UsageError(fmt::format("unknown subcommand '{}'{} (expected one of: {})", argument,
+                                     level == &app ? "" : " of " + level->get_name(),
+                                     fmt::join(names, ", ")));
+      }
+      level = *named;
+      continue;
+    }
+    const std::size_t equals = argument.find('=');
+    const std::string name = argument.substr(0, equals);
+    const auto options = level->get_options([&](const CLI::Option* option) {
+      return option->check_name(name) && option->get_expected_min() > 0;
+    });
+    if (options.empty()) continue;  // a flag, or CLI11's to judge
+    std::string value;
+    if (equals != std::string::npos) {
+      value = argument.substr(equals + 1);
+    } else if (i + 1 < argc && !looks_like_option(argv[i + 1])) {
+      value = argv[++i];
+    } else {
+      throw UsageError(fmt::format("{} needs a value{}", name,
+                                   i + 1 < argc ? fmt::format(" before {}", argv[i + 1]) : ""));
+    }
+    if (const char delimiter = options.front()->get_delimiter(); delimiter != '\0') {
+      const std::string doubled = {delimiter, delimiter};
+      if (value.empty() || value.front() == delimiter || value.back() == delimiter ||
+          value.find(doubled) != std::string::npos)
+        throw UsageError(fmt::format("{} '{}' holds an empty name (names are separated by '{}')",
+                                     name, value, delimiter));
+    }
+  }
+}
+
+}  // namespace
+
 int run_command_line(int argc, char** argv, World& world, CommandLineMode mode) {
   CLI::App app{
       "trainbench: deep-learning training benchmarks on CPUs and GPUs, validated, as JSON reports"};
@@ -729,6 +794,7 @@ int run_command_line(int argc, char** argv, World& world, CommandLineMode mode) 
       register_compare(app), register_check(app), register_ab(app),
       register_summary(app), register_plan(app),  register_history(app),
       register_report(app)};
+  refuse_misread_arguments(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -8,6 +8,8 @@
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -17,11 +19,30 @@
 
 namespace {
 
+// `text` with its control bytes escaped (\n, \x1b, ...): a descriptor or file name quoted in
+// a message can neither split its line nor send the terminal an escape sequence.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (byte < 0x20 || byte == 0x7f)
+      out += fmt::format("\\x{:02x}", byte);
+    else
+      out += c;
+  }
+  return out;
+}
+
 // One line and the exit code; across ranks the whole job ends with it (a rank that stopped
 // alone would leave the others waiting for it).
 int fail(tb::World* world, const char* what, int exit_code) {
-  if (world && world->size() > 1) world->abort(fmt::format("error: {}", what), exit_code);
-  fmt::print(stderr, "trainbench: error: {}\n", what);
+  const std::string line = printable(what);
+  if (world && world->size() > 1) world->abort(fmt::format("error: {}", line), exit_code);
+  fmt::print(stderr, "trainbench: error: {}\n", line);
   return exit_code;
 }
 

@@ -19,6 +19,7 @@
 
 #include "workloads/descriptor.h"
 
+#include "backends/files.h"
 #include "backends/numbers.h"
 #include "backends/status.h"
 #include "reports/compare.h"
@@ -423,9 +424,11 @@ int check_command(const CheckOptions& options) {
 
 namespace {
 
-// Runs one build's `trainbench run` into `out`; false when it produced no report.
-bool run_build(const std::string& binary, const std::vector<std::string>& arguments,
-               const std::string& out) {
+// Runs one build's `trainbench run` into `out` and reads its report. A build that refuses the
+// run's options (exit 2) is bad input; one that fails otherwise or writes no report is an
+// error naming the build and the round.
+nlohmann::json run_build(const std::string& binary, const std::vector<std::string>& arguments,
+                         const std::string& out, int round) {
   std::vector<std::string> strings = {binary, "run"};
   strings.insert(strings.end(), arguments.begin(), arguments.end());
   strings.insert(strings.end(), {"-o", out});
@@ -441,8 +444,34 @@ bool run_build(const std::string& binary, const std::vector<std::string>& argume
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) <= 1;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+    throw UsageError(fmt::format(
+        "{} refused the run's options in round {} (exit 2; its message is above)", binary, round));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) > 1)
+    throw std::runtime_error(
+        fmt::format("{} failed in round {} ({}; its output is above)", binary, round,
+                    WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
+                                      : fmt::format("killed by signal {}", WTERMSIG(status))));
+  if (!std::filesystem::is_regular_file(out))
+    throw std::runtime_error(
+        fmt::format("{} wrote no report in round {} (exit {}): is it a trainbench binary?", binary,
+                    round, WEXITSTATUS(status)));
+  try {
+    return read_report(out);
+  } catch (const ReportError& e) {
+    throw std::runtime_error(
+        fmt::format("{} wrote no report ab can read in round {}: {}", binary, round, e.what()));
+  }
 }
+
+// Removes ab's own temporary folder however the command ends.
+struct TemporaryFolder {
+  std::string path;
+  ~TemporaryFolder() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove_all(path, ignored);
+  }
+};
 
 }  // namespace
 
@@ -454,10 +483,26 @@ int ab_command(const AbOptions& options) {
   for (const std::string& binary : {options.baseline_bin, options.current_bin})
     if (access(binary.c_str(), X_OK) != 0)
       throw UsageError(fmt::format("{} is not an executable", binary));
-  const std::string dir = options.out_dir.value_or(
-      (std::filesystem::temp_directory_path() / fmt::format("trainbench-ab-{}", getpid()))
-          .string());
-  std::filesystem::create_directories(dir);
+  TemporaryFolder temporary;
+  std::string dir;
+  if (options.out_dir) {
+    dir = *options.out_dir;
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error || !std::filesystem::is_directory(dir))
+      throw UsageError(fmt::format("--out-dir {} cannot be made a folder: {}", dir,
+                                   error ? error.message() : "a file is there"));
+  } else {
+    std::string folder;
+    try {
+      folder = writable_temporary_folder();
+    } catch (const FileError& e) {
+      throw UsageError(e.what());
+    }
+    dir = (std::filesystem::path(folder) / fmt::format("trainbench-ab-{}", getpid())).string();
+    std::filesystem::create_directories(dir);
+    temporary.path = dir;
+  }
   std::vector<nlohmann::json> rounds[2];
   const std::string* binaries[2] = {&options.baseline_bin, &options.current_bin};
   for (int round = 0; round < options.rounds; ++round)
@@ -469,17 +514,12 @@ int ab_command(const AbOptions& options) {
           fmt::format("{}/{}-{}.json", dir, side == 0 ? "baseline" : "current", round);
       fmt::print(stderr, "ab: round {}/{}, {}\n", round + 1, options.rounds,
                  side == 0 ? "baseline" : "current");
-      if (!run_build(*binaries[side], options.run_arguments, out))
-        throw std::runtime_error(fmt::format("{} run failed in round {} (see its output above)",
-                                             *binaries[side], round + 1));
-      rounds[side].push_back(read_report(out));
+      rounds[side].push_back(run_build(*binaries[side], options.run_arguments, out, round + 1));
     }
   if (options.out_dir) {
     write_file_atomically(dir + "/baseline-combined.json",
                           combine_rounds(rounds[0]).dump(2) + "\n");
     write_file_atomically(dir + "/current-combined.json", combine_rounds(rounds[1]).dump(2) + "\n");
-  } else {
-    std::filesystem::remove_all(dir);
   }
   CheckResult check = check_runs(rounds[0], rounds[1], options.threshold, options.statistic);
   check.allow_lost = options.allow_lost;

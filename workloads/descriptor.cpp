@@ -14,10 +14,24 @@
 namespace tb {
 namespace {
 
+bool valid_character(unsigned char c) {
+  return std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == ',' || c == '+' || c == ':';
+}
+
 bool valid_token(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == ',' || c == '+' || c == ':';
-  });
+  return !text.empty() && std::all_of(text.begin(), text.end(), valid_character);
+}
+
+// Why a key or value is refused: its first character that no key or value may hold.
+std::string invalid_character(std::string_view text) {
+  const auto bad = std::find_if_not(text.begin(), text.end(), valid_character);
+  if (bad == text.end()) return "";
+  const auto c = static_cast<unsigned char>(*bad);
+  const std::string what = c >= 0x80         ? fmt::format("the byte 0x{:02x} (not ASCII)", c)
+                           : std::isprint(c) ? fmt::format("'{}'", static_cast<char>(c))
+                                             : fmt::format("the control byte 0x{:02x}", c);
+  return fmt::format(
+      "{} is not allowed (keys and values hold letters, digits and _ - . , + : only)", what);
 }
 
 }  // namespace
@@ -36,7 +50,10 @@ Descriptor Descriptor::parse(std::string_view line) {
           fmt::format("malformed token '{}' in '{}' (expected key=value)", word, line));
     std::string key = word.substr(0, eq), value = word.substr(eq + 1);
     if (!valid_token(key) || !valid_token(value))
-      throw UsageError(fmt::format("malformed token '{}' in '{}'", word, line));
+      throw UsageError(
+          fmt::format("malformed token '{}' in '{}': {}{}", word, line,
+                      invalid_character(valid_token(key) ? value : key),
+                      key == "shapes" ? "; shapes= takes a list's name, not a path" : ""));
     if (descriptor.has(key))
       throw UsageError(fmt::format("key '{}' given twice in '{}'", key, line));
     descriptor.params_.emplace_back(std::move(key), std::move(value));

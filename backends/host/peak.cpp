@@ -310,25 +310,32 @@ std::optional<IsaLevel> parse_onednn_isa_cap(std::string_view value) {
   if (name.starts_with("AVX2")) return IsaLevel{Isa::avx2, false, reason};
   if (name == "AVX" || name == "SSE41") return IsaLevel{Isa::portable, false, reason};
 #if defined(__aarch64__)
-  // oneDNN 2.6's AArch64 levels: they cap its kernels; ours have one level there, portable.
-  if (name == "ADVANCED_SIMD" || name == "SVE_512") return IsaLevel{Isa::portable, false, reason};
+  // oneDNN's AArch64 levels (ADVANCED_SIMD, SVE_128 ... SVE_512): they cap its kernels; ours
+  // have one level there, portable.
+  if (name == "ADVANCED_SIMD" || name.starts_with("SVE_"))
+    return IsaLevel{Isa::portable, false, reason};
 #endif
   return std::nullopt;
 }
 
 namespace {
 
-// Lowers `level` to what oneDNN's cap `variable`=`value` lets its kernels run.
-void apply_onednn_cap(const char* variable, const char* value, IsaLevel* level) {
+// Lowers `level` to what oneDNN's cap `variable`=`value` lets its kernels run. A value that
+// names no ISA (which oneDNN would ignore without a word) is an InvalidArgument.
+Status apply_onednn_cap(const char* variable, const char* value, IsaLevel* level) {
   const std::optional<IsaLevel> cap = parse_onednn_isa_cap(value);
   if (!cap) {
-    level->reason += fmt::format(" ({}={} not understood: not applied)", variable, value);
+    return Status::InvalidArgument(
+        fmt::format("{}='{}' names no ISA oneDNN knows (for example SSE41, AVX2, AVX512_CORE, "
+                    "AVX512_CORE_AMX or ALL); unset it or give one",
+                    variable, value));
   } else if (cap->isa < level->isa) {
     *level = {cap->isa, false, fmt::format("{}, {}={}", isa_name(cap->isa), variable, value)};
   } else if (level->amx && !cap->amx) {
     level->amx = false;
     level->reason += fmt::format(", no AMX: {}={}", variable, value);
   }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -343,7 +350,7 @@ Status isa_level_from_environment(bool onednn_cap, IsaLevel* out) {
   if (onednn_cap)
     for (const char* variable : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})  // oneDNN's order
       if (const char* value = std::getenv(variable); value && *value) {
-        apply_onednn_cap(variable, value, &level);
+        TB_RETURN_IF_ERROR(apply_onednn_cap(variable, value, &level));
         break;
       }
   *out = level;

@@ -80,7 +80,16 @@ TEST(OutputPaths, WhatIsNotARegularWritableFileIsRefusedAndKept) {
   EXPECT_NE(refusal(dir.file("no/such/dir/r.json")).find("no directory"), std::string::npos);
   EXPECT_NE(refusal("").find("empty path"), std::string::npos);
   for (const auto& entry : fs::directory_iterator(dir.path()))  // no temporary file left
-    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+// The longest name a file system allows (255 bytes) is written: the temporary file beside it
+// has a short name of its own.
+TEST(WriteFileAtomically, TheLongestLegalNameIsWritten) {
+  const TempDir dir("trainbench-files-long");
+  const std::string path = dir.file(std::string(255, 'r'));
+  write_file_atomically(path, "{}\n");
+  EXPECT_EQ(testing_support::file_text(path), "{}\n");
 }
 
 }  // namespace

@@ -584,6 +584,12 @@ TEST(IsaLevel, OneDnnCapLowersTheLevel) {
   Isa ours = Isa::portable;
   ASSERT_TRUE(isa_from_environment(&ours).ok());
   EXPECT_EQ(level.isa, ours);
+  // A value naming no ISA, which oneDNN would ignore silently, is refused.
+  const ScopedEnv garbage("ONEDNN_MAX_CPU_ISA", "garbage");
+  const Status refused = isa_level_from_environment(true, &level);
+  EXPECT_EQ(refused.code(), StatusCode::invalid_argument);
+  EXPECT_NE(refused.message().find("ONEDNN_MAX_CPU_ISA='garbage' names no ISA"), std::string::npos)
+      << refused.message();
 }
 
 // ---- Arm: the MIDR, the features and the emulation check ----

@@ -101,5 +101,118 @@ TEST_F(BadInput, ACostsEntryForNoReportOrWithAnUnknownKeyIsRefused) {
   expect_refused({"compare", a, b, "--costs", "folder"}, "cannot read costs file folder");
 }
 
+// What the command-line parser would misread is said plainly, and what a descriptor or file name
+// holds reaches the terminal escaped: an escape sequence cannot recolour it, a newline cannot
+// split the line.
+TEST_F(BadInput, MisreadArgumentsAreNamed) {
+  expect_refused({"foo"}, "unknown subcommand 'foo' (expected one of: list, info, run");
+  expect_refused({"history", "--db", "h.db", "foo"}, "unknown subcommand 'foo' of history");
+  expect_refused({"check", "--baseline", "--current", data("baseline.json")},
+                 "--baseline needs a value before --current");
+  expect_refused({"run", "-b", ",", "-w", "gemm m=64"}, "-b ',' holds an empty name");
+  expect_refused({"run", "-w", "gemm m=64 shapes=/tmp/list.txt"},
+                 "'/' is not allowed (keys and values hold letters, digits and _ - . , + : "
+                 "only); shapes= takes a list's name, not a path");
+  expect_refused({"run", "-w", "gemm m=\xc3\xa9"}, "the byte 0xc3 (not ASCII) is not allowed");
+  const Outcome escaped = run({"run", "-w", "gemm m=6\x1b[31m4\nforged line"});
+  EXPECT_EQ(escaped.exit_code, 2);
+  EXPECT_NE(escaped.err.find("m=6\\x1b[31m4\\nforged"), std::string::npos) << escaped.err;
+  EXPECT_EQ(escaped.err.find('\x1b'), std::string::npos) << escaped.err;
+  EXPECT_EQ(std::count(escaped.err.begin(), escaped.err.end(), '\n'), 1) << escaped.err;
+  const Outcome named = run({"compare", "a\x1b]0;title\x07.json", data("baseline.json")});
+  EXPECT_EQ(named.exit_code, 2);
+  EXPECT_NE(named.err.find("a\\x1b]0;title\\x07.json"), std::string::npos) << named.err;
+}
+
+// oneDNN ignores a cap it does not know without a word; trainbench refuses it as it refuses
+// its own.
+TEST_F(BadInput, AnIsaCapNamingNoIsaIsRefused) {
+  for (const char* variable : {"ONEDNN_MAX_CPU_ISA", "TRAINBENCH_MAX_ISA"}) {
+    const Outcome outcome = run({"run", "-b", "cpu-onednn", "-w", "gemm m=64", "-o", report_path()},
+                                true, {{variable, "garbage"}});
+    EXPECT_EQ(outcome.exit_code, 2) << variable << outcome.err;
+    EXPECT_NE(outcome.err.find("garbage"), std::string::npos) << outcome.err;
+    EXPECT_FALSE(fs::exists(report_path()));
+  }
+}
+
+TEST_F(BadInput, AnUnusableTemporaryFolderIsNamed) {
+  std::ofstream(dir_ / "a-file") << "x";
+  for (const auto& [tmpdir, says] : std::vector<std::pair<std::string, std::string>>{
+           {"", "TMPDIR is set but empty"},
+           {(dir_ / "missing").string(), "cannot be used for temporary files"},
+           {(dir_ / "a-file").string(), "is not a folder"}}) {
+    const Outcome outcome = run({"run", "-b", "cpu-onednn", "-w", "gemm m=64", "-o", report_path()},
+                                true, {{"TMPDIR", tmpdir}});
+    EXPECT_EQ(outcome.exit_code, 2) << tmpdir << outcome.err;
+    EXPECT_NE(outcome.err.find(says), std::string::npos) << outcome.err;
+    const Outcome ab = run({"ab", "--baseline-bin", TRAINBENCH_BINARY, "--current-bin",
+                            TRAINBENCH_BINARY, "-w", "gemm m=64"},
+                           true, {{"TMPDIR", tmpdir}});
+    EXPECT_EQ(ab.exit_code, 2) << tmpdir << ab.err;
+    EXPECT_NE(ab.err.find(says), std::string::npos) << ab.err;
+  }
+}
+
+TEST_F(BadInput, AbSaysWhichBuildFailedAndLeavesNothingBehind) {
+  std::ofstream(dir_ / "a-file") << "x";
+  expect_refused({"ab", "--baseline-bin", TRAINBENCH_BINARY, "--current-bin", TRAINBENCH_BINARY,
+                  "--out-dir", "a-file", "-w", "gemm m=64"},
+                 "--out-dir a-file cannot be made a folder");
+  fs::create_directories(dir_ / "tmp");
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"TMPDIR", (dir_ / "tmp").string()}};
+  // A run option the builds refuse is bad input, named as the build's refusal.
+  const Outcome refused = run({"ab", "--baseline-bin", TRAINBENCH_BINARY, "--current-bin",
+                               TRAINBENCH_BINARY, "-w", "gemm m=64", "--min-reps", "zero"},
+                              false, env);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("refused the run's options in round 1"), std::string::npos)
+      << refused.err;
+  // A baseline "build" that exits 0 and writes no report.
+  const Outcome silent = run(
+      {"ab", "--baseline-bin", "/bin/true", "--current-bin", TRAINBENCH_BINARY, "-w", "gemm m=64"},
+      false, env);
+  EXPECT_EQ(silent.exit_code, 1) << silent.err;
+  EXPECT_NE(silent.err.find("/bin/true wrote no report in round 1"), std::string::npos)
+      << silent.err;
+  EXPECT_TRUE(fs::is_empty(dir_ / "tmp"));
+}
+
+// The longest name the file system allows is a report name like any other.
+TEST_F(BadInput, AReportNamedWithTheLongestLegalNameIsWritten) {
+  const std::string name = std::string(250, 'r') + ".json";
+  const Outcome outcome = run({"run", "-b", "cpu-onednn", "-w", "gemm m=64", "-o", name});
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.err;
+  EXPECT_TRUE(fs::is_regular_file(dir_ / name));
+}
+
+// OpenBLAS retries a failed memory map for ever while it loads: under an address-space limit
+// too low for it, the binary refuses at once, naming the limit, instead of hanging before main.
+TEST_F(BadInput, AnAddressSpaceLimitNeverHangs) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no limit applies";
+#else
+  // From a limit every build starts under down to one its libraries do not fit in: each
+  // starts, is refused by the check, or (the lowest) by the dynamic loader, never hangs.
+  bool refused = false;
+  for (int mib = 4096; mib >= 128; mib -= 128) {
+    const Outcome outcome =
+        shell(fmt::format("ulimit -v {} && timeout 60 \"$tb\" --help > /dev/null", mib * 1024));
+    ASSERT_NE(outcome.exit_code, 124) << "hung under ulimit -v of " << mib << " MiB";
+    if (outcome.exit_code == 0) continue;
+    if (outcome.exit_code == 127) break;  // the loader could not map the libraries
+    EXPECT_EQ(outcome.exit_code, 1) << outcome.err;
+    EXPECT_NE(outcome.err.find(fmt::format("the address-space limit (ulimit -v) of {} MiB", mib)),
+              std::string::npos)
+        << outcome.err;
+    refused = true;
+  }
+#if defined(TRAINBENCH_HAVE_OPENBLAS)
+  EXPECT_TRUE(refused) << "no limit met the check before the loader's own refusal";
+#endif
+#endif
+}
+
 }  // namespace
 }  // namespace tb
