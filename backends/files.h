@@ -2,6 +2,7 @@
 // a report: what reports, baselines, pages and weight files share, whatever layer writes them.
 #pragma once
 
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +27,20 @@ std::string temporary_folder();
 // The folder a command makes its temporary files in: TMPDIR where set, else /tmp. A TMPDIR
 // that is empty, missing, not a folder or not writable is a FileError saying so.
 std::string writable_temporary_folder();
+
+// Removes a folder and everything in it when it goes out of scope, however the scope ends
+// (nothing where the path is empty).
+struct FolderRemover {
+  std::filesystem::path folder;
+  FolderRemover() = default;
+  explicit FolderRemover(std::filesystem::path path) : folder(std::move(path)) {}
+  FolderRemover(const FolderRemover&) = delete;
+  FolderRemover& operator=(const FolderRemover&) = delete;
+  ~FolderRemover() {
+    std::error_code ignored;
+    if (!folder.empty()) std::filesystem::remove_all(folder, ignored);
+  }
+};
 
 // Writes `content` to a temporary file beside output_path(path), syncs it, then renames it
 // over that path, keeping a replaced file's permissions. Throws FileError naming the path and

@@ -76,14 +76,6 @@ extern "C" void forward_to_child(int signal) {
 }
 
 // Removes the journal's folder however supervise_run ends.
-struct FolderRemover {
-  std::filesystem::path folder;
-  ~FolderRemover() {
-    std::error_code ignored;
-    std::filesystem::remove_all(folder, ignored);
-  }
-};
-
 // Replaces `path` whole (write then rename): a reader after a crash sees the old or the new
 // text, never half. No sync: the files outlive the process, not the machine.
 void replace_file(const fs::path& path, std::string_view text) {

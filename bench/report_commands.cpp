@@ -464,15 +464,6 @@ nlohmann::json run_build(const std::string& binary, const std::vector<std::strin
   }
 }
 
-// Removes ab's own temporary folder however the command ends.
-struct TemporaryFolder {
-  std::string path;
-  ~TemporaryFolder() {
-    std::error_code ignored;
-    if (!path.empty()) std::filesystem::remove_all(path, ignored);
-  }
-};
-
 }  // namespace
 
 int ab_command(const AbOptions& options) {
@@ -483,7 +474,7 @@ int ab_command(const AbOptions& options) {
   for (const std::string& binary : {options.baseline_bin, options.current_bin})
     if (access(binary.c_str(), X_OK) != 0)
       throw UsageError(fmt::format("{} is not an executable", binary));
-  TemporaryFolder temporary;
+  FolderRemover temporary;  // ab's own folder, removed however the command ends
   std::string dir;
   if (options.out_dir) {
     dir = *options.out_dir;
@@ -501,7 +492,7 @@ int ab_command(const AbOptions& options) {
     }
     dir = (std::filesystem::path(folder) / fmt::format("trainbench-ab-{}", getpid())).string();
     std::filesystem::create_directories(dir);
-    temporary.path = dir;
+    temporary.folder = dir;
   }
   std::vector<nlohmann::json> rounds[2];
   const std::string* binaries[2] = {&options.baseline_bin, &options.current_bin};
@@ -549,9 +540,7 @@ int history_add_command(const HistoryOptions& options) {
     }
   } catch (...) {
     // A history this command made and could not fill (a full disk) is not left behind empty.
-    if (!existed && added == 0)
-      for (const char* suffix : {"", "-journal", "-wal", "-shm"})
-        std::filesystem::remove(options.database + suffix, error);
+    if (!existed && added == 0) remove_history_files(options.database);
     throw;
   }
   return 0;

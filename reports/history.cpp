@@ -114,13 +114,13 @@ std::string file_uri(const std::string& path) {
   return uri;
 }
 
-void remove_database_files(const std::string& path) {
+}  // namespace
+
+void remove_history_files(const std::string& path) {
   std::error_code ignored;
   for (const char* suffix : {"", "-journal", "-wal", "-shm"})
     std::filesystem::remove(path + suffix, ignored);
 }
-
-}  // namespace
 
 History::History(const std::string& path, Access access) : path_(path) {
   namespace fs = std::filesystem;
@@ -138,7 +138,7 @@ History::History(const std::string& path, Access access) : path_(path) {
     identify_and_prepare(access);
   } catch (...) {
     sqlite3_close(db_);  // the destructor does not run when the constructor throws
-    if (!existed) remove_database_files(path);  // nothing of a failed creation stays behind
+    if (!existed) remove_history_files(path);  // nothing of a failed creation stays behind
     throw;
   }
 }

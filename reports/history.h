@@ -31,6 +31,9 @@ class NotAHistory : public UsageError {
   using UsageError::UsageError;
 };
 
+// Removes a history file and SQLite's files beside it (journal, WAL, shared memory).
+void remove_history_files(const std::string& path);
+
 // How long a command waits for another process's write lock on the history.
 inline constexpr int kHistoryLockWaitSeconds = 5;
 
