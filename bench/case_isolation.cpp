@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -131,6 +132,30 @@ std::string report_after_interruption(const fs::path& journal_copy,
                      saved.string(), report_path);
 }
 
+// " during case 2 of 5 (DESCRIPTOR on BACKEND), 41 s into its validation": what the run was
+// doing when a signal ended it, from the journal (the stage file is rewritten as each stage
+// begins, so its time is the stage's start); empty between cases.
+std::string where_the_run_was(const fs::path& folder) {
+  const auto running = read_text(folder / kCaseFile);
+  const nlohmann::json item =
+      running ? nlohmann::json::parse(*running, nullptr, false) : nlohmann::json();
+  if (!item.is_object() || !item["index"].is_number_unsigned() ||
+      !item["cases"].is_number_unsigned() || !item["descriptor"].is_string() ||
+      !item["backend"].is_string())
+    return "";
+  std::string where =
+      fmt::format(" during case {} of {} ({} on {})", item["index"].get<std::size_t>() + 1,
+                  item["cases"].get<std::size_t>(), item["descriptor"].get<std::string>(),
+                  item["backend"].get<std::string>());
+  const auto stage = read_text(folder / kStageFile);
+  std::error_code unknown;
+  const auto started = fs::last_write_time(folder / kStageFile, unknown);
+  if (!stage || unknown) return where;
+  const double seconds =
+      std::chrono::duration<double>(fs::file_time_type::clock::now() - started).count();
+  return where + fmt::format(", {:.0f} s into its {}", std::max(seconds, 0.0), *stage);
+}
+
 bool ends_a_case(int signal) {
   return std::find(kCaseEndingSignals.begin(), kCaseEndingSignals.end(), signal) !=
          kCaseEndingSignals.end();
@@ -242,8 +267,8 @@ int supervise_run(char** argv, const std::vector<std::string>& extra_arguments,
     const int status = run_journaled_child(child_argv, folder.string());
     if (WIFEXITED(status) || !ends_a_case(WTERMSIG(status))) {
       if (WIFEXITED(status)) return WEXITSTATUS(status);
-      fmt::print(progress, "trainbench: error: the run was ended by {}; {}\n",
-                 signal_description(WTERMSIG(status)),
+      fmt::print(progress, "trainbench: error: the run was ended by {}{}; {}\n",
+                 signal_description(WTERMSIG(status)), where_the_run_was(folder),
                  report_after_interruption(folder / kReportFile, report_path));
       return 128 + WTERMSIG(status);
     }

@@ -451,6 +451,9 @@ Subcommand register_run(CLI::App& app, int argc, char** argv, World& world) {
                   "as MLPerf's aggregate (a missed target counts as infinitely slow; a case's "
                   "own runs= wins)")
       ->check(whole_number_in(1, 1000));
+  run->add_flag("-v,--verbose", options.verbose,
+                "under each case's row, the seconds of its stages: setup, validation, breakdown, "
+                "warmup and timing");
   run->add_option("-o,--out", out, "report file (default trainbench-report-<UTC time>.json)");
   run->add_option(
       "--child-env", child_environments,

@@ -45,7 +45,11 @@ Status read_sample(Timer& timer, int units, const Agreement& agreement, double* 
 }  // namespace
 
 Status measure(Workload& workload, Backend& backend, const HarnessConfig& config, Measurement* out,
-               World* ranks) {
+               World* ranks, const PhaseListener& on_phase) {
+  *out = Measurement{};
+  auto begin_phase = [&](std::string_view name) {
+    if (on_phase) on_phase(name);
+  };
   using Clock = std::chrono::steady_clock;
   const Agreement agreement(ranks);
   // The slowest rank's time since `start`: what every budget below is held against.
@@ -58,8 +62,8 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
     return Clock::now();
   };
   std::unique_ptr<Timer> timer = backend.make_timer();
-  *out = Measurement{};
   if (workload.times_itself()) {
+    begin_phase("timing");
     start_phase();
     TB_RETURN_IF_ERROR(workload.run());
     out->samples_s = workload.own_samples();
@@ -78,6 +82,7 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
   // Every rank runs the same count: the count is reached together, and the time beyond it is
   // the slowest rank's.
   double fastest = INFINITY;
+  begin_phase("warm-up");
   const auto warmup_start = start_phase();
   auto warm_up_longer = [&] {
     const double elapsed = seconds_since(warmup_start);
@@ -100,6 +105,7 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
     out->units_per_sample = static_cast<int>(
         std::min(1e6, std::ceil(config.min_sample_seconds / std::max(fastest, 1e-9))));
 
+  begin_phase("timing");
   const auto start = start_phase();
   auto sample_more = [&] {
     const int taken = static_cast<int>(out->samples_s.size());

@@ -7,6 +7,8 @@
 // that stopped one unit before its peers would leave them waiting for ever.
 #pragma once
 
+#include <functional>
+#include <string_view>
 #include <vector>
 
 #include "backends/backend.h"
@@ -35,10 +37,14 @@ struct Measurement {
   int warmup_runs = 0;
 };
 
+// The harness's phases, as each starts: "warm-up", then "timing" (a workload that times itself
+// has only "timing").
+using PhaseListener = std::function<void(std::string_view phase)>;
+
 // Throws nothing: a failing run ends the measurement with its Status. `ranks`: the processes
 // measuring the same case together, each sample's time being the slowest rank's; null (or one
 // rank): this process alone, with no exchange at all.
 Status measure(Workload& workload, Backend& backend, const HarnessConfig& config, Measurement* out,
-               World* ranks = nullptr);
+               World* ranks = nullptr, const PhaseListener& on_phase = nullptr);
 
 }  // namespace tb

@@ -213,11 +213,36 @@ std::optional<CaseEnergy> energy_of(const CaseResult& result, const nlohmann::js
                      headline ? std::optional<double>(headline->value) : std::nullopt);
 }
 
-// Set up, validate, measure one case, telling `journal` (where the run keeps one) each stage.
-// Never throws.
-CaseResult run_case(Case& item, const RunOptions& options, World& world, std::uint64_t seed,
-                    const CaseJournal* journal) {
-  auto stage = [journal](std::string_view name) { journal ? journal->stage(name) : void(); };
+// A case's stages as they begin: each one's wall time, and the journal (where the run keeps one)
+// told its name, so that a crash or a time limit can say which stage it came in.
+class StageClock {
+ public:
+  explicit StageClock(const CaseJournal* journal) : journal_(journal) {}
+  void begin(CaseStage stage) {
+    stop();
+    if (journal_) journal_->stage(case_stage_name(stage));
+    current_ = stage, start_ = std::chrono::steady_clock::now();
+  }
+  // Ends the current stage; the seconds of each stage reached.
+  const StageSeconds& stop() {
+    if (current_)
+      seconds_[static_cast<std::size_t>(*current_)] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    current_.reset();
+    return seconds_;
+  }
+
+ private:
+  const CaseJournal* journal_;
+  std::optional<CaseStage> current_;
+  std::chrono::steady_clock::time_point start_;
+  StageSeconds seconds_;
+};
+
+// Set up, validate, break down and measure one case, each stage begun on `clock`. Never throws.
+CaseResult run_stages(Case& item, const RunOptions& options, World& world, std::uint64_t seed,
+                      StageClock& clock) {
+  auto stage = [&clock](CaseStage name) { clock.begin(name); };
   CaseResult result;
   result.workload = item.descriptor;
   result.backend = item.slot->entry->name;
@@ -238,7 +263,7 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
     }
     workload.join(world);
     CaseMemory memory = begin_memory_account(backend);
-    stage("set-up");
+    stage(CaseStage::setup);
     Status status = workload.setup(backend, seed);
     result.implementation = workload.implementation();
     result.math_mode = workload.math_mode();
@@ -258,7 +283,7 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
                              result.backend, reference_kernel_summary(result.reference_kernels)));
       return result;
     }
-    stage("validation");
+    stage(CaseStage::validation);
     result.validation = workload.validate();
     if (!result.validation->passed)
       result.end(CaseStatus::failed, ReasonCode::validation_failed,
@@ -267,11 +292,20 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
       stopped_by_another_rank("validation", &result);
       return result;
     }
+    stage(CaseStage::breakdown);
+    status = workload.time_breakdown();
+    if (!status.ok()) end_with(status.with_prefix("breakdown: "), &result);
+    if (!on_every_rank(world, status.ok())) {
+      stopped_by_another_rank("the breakdown", &result);
+      return result;
+    }
     Measurement measurement;
     begin_timed_memory(memory, backend);
     std::unique_ptr<TelemetryMonitor> telemetry = backend.start_telemetry();
-    stage("timing");
-    status = measure(workload, backend, options.harness, &measurement, &world);
+    status = measure(workload, backend, options.harness, &measurement, &world,
+                     [&](std::string_view phase) {
+                       stage(phase == "warm-up" ? CaseStage::warmup : CaseStage::timing);
+                     });
     const nlohmann::json telemetry_seen = telemetry ? telemetry->finish() : nlohmann::json();
     result.memory = end_memory_account(memory, backend, workload, item.slot->device);
     if (!status.ok()) {
@@ -294,6 +328,23 @@ CaseResult run_case(Case& item, const RunOptions& options, World& world, std::ui
     result.end(CaseStatus::failed, ReasonCode::error, e.what());
   }
   return result;
+}
+
+CaseResult run_case(Case& item, const RunOptions& options, World& world, std::uint64_t seed,
+                    const CaseJournal* journal) {
+  StageClock clock(journal);
+  CaseResult result = run_stages(item, options, world, seed, clock);
+  result.stage_seconds = clock.stop();
+  return result;
+}
+
+// "setup 1.2 s, validation 14.8 s, ...": the stages reached, in order.
+std::string stage_summary(const StageSeconds& seconds) {
+  std::vector<std::string> parts;
+  for (const CaseStage stage : kCaseStages)
+    if (const std::optional<double>& s = seconds[static_cast<std::size_t>(stage)])
+      parts.push_back(fmt::format("{} {:.1f} s", case_stage_name(stage), *s));
+  return parts.empty() ? "no stage" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
 // "passed (ref)": timed with reference kernels; "passed (emu)": bf16 emulated.
@@ -668,14 +719,17 @@ int run_cases(CaseLoop& loop, std::size_t first) {
   auto& [options, world, cases, writer, journal, table, progress, told] = loop;
   int failed = 0;
   const auto start = Clock::now();
+  StageSeconds spent;  // by the cases so far, stage by stage
   for (std::size_t i = first; i < cases.size(); ++i) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     const std::string estimate = i == first
                                      ? "?"
                                      : format_duration(elapsed / static_cast<double>(i - first) *
                                                        static_cast<double>(cases.size() - i));
-    fmt::print(progress, "[{}/{}] {} elapsed, ~{} left: {} {}\n", i + 1, cases.size(),
-               format_duration(elapsed), estimate, cases[i].slot->entry->name, cases[i].descriptor);
+    const std::string split = i == first ? "" : fmt::format(" ({})", stage_summary(spent));
+    fmt::print(progress, "[{}/{}] {} elapsed{}, ~{} left: {} {}\n", i + 1, cases.size(),
+               format_duration(elapsed), split, estimate, cases[i].slot->entry->name,
+               cases[i].descriptor);
     progress.flush();
     world.set_activity(fmt::format("case {} of {} ({} on {})", i + 1, cases.size(),
                                    cases[i].descriptor, cases[i].slot->entry->name));
@@ -695,6 +749,10 @@ int run_cases(CaseLoop& loop, std::size_t first) {
     if (journal && writer) journal->save_report(writer->report());
     if (journal) journal->end_case();
     print_row(table, result);
+    if (options.verbose && result.stage_seconds != StageSeconds{})
+      fmt::print(table, "{:<11} ^ stages: {}\n", "", stage_summary(result.stage_seconds));
+    for (std::size_t s = 0; s < spent.size(); ++s)
+      if (result.stage_seconds[s]) spent[s] = spent[s].value_or(0) + *result.stage_seconds[s];
   }
   return failed;
 }

@@ -35,6 +35,7 @@ struct RunOptions {
   bool allow_reference_kernels = false;
   // Backends to run again in a child process with a changed environment, after the rest.
   std::vector<ChildEnvironment> child_environments;
+  bool verbose = false;  // each case's stage seconds under its row
 };
 
 // Folds a backend's health into a case's result: `broken_now` is the backend's broken() after

@@ -257,6 +257,7 @@ double op_tolerance(DType output) {
 }  // namespace
 
 CheckPath check_path(const StepOp& op, const OpCheckOptions& options) {
+  if (options.products_only && product_flops(op.desc) <= 0) return CheckPath::unchecked;
   const bool whole_parameters = op.phase == Phase::weight_cast || op.phase == Phase::optimizer;
   if (whole_parameters && flat_count(op.desc) > options.full_update_limit)
     return CheckPath::by_tensors;

@@ -121,14 +121,25 @@ struct OpCheck {
 // takes more multiply-adds than `full_reference_limit` is compared on `samples` seeded elements
 // of each output, each computed as one f64 dot product; every other op in full.
 struct OpCheckOptions {
-  // The options for the measured network once a reduced one has been checked in full: every
-  // product above 2^20 multiply-adds sampled (the reduced network compared all its elements).
+  // The options for the measured architecture at a small batch once a reduced network has been
+  // checked in full: every op, products above 2^20 multiply-adds sampled (the reduced network
+  // compared all their elements).
   static OpCheckOptions measured_network(const OptimizerSettings& update) {
     return {.full_reference_limit = std::int64_t{1} << 20, .update = update};
+  }
+  // The options at the measured batch once every op of its architecture has been checked at a
+  // small batch (measured_network): the ops whose kernels depend on the batch's shape, the
+  // products, on sampled elements (attention, which has no sampled reference, in full); the
+  // other ops run unchecked, and no update (it does not depend on the batch).
+  static OpCheckOptions measured_batch() {
+    return {.full_reference_limit = 0, .products_only = true, .update = std::nullopt};
   }
 
   std::int64_t full_reference_limit = std::int64_t{1} << 26;  // about 0.1 s of f64 loops
   std::int64_t samples = 256;
+  // Only the product ops (GEMM, convolution, fully connected, attention) are checked.
+  bool products_only = false;
+
   // An op over every parameter (the weight cast, the unscale, the optimizer) of a model with more
   // parameters than this is compared on whole seeded tensors holding 2^20 values or more.
   std::int64_t full_update_limit = std::int64_t{1} << 22;

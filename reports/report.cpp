@@ -39,6 +39,22 @@ std::string_view case_status_name(CaseStatus status) {
   return "failed";
 }
 
+std::string_view case_stage_name(CaseStage stage) {
+  switch (stage) {
+    case CaseStage::setup:
+      return "setup";
+    case CaseStage::validation:
+      return "validation";
+    case CaseStage::breakdown:
+      return "breakdown";
+    case CaseStage::warmup:
+      return "warmup";
+    case CaseStage::timing:
+      return "timing";
+  }
+  return "unknown";
+}
+
 nlohmann::json to_json(const CaseResult& r) {
   nlohmann::json j;
   j["workload"] = r.workload;
@@ -93,6 +109,11 @@ nlohmann::json to_json(const CaseResult& r) {
   if (r.ranks.is_array()) j["ranks"] = r.ranks;
   if (r.memory) j["memory"] = to_json(*r.memory);
   if (r.energy) j["energy"] = to_json(*r.energy);
+  nlohmann::json stages = nlohmann::json::object();
+  for (const CaseStage stage : kCaseStages)
+    if (const std::optional<double>& seconds = r.stage_seconds[static_cast<std::size_t>(stage)])
+      stages[case_stage_name(stage)] = *seconds;
+  if (!stages.empty()) j["stage_seconds"] = stages;
   if (r.headline)
     j["headline"] = {{"metric", r.headline->metric},
                      {"unit", r.headline->unit},

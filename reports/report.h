@@ -3,9 +3,12 @@
 // holding every finished case. The Google Benchmark format is written by its own JSONReporter.
 #pragma once
 
+#include <array>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +38,15 @@ struct CaseMetrics {
   std::optional<double> seconds, algbw_gbps, busbw_gbps;
 };
 
+// The stages of a case, in the order they run, and the wall seconds each took (bench/runner).
+enum class CaseStage { setup, validation, breakdown, warmup, timing };
+inline constexpr CaseStage kCaseStages[] = {CaseStage::setup, CaseStage::validation,
+                                            CaseStage::breakdown, CaseStage::warmup,
+                                            CaseStage::timing};
+std::string_view case_stage_name(CaseStage stage);  // "setup", ... (the report's keys)
+// How long each stage the case reached took (absent: not reached).
+using StageSeconds = std::array<std::optional<double>, std::size(kCaseStages)>;
+
 struct CaseResult {
   std::string workload;  // canonical descriptor
   std::string backend;
@@ -54,6 +66,7 @@ struct CaseResult {
   std::optional<Headline> headline;  // the workload's; absent where no workload was made
   std::optional<CaseMemory> memory;  // measured cases: computed against measured
   std::optional<CaseEnergy> energy;  // measured cases whose backend reads energy counters
+  StageSeconds stage_seconds;
   // Run across ranks: each rank's status, reason and median (bench/ranks.h); null for one rank.
   nlohmann::json ranks = nullptr;
 

@@ -64,6 +64,11 @@ class BertTrainWorkload final : public TrainingWorkload {
             "tiny BERT (2 layers, hidden 128, batch 2 of 32 tokens, padded)",
             kTinyGradientTolerance};
   }
+  SmallBatchCase small_batch_case(std::uint64_t seed) const override {
+    BertConfig small = config_.bert;
+    small.batch = kSmallBatch;
+    return {build_bert(small), bert_batch(small, seed)};
+  }
   std::vector<NamedTensor> batch(std::uint64_t seed) const override {
     return bert_batch(config_.bert, seed);
   }

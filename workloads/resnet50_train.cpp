@@ -70,6 +70,13 @@ class ResNetTrainWorkload final : public TrainingWorkload {
             "reduced ResNet (64x64, batch 4, width 16, 2 blocks per stage)",
             kReducedGradientTolerance};
   }
+  SmallBatchCase small_batch_case(std::uint64_t seed) const override {
+    ResNetConfig small = config_.model;
+    small.batch = kSmallBatch;
+    Network network = build_resnet(small);
+    std::vector<NamedTensor> batch = seeded_batch(network, seed);
+    return {std::move(network), std::move(batch)};
+  }
   std::vector<NamedTensor> batch(std::uint64_t seed) const override {
     return seeded_batch(network(), seed);
   }

@@ -17,7 +17,7 @@ namespace tb {
 // Median seconds of `reps` executions after one warm-up, per op; each distinct descriptor is
 // planned and timed once and its time reused for the ops equal to it.
 struct StandaloneTiming {
-  int reps = 5;
+  int reps = 3;
 };
 
 // `seconds[l]`: the sum over layer l's ops in `ops` of each op's time alone (0 for a layer

@@ -145,23 +145,62 @@ bool TrainingWorkload::check_reduced_ops(const ReducedCase& reduced, Validation*
   return fold_op_check(check, result);
 }
 
-bool TrainingWorkload::check_measured_ops(Validation* result) {
+nlohmann::json TrainingWorkload::OpCheckRecord::to_json() const {
+  return {{"seconds", seconds},
+          {"batch", batch},
+          {"ops", ops},
+          {"ops_sampled", ops_sampled},
+          {"outputs_compared", outputs_compared},
+          {"worst_output", worst_output},
+          {"worst_error", worst_error},
+          {"worst_tolerance", worst_tolerance}};
+}
+
+bool TrainingWorkload::record_op_check(const std::string& what, TrainingStep& step,
+                                       std::int64_t batch, const OpCheckOptions& options,
+                                       OpCheckRecord* record, Validation* result) {
   const auto start = std::chrono::steady_clock::now();
   OpCheck check;
-  const Status status = step_->check_ops(&check, OpCheckOptions::measured_network(settings_));
+  const Status status = step.check_ops(&check, options);
   if (!status.ok()) {
-    result->message = "op check of the measured network: " + status.message();
+    result->message = fmt::format("op check {}: {}", what, status.message());
     return false;
   }
-  measured_check_ = {
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-      check.ops_checked,
-      check.ops_sampled,
-      check.outputs_compared,
-      check.worst_output,
-      check.worst_error,
-      check.worst_tolerance};
+  *record = {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+             batch,
+             check.ops_checked,
+             check.ops_sampled,
+             check.outputs_compared,
+             check.worst_output,
+             check.worst_error,
+             check.worst_tolerance};
   return fold_op_check(check, result);
+}
+
+// Every op of the measured architecture at the small batch; where the measured batch is no
+// larger, on the measured step itself.
+bool TrainingWorkload::check_small_batch_ops(Validation* result) {
+  const OpCheckOptions options = OpCheckOptions::measured_network(settings_);
+  if (network_.batch <= kSmallBatch)
+    return record_op_check("of the measured network", *step_, network_.batch, options,
+                           &small_batch_check_, result);
+  const SmallBatchCase small = small_batch_case(seed_);
+  std::unique_ptr<TrainingStep> step;
+  const Status status =
+      prepared_step(*backend_, small.network, step_options_, small.batch, seed_, &step);
+  if (!status.ok()) {
+    result->message = "op check at the small batch: " + status.message();
+    return false;
+  }
+  return record_op_check(fmt::format("at batch {}", kSmallBatch), *step, kSmallBatch, options,
+                         &small_batch_check_, result);
+}
+
+// The products of the measured step, sampled: their kernels are chosen by the batch's shape.
+bool TrainingWorkload::check_measured_ops(Validation* result) {
+  if (network_.batch <= kSmallBatch) return true;  // checked in full by check_small_batch_ops
+  return record_op_check("of the measured network", *step_, network_.batch,
+                         OpCheckOptions::measured_batch(), &measured_check_, result);
 }
 
 bool TrainingWorkload::check_reduced_gradients(const ReducedCase& reduced, Validation* result) {
@@ -187,9 +226,12 @@ bool TrainingWorkload::check_losses(Validation* result) {
   std::vector<double> losses;
   constexpr int kMaxAttempts = 24;  // f16 starts at 2^16 and halves per skipped step
   Status status = Status::Ok();
+  // Instrumented: their breakdowns are the per-layer breakdown's (time_breakdown).
+  breakdown_steps_.clear();
   for (int attempt = 0; attempt < kMaxAttempts && losses.size() < 3; ++attempt) {
     const std::int64_t before = step_->steps_taken();
-    if (status = step_->run(true, settings_); !status.ok()) return fail(status.message());
+    if (status = step_->run(true, settings_, &breakdown_steps_.emplace_back()); !status.ok())
+      return fail(status.message());
     double loss = 0;
     if (status = step_->loss(&loss); !status.ok()) return fail(status.message());
     // Across ranks the steps descend the global batch's loss, the mean of the ranks' own:
@@ -218,10 +260,11 @@ bool TrainingWorkload::check_losses(Validation* result) {
 nlohmann::json TrainingWorkload::layer_ceilings() const {
   nlohmann::json ceilings = {
       {"method",
-       "each layer's product ops (GEMM, convolution, fully connected, attention) timed in the "
-       "step (median over the instrumented steps) and alone on their own warm buffers with "
-       "seeded data (median of 5 after one warm-up); furthest: the layers losing the most time "
-       "in the step against alone"}};
+       fmt::format("each layer's product ops (GEMM, convolution, fully connected, attention) "
+                   "timed in the step (median over the instrumented steps) and alone on their "
+                   "own warm buffers with seeded data (median of {} after one warm-up); "
+                   "furthest: the layers losing the most time in the step against alone",
+                   StandaloneTiming{}.reps)}};
   if (!alone_error_.empty()) {
     ceilings["error"] = alone_error_;
     return ceilings;
@@ -257,11 +300,10 @@ nlohmann::json TrainingWorkload::layer_ceilings() const {
   return ceilings;
 }
 
-// Several instrumented steps, a fixed count on every rank: their medians and spreads.
-Status TrainingWorkload::time_breakdown() {
-  std::vector<StepBreakdown> steps(kBreakdownSteps);
-  for (StepBreakdown& step : steps) TB_RETURN_IF_ERROR(step_->run(true, settings_, &step));
-  breakdown_ = median_breakdown(steps, &breakdown_spread_);
+// The loss check's instrumented steps (as many on every rank: the loss is the ranks' mean):
+// their medians and spreads; then each product op alone.
+Status TrainingWorkload::time_layers() {
+  breakdown_ = median_breakdown(breakdown_steps_, &breakdown_spread_);
   const Status alone = time_product_ops_alone(*backend_, step_->product_ops(),
                                               breakdown_.layers.size(), seed_, {}, &alone_s_);
   if (!alone.ok()) {
@@ -281,8 +323,10 @@ Validation TrainingWorkload::validate() {
   result.method = fmt::format(
       "{}: every op of a step, casts and update included, against f64 on its own inputs "
       "(relative L2; f32 1e-4, bf16 2e-2, f16 and TF32 products 5e-3; casts exact; updates by "
-      "their change){}; measured network: the same op by op on one step, products larger than "
-      "2^20 multiply-adds on {} sampled outputs each; loss finite, {} and falling over 3 applied "
+      "their change){}; the measured architecture at batch {}: the same op by op on one step, "
+      "products larger than 2^20 multiply-adds on {} sampled outputs each; at the measured "
+      "batch, the products (whose kernels the shape picks) on the same samples, attention in "
+      "full; loss finite, {} and falling over 3 applied "
       "steps on the fixed batch (steps skipped by loss scaling not counted; across ranks the "
       "mean of the ranks' losses, the global batch's), gradients finite "
       "and non-zero{}",
@@ -290,7 +334,7 @@ Validation TrainingWorkload::validate() {
       whole_step_check ? fmt::format(", every parameter gradient against a whole f64 step ({:g})",
                                      reduced.gradient_tolerance)
                        : "",
-      OpCheckOptions{}.samples, chance_description(),
+      kSmallBatch, OpCheckOptions{}.samples, chance_description(),
       ranks() > 1 ? fmt::format("; {} ranks: {}", ranks(), data_parallel_method()) : "");
   // The later stages exchange between the ranks: every rank learns whether any failed first.
   auto all_passed = [&](bool passed) {
@@ -301,6 +345,7 @@ Validation TrainingWorkload::validate() {
     return passed;
   };
   if (!all_passed(check_reduced_ops(reduced, &result))) return result;
+  if (!all_passed(check_small_batch_ops(&result))) return result;
   if (!all_passed(check_measured_ops(&result))) return result;
   if (whole_step_check && !all_passed(check_reduced_gradients(reduced, &result))) return result;
   if (ranks() > 1 && !all_passed(check_data_parallel(&result))) return result;
@@ -317,18 +362,14 @@ Validation TrainingWorkload::validate() {
       return result;
     }
   }
-  if (const Status status = time_breakdown(); !status.ok()) {
-    result.message = status.message();
-    return result;
-  }
-  if (ranks() > 1) {
-    if (const Status status = time_data_parallel(); !status.ok()) {
-      result.message = "data-parallel timings: " + status.message();
-      return result;
-    }
-  }
   result.passed = true;
   return result;
+}
+
+Status TrainingWorkload::time_breakdown() {
+  TB_RETURN_IF_ERROR(time_layers());
+  if (ranks() == 1) return Status::Ok();
+  return time_data_parallel().with_prefix("data-parallel timings: ");
 }
 
 std::string TrainingWorkload::implementation() const {
@@ -367,13 +408,8 @@ nlohmann::json TrainingWorkload::details() const {
   }
   d["optimizer"] = optimizer;
   d["validation_losses"] = losses_;
-  d["measured_network_check"] = {{"seconds", measured_check_.seconds},
-                                 {"ops", measured_check_.ops},
-                                 {"ops_sampled", measured_check_.ops_sampled},
-                                 {"outputs_compared", measured_check_.outputs_compared},
-                                 {"worst_output", measured_check_.worst_output},
-                                 {"worst_error", measured_check_.worst_error},
-                                 {"worst_tolerance", measured_check_.worst_tolerance}};
+  d["small_batch_check"] = small_batch_check_.to_json();
+  if (network_.batch > kSmallBatch) d["measured_network_check"] = measured_check_.to_json();
   d["precision"] = precision_description();
   if (step_ && step_->loss_scale()) d["loss_scaling"] = loss_scale_details(*step_->loss_scale());
   nlohmann::json layers = nlohmann::json::array();
@@ -399,10 +435,11 @@ nlohmann::json TrainingWorkload::details() const {
     }
   }
   d["breakdown"] = {
-      {"method", fmt::format("{} instrumented steps, waiting after every op: each figure the "
-                             "median over them, each spread the interquartile range",
-                             kBreakdownSteps)},
-      {"steps", kBreakdownSteps},
+      {"method", fmt::format("the validation's {} steps on the fixed batch, instrumented: "
+                             "waiting after every op, each figure the median over them, each "
+                             "spread the interquartile range",
+                             breakdown_steps_.size())},
+      {"steps", breakdown_steps_.size()},
       {"total_s", breakdown_.total_s},
       {"total_spread_s", breakdown_spread_.total_s},
       {"sum_of_layer_medians_s", sum_of_medians},

@@ -31,12 +31,14 @@ class TrainingWorkload : public Workload {
   void join(World& world) override { world_ = &world; }
   Status setup(Backend& backend, std::uint64_t seed) override;
   Status run() override { return step_->run(/*update=*/true, settings_); }
-  // Untimed: (1) on the reduced network, every op of one step against the same op in f64
-  // fed the step's own inputs (tight: no amplification through the network); (2) for fp32,
-  // the reduced network's every parameter gradient against a whole f64 step (catches wiring
-  // errors); (3) on the measured network, three steps on the fixed batch give a finite loss
-  // near chance that falls, and finite, non-zero gradients; (4) one instrumented step for the
-  // per-layer breakdown, with each layer's product ops timed alone. Across ranks also: (5) the
+  // Untimed: (1) on the reduced network, then on the measured architecture at kSmallBatch, every
+  // op of one step against the same op in f64 fed the step's own inputs (tight: no
+  // amplification through the network), and at the measured batch its product ops on sampled
+  // elements; (2) for fp32, the reduced network's every parameter gradient against a whole f64
+  // step (catches wiring errors); (3) on the measured network, three steps on the fixed batch
+  // give a finite loss near chance that falls, and finite, non-zero gradients; (4) those steps,
+  // instrumented, give the per-layer breakdown, with each layer's product ops timed alone.
+  // Across ranks also: (5) the
   // reduced network stepped data parallel on each rank's slice of one global batch against one
   // process stepping on each slice alone (gradients averaged), and every rank's weights bitwise
   // equal after it and after (3); (6) the timings of the data-parallel details (overlap on and off,
@@ -44,6 +46,9 @@ class TrainingWorkload : public Workload {
   // from the seed's weights, checked bitwise equal on every rank. A stage that fails on any rank
   // fails on all.
   Validation validate() override;
+  // The per-layer breakdown from validate()'s instrumented steps, each product op alone, and
+  // across ranks the data-parallel timings (6 above).
+  Status time_breakdown() override;
   std::string implementation() const override;
   std::string math_mode() const override;
   std::vector<ReferenceKernelUse> reference_kernels() const override;
@@ -66,6 +71,14 @@ class TrainingWorkload : public Workload {
   };
   // At `ranks` times the reduced network's batch: the global batch of a data-parallel check.
   virtual ReducedCase reduced_case(std::uint64_t seed, int ranks = 1) const = 0;
+  // The measured architecture at kSmallBatch, with its seeded batch: every layer shape of the
+  // measured network, at a cost that does not grow with the measured batch.
+  struct SmallBatchCase {
+    Network network;
+    std::vector<NamedTensor> batch;
+  };
+  static constexpr std::int64_t kSmallBatch = 2;
+  virtual SmallBatchCase small_batch_case(std::uint64_t seed) const = 0;
   virtual std::vector<NamedTensor> batch(std::uint64_t seed) const = 0;
   // The loss of random weights (ln of the class count, summed over the loss layers), and how
   // far the first loss may be from it.
@@ -90,6 +103,7 @@ class TrainingWorkload : public Workload {
  private:
   // The stages of validate(); each returns whether it passed, the reason in `result`.
   bool check_reduced_ops(const ReducedCase& reduced, Validation* result);
+  bool check_small_batch_ops(Validation* result);
   bool check_measured_ops(Validation* result);
   bool check_reduced_gradients(const ReducedCase& reduced, Validation* result);
   bool check_losses(Validation* result);
@@ -105,9 +119,9 @@ class TrainingWorkload : public Workload {
   Backend* backend_ = nullptr;
   std::uint64_t seed_ = 0;
   std::unique_ptr<TrainingStep> step_;
-  // Where a step's time goes: the medians of kBreakdownSteps instrumented steps, and spreads.
-  static constexpr int kBreakdownSteps = 5;
-  Status time_breakdown();
+  // Where a step's time goes: the medians of check_losses()'s instrumented steps, and spreads.
+  std::vector<StepBreakdown> breakdown_steps_;
+  Status time_layers();
   StepBreakdown breakdown_;
   BreakdownSpread breakdown_spread_;
   // Per layer, its product ops' time alone (workloads/standalone_ops.h), or why it is missing:
@@ -120,13 +134,20 @@ class TrainingWorkload : public Workload {
   std::unique_ptr<Communicator> communicator_;  // across ranks only
   nlohmann::json data_parallel_;                // the details' data_parallel entry
   std::vector<double> losses_;
-  // The op-by-op check of the measured network in validate(): what it cost and covered.
-  struct MeasuredCheck {
+  // An op-by-op check in validate(): what it cost and covered.
+  struct OpCheckRecord {
     double seconds = 0;
+    std::int64_t batch = 0;
     std::int64_t ops = 0, ops_sampled = 0, outputs_compared = 0;
     std::string worst_output;
     double worst_error = 0, worst_tolerance = 0;
-  } measured_check_;
+    nlohmann::json to_json() const;
+  };
+  // The measured architecture at the small batch (every op), and at the measured batch (its
+  // products; absent where the measured batch is the small one).
+  bool record_op_check(const std::string& what, TrainingStep& step, std::int64_t batch,
+                       const OpCheckOptions& options, OpCheckRecord* record, Validation* result);
+  OpCheckRecord small_batch_check_, measured_check_;
 };
 
 // The data-parallel keys of every training workload, left out at their defaults: bucket_mb

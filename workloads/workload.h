@@ -83,6 +83,9 @@ class Workload {
   virtual Status run() = 0;
   // Runs the unit once more, untimed, and checks it against the reference.
   virtual Validation validate() = 0;
+  // After validation, untimed, a stage of its own: where a unit's time goes (a model's per-layer
+  // breakdown, its products alone, its data-parallel timings). A failure fails the case.
+  virtual Status time_breakdown() { return Status::Ok(); }
   // True when a unit reads what it writes (GEMM with beta != 0): the harness then restores
   // the inputs with reset() before every sample and times one unit per sample.
   virtual bool output_feeds_back() const { return false; }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -243,6 +244,11 @@ TEST_P(CliAtIsa, NetworksRunOptimizedKernelsOnly) {
     if (bf16) {
       EXPECT_EQ(result.value("bf16_emulated", false), bf16_emulated) << what << ": " << onednn_bf16;
     }
+    // Every stage's seconds, the checks' own among them.
+    for (const char* stage : {"setup", "validation", "breakdown", "warmup", "timing"})
+      EXPECT_GE(result["stage_seconds"].value(stage, -1.0), 0.0) << what << ": " << stage;
+    EXPECT_GT(result["stage_seconds"]["validation"].get<double>(), 0) << what;
+    EXPECT_EQ(result["details"]["small_batch_check"]["batch"], 2) << what;
     // Every layer with products stands next to the same ops timed alone.
     const nlohmann::json& breakdown = result["details"]["breakdown"];
     EXPECT_FALSE(breakdown["layer_ceilings"].contains("error")) << what;
@@ -287,6 +293,22 @@ TEST_F(Cli, RunWritesAValidReportAndTable) {
   EXPECT_EQ(report["backends"][0]["name"], "cpu-onednn");
   EXPECT_NE(outcome.out.find("gemm m=33 n=7 k=100"), std::string::npos);  // the table
   EXPECT_NE(outcome.err.find("[25/25]"), std::string::npos);              // the progress line
+  // The progress line splits the time so far by stage; no stage lines without -v.
+  EXPECT_NE(outcome.err.find("elapsed (setup "), std::string::npos) << outcome.err;
+  EXPECT_EQ(outcome.out.find("^ stages:"), std::string::npos) << outcome.out;
+}
+
+// -v puts each case's stage seconds under its row; the report has them whatever the flag.
+TEST_F(Cli, VerboseRunsPrintEachCasesStages) {
+  const Outcome outcome =
+      run({"run", "-v", "-b", "cpu-onednn", "-w", "gemm m=64", "-o", report_path()});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  EXPECT_TRUE(std::regex_search(
+      outcome.out, std::regex(R"(\^ stages: setup [0-9.]+ s, validation [0-9.]+ s, breakdown )"
+                              R"([0-9.]+ s, warmup [0-9.]+ s, timing [0-9.]+ s)")))
+      << outcome.out;
+  const nlohmann::json stages = read_report(report_path())["results"][0]["stage_seconds"];
+  EXPECT_EQ(stages.size(), 5u) << stages.dump();
 }
 
 // A collective started without a launcher runs at world size 1, a trivial collective (a copy),

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +49,12 @@ TEST_F(OutputSafety, AnInterruptBeforeAnyCaseFinishedLeavesTheOldReportAsItWas) 
   EXPECT_EQ(outcome.exit_code, 128 + SIGINT) << outcome.err;
   EXPECT_EQ(slurp(report_path()), before);
   EXPECT_NE(outcome.err.find("ended by SIGINT"), std::string::npos) << outcome.err;
+  // Where the time went when the limit came: the case and its stage.
+  EXPECT_NE(outcome.err.find("during case 1 of 1 (ttt-fashion-mnist"), std::string::npos)
+      << outcome.err;
+  EXPECT_TRUE(std::regex_search(
+      outcome.err, std::regex(R"(\d+ s into its (setup|validation|breakdown|warmup|timing))")))
+      << outcome.err;
   EXPECT_NE(outcome.err.find("no case had finished, so " + report_path() + " was not written"),
             std::string::npos)
       << outcome.err;

@@ -171,6 +171,8 @@ TEST(DataParallel, TrainingWorkloadValidatesAndReportsItsScaling) {
   ASSERT_TRUE(workload->setup(*backend, 7).ok());
   const Validation validation = workload->validate();
   ASSERT_TRUE(validation.passed) << validation.message;
+  const Status breakdown = workload->time_breakdown();  // the data-parallel timings among it
+  ASSERT_TRUE(breakdown.ok()) << breakdown.message();
   EXPECT_EQ(workload->counts().items, 4.0 * world.size());  // the global batch
   const nlohmann::json details = workload->details();
   if (world.size() == 1) {

@@ -242,6 +242,53 @@ TEST_F(StepCheck, SampledOutputsCatchAConvolutionOffByATenthOfAPercent) {
   EXPECT_GT(out.worst_error, 5 * out.worst_tolerance);
 }
 
+// The measured batch's tier (OpCheckOptions::measured_batch) checks the products alone, sampled,
+// at the same margins: undamaged it passes, a convolution 0.1% off fails, a weight gradient
+// with one sample's worth of its batch dropped (a k-tile a kernel skipped) fails. The other
+// ops and the update are left to the small batch's tier.
+TEST_F(StepCheck, TheMeasuredBatchTierChecksTheProductsOnly) {
+  const OpCheck clean = check(DType::f32, nullptr, OpCheckOptions::measured_batch());
+  print_margin("measured-batch tier, undamaged", clean);
+  EXPECT_TRUE(clean.passed) << clean.worst_output << ": " << clean.worst_error;
+  EXPECT_EQ(clean.ops_checked, clean.ops_sampled);  // nothing in full: every product sampled
+  EXPECT_GT(clean.ops_sampled, 10);
+  const OpCheck every_op = check(DType::f32, nullptr);
+  EXPECT_LT(clean.ops_sampled, every_op.ops_checked);
+  auto scaled = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
+    if (!operands_named(plan, {"src", "weights", "dst"})) return false;
+    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+    const BoundOperands x(plan.operands(), b);
+    float* dst = x.out<float>("dst");
+    for (std::size_t i = 0; i < x.spec("dst").elements(); ++i) dst[i] *= 1.001f;
+    return true;
+  };
+  const OpCheck off = check(DType::f32, scaled, OpCheckOptions::measured_batch());
+  print_margin("measured-batch tier, conv dst x 1.001", off);
+  EXPECT_FALSE(off.passed);
+  EXPECT_NE(off.worst_output.find("conv dst"), std::string::npos) << off.worst_output;
+  EXPECT_GT(off.worst_error, 5 * off.worst_tolerance);
+  // The batch's last image left out of a weight gradient: what the kernel would compute had it
+  // dropped that part of the reduction.
+  auto dropped = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
+    if (!operands_named(plan, {"src", "diff_dst", "diff_weights"})) return false;
+    const BoundOperands x(plan.operands(), b);
+    const std::size_t per_image = x.spec("diff_dst").bytes / sizeof(float) / 4;  // batch 4
+    std::vector<float> kept(per_image);
+    // An input, changed for the damaged kernel's run only and restored after it.
+    auto* diff_dst = static_cast<float*>(x.buffer("diff_dst").data);
+    std::copy_n(diff_dst + 3 * per_image, per_image, kept.begin());
+    std::fill_n(diff_dst + 3 * per_image, per_image, 0.0f);
+    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+    std::copy(kept.begin(), kept.end(), diff_dst + 3 * per_image);
+    return true;
+  };
+  const OpCheck short_sum = check(DType::f32, dropped, OpCheckOptions::measured_batch());
+  print_margin("measured-batch tier, a weight gradient without its last image", short_sum);
+  EXPECT_FALSE(short_sum.passed);
+  EXPECT_NE(short_sum.worst_output.find("diff_weights"), std::string::npos)
+      << short_sum.worst_output;
+}
+
 // The allowance for a cancelled normalization sum does not hide a wrong one.
 TEST_F(StepCheck, ABatchNormBetaGradientOffByOnePercentFails) {
   auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
