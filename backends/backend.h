@@ -209,6 +209,12 @@ class Backend {
   virtual Status import_operand(const Plan& plan, int index, const void* plain_host,
                                 Buffer device) = 0;
   virtual Status export_operand(const Plan& plan, int index, Buffer device, void* plain_host) = 0;
+  // The values export_operand would give at `positions` (indices into the plain layout), one
+  // element of the operand's dtype each, into `values`: what a sampled check reads, moved
+  // without the rest of the operand where the backend can address its layout. The default
+  // exports the whole operand.
+  virtual Status gather_operand(const Plan& plan, int index, Buffer device,
+                                std::span<const std::int64_t> positions, void* values);
   virtual Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) = 0;
   // Why the backend can run nothing more (a sticky device error), or empty while healthy.
   virtual std::string broken() const { return ""; }

@@ -1,5 +1,6 @@
 #include "backends/operands.h"
 
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -313,6 +314,30 @@ const Buffer& BoundOperands::output_buffer(std::string_view name) const {
   if (!specs_[static_cast<std::size_t>(index)].is_output)
     throw std::logic_error(fmt::format("operand '{}' is an input, not written", name));
   return buffers_[static_cast<std::size_t>(index)];
+}
+
+Status Backend::gather_operand(const Plan& plan, int index, Buffer device,
+                               std::span<const std::int64_t> positions, void* values) {
+  const OperandSpec& spec = plan.operands().at(static_cast<std::size_t>(index));
+  const std::size_t size = dtype_size(spec.dtype);
+  std::vector<char> whole(spec.elements() * size);
+  TB_RETURN_IF_ERROR(export_operand(plan, index, device, whole.data()));
+  return gather_plain(whole.data(), spec, positions, values);
+}
+
+Status gather_plain(const void* plain, const OperandSpec& spec,
+                    std::span<const std::int64_t> positions, void* values) {
+  const std::size_t size = dtype_size(spec.dtype);
+  const auto elements = static_cast<std::int64_t>(spec.elements());
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i] < 0 || positions[i] >= elements)
+      return Status::InvalidArgument(fmt::format("position {} is outside operand {} ({} elements)",
+                                                 positions[i], spec.name, elements));
+    std::memcpy(static_cast<char*>(values) + i * size,
+                static_cast<const char*>(plain) + static_cast<std::size_t>(positions[i]) * size,
+                size);
+  }
+  return Status::Ok();
 }
 
 }  // namespace tb

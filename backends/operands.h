@@ -86,4 +86,9 @@ class BoundOperands {
   std::span<const Buffer> buffers_;
 };
 
+// The elements at `positions` of an operand held plain at `plain`, one element of its dtype each,
+// into `values` (Backend::gather_operand's copy); a position outside it is InvalidArgument.
+Status gather_plain(const void* plain, const OperandSpec& spec,
+                    std::span<const std::int64_t> positions, void* values);
+
 }  // namespace tb

@@ -3,8 +3,9 @@
 // (backends/reference/reference.*), the sampled check of a network's ops
 // (models/sampled_reference.*) and the whole-op f64 plans of the shared CPU code
 // (backends/cpu_kernels/training_ops.cpp) all call it. Inputs are plain (row-major, NCHW, OIHW)
-// arrays of float or double; every product is taken in double. Each sum is over the terms in one
-// fixed order, so an element is the same bits whichever caller asks.
+// arrays of float or double, or any value that reads like one (`values[i]`, `values + offset`:
+// the sampled check's gathered elements); every product is taken in double. Each sum is over the
+// terms in one fixed order, so an element is the same bits whichever caller asks.
 #pragma once
 
 #include <algorithm>
@@ -42,13 +43,13 @@ inline void add_bias(ProductSum& sum, double bias, bool relu) {
 
 // Element (batch, head, i, j) of alpha op(A) op(B), the operands stored as gemm_layout() says
 // (transposes, heads, interleaving). beta C0 is the caller's: add it as one more term.
-template <typename T>
-ProductSum gemm_element(const GemmOp& op, const T* a, const T* b, Index batch, Index head, Index i,
+template <typename Values>
+ProductSum gemm_element(const GemmOp& op, Values a, Values b, Index batch, Index head, Index i,
                         Index j) {
   const GemmOperandLayout la = gemm_layout(op, GemmOperand::a),
                           lb = gemm_layout(op, GemmOperand::b);
-  const T* row = a + batch * la.batch + head * la.head + i * la.row;
-  const T* column = b + batch * lb.batch + head * lb.head + j * lb.col;
+  const Values row = a + batch * la.batch + head * la.head + i * la.row;
+  const Values column = b + batch * lb.batch + head * lb.head + j * lb.col;
   ProductSum sum;
   for (Index p = 0; p < op.k; ++p)
     sum.add(static_cast<double>(row[p * la.col]), static_cast<double>(column[p * lb.row]));
@@ -57,8 +58,8 @@ ProductSum gemm_element(const GemmOp& op, const T* a, const T* b, Index batch, I
 }
 
 // Convolution output (n, oc, y, x) before any bias or ReLU epilogue.
-template <typename T>
-ProductSum conv_forward_element(const ConvOp& op, const T* src, const T* weights, Index n, Index oc,
+template <typename Values>
+ProductSum conv_forward_element(const ConvOp& op, Values src, Values weights, Index n, Index oc,
                                 Index y, Index x) {
   ProductSum sum;
   for (Index ic = 0; ic < op.ic; ++ic)
@@ -76,9 +77,9 @@ ProductSum conv_forward_element(const ConvOp& op, const T* src, const T* weights
 }
 
 // Data gradient (n, ic, iy, ix): a gather over the outputs whose windows cover the input.
-template <typename T>
-ProductSum conv_backward_data_element(const ConvOp& op, const T* diff_dst, const T* weights,
-                                      Index n, Index ic, Index iy, Index ix) {
+template <typename Values>
+ProductSum conv_backward_data_element(const ConvOp& op, Values diff_dst, Values weights, Index n,
+                                      Index ic, Index iy, Index ix) {
   const Index oh = op.oh(), ow = op.ow();
   ProductSum sum;
   for (Index oc = 0; oc < op.oc; ++oc)
@@ -97,9 +98,9 @@ ProductSum conv_backward_data_element(const ConvOp& op, const T* diff_dst, const
 }
 
 // Weight gradient (oc, ic, ky, kx): a sum over the batch and the output positions.
-template <typename T>
-ProductSum conv_backward_weights_element(const ConvOp& op, const T* src, const T* diff_dst,
-                                         Index oc, Index ic, Index ky, Index kx) {
+template <typename Values>
+ProductSum conv_backward_weights_element(const ConvOp& op, Values src, Values diff_dst, Index oc,
+                                         Index ic, Index ky, Index kx) {
   const Index oh = op.oh(), ow = op.ow();
   ProductSum sum;
   for (Index n = 0; n < op.mb; ++n)
@@ -119,14 +120,14 @@ ProductSum conv_backward_weights_element(const ConvOp& op, const T* src, const T
 // The fully connected layer's directions, as the GEMMs they are (fully_connected_gemm):
 // forward (n, o) from src and weights, before its bias (the caller's, as a convolution's);
 // backward-data (n, i) from diff_dst and weights; backward-weights (o, i) from diff_dst and src.
-template <typename T>
-ProductSum fully_connected_element(const FullyConnectedOp& op, const T* first, const T* second,
+template <typename Values>
+ProductSum fully_connected_element(const FullyConnectedOp& op, Values first, Values second,
                                    Index row, Index column) {
   return gemm_element(fully_connected_gemm(op), first, second, 0, 0, row, column);
 }
 // The bias gradient (o): the column sum of diff_dst.
-template <typename T>
-ProductSum fully_connected_bias_gradient_element(const FullyConnectedOp& op, const T* diff_dst,
+template <typename Values>
+ProductSum fully_connected_bias_gradient_element(const FullyConnectedOp& op, Values diff_dst,
                                                  Index o) {
   ProductSum sum;
   for (Index n = 0; n < op.mb; ++n) sum.add(static_cast<double>(diff_dst[n * op.out + o]), 1.0);

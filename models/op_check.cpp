@@ -541,23 +541,56 @@ class OpChecker::Checker {
     return Status::Ok();
   }
 
+  // The plain values of operand `index` at `positions`, gathered where the step holds
+  // them (Backend::gather_operand): only they leave the device.
+  Status gathered_values(const Op& op, int index, std::span<const std::int64_t> positions,
+                         std::vector<double>* out) {
+    const int slot = s_.memory.root(op.slots[index]);
+    const OperandSpec& spec = op.plan->operands()[index];
+    scratch_.resize(positions.size() * dtype_size(spec.dtype));
+    if (s_.memory[slot].host)
+      TB_RETURN_IF_ERROR(
+          gather_plain(s_.memory[slot].buffer.data, spec, positions, scratch_.data()));
+    else
+      TB_RETURN_IF_ERROR(s_.backend.gather_operand(*op.plan, index, s_.memory[slot].buffer,
+                                                   positions, scratch_.data()));
+    from_bytes(scratch_.data(), positions.size(), spec.dtype, out);
+    return Status::Ok();
+  }
+
   // A product too large for its f64 loops: each output on sampled elements, one dot product
-  // each, from the inputs the step's op read.
+  // each, from the input elements the step's op read, gathered before it ran (an operand the
+  // samples read much of, whole); the outputs' sampled elements gathered after.
   Status check_sampled(const Op& op) {
-    std::vector<std::vector<double>>& inputs = inputs_;
-    TB_RETURN_IF_ERROR(read_inputs(op, &inputs));
-    TB_RETURN_IF_ERROR(s_.execute(op));
     const std::vector<OperandSpec>& specs = op.plan->operands();
+    std::size_t outputs = 0;
     for (std::size_t i = 0; i < specs.size(); ++i) {
       if (!specs[i].is_output) continue;
-      const SampledOutput want =
-          sample_reference(op.desc, specs[i].name, OperandValues(specs, inputs), options_.samples,
-                           mix64(++sample_stream_));
-      std::vector<double>& all = sampled_values_;
-      TB_RETURN_IF_ERROR(step_values(op, static_cast<int>(i), &all));
-      Output output{static_cast<int>(i), {}, want.value,
-                    want.magnitude,      {}, tolerance_of(op, static_cast<int>(i))};
-      for (std::int64_t index : want.index) output.got.push_back(all.at(index));
+      if (planned_.size() <= outputs) planned_.resize(outputs + 1);
+      PlannedSamples& p = planned_[outputs++];
+      p.output = static_cast<int>(i);
+      p.plan =
+          plan_samples(op.desc, specs, specs[i].name, options_.samples, mix64(++sample_stream_));
+      if (p.inputs.size() < specs.size()) p.inputs.resize(specs.size());
+      for (std::size_t j = 0; j < specs.size(); ++j) {
+        GatheredValues& values = p.inputs[j];
+        values.index.clear(), values.value.clear();  // their storage kept for the next op
+        if (specs[j].is_output && !specs[j].reads_previous()) continue;
+        if (p.plan.dense[j]) {
+          TB_RETURN_IF_ERROR(step_values(op, static_cast<int>(j), &values.value));
+        } else if (!p.plan.reads[j].empty()) {
+          values.index = p.plan.reads[j];
+          TB_RETURN_IF_ERROR(gathered_values(op, static_cast<int>(j), values.index, &values.value));
+        }
+      }
+    }
+    TB_RETURN_IF_ERROR(s_.execute(op));
+    for (std::size_t n = 0; n < outputs; ++n) {
+      const PlannedSamples& p = planned_[n];
+      const SampledOutput want = sample_reference(op.desc, specs, specs[p.output].name,
+                                                  std::span(p.inputs).first(specs.size()), p.plan);
+      Output output{p.output, {}, want.value, want.magnitude, {}, tolerance_of(op, p.output)};
+      TB_RETURN_IF_ERROR(gathered_values(op, p.output, want.index, &output.got));
       judge(op, output);
     }
     ++out_->ops_sampled;
@@ -668,6 +701,13 @@ class OpChecker::Checker {
   std::vector<char> scratch_;                // raw bytes of an export, likewise
   std::vector<Output> outputs_;              // an op's compared outputs, likewise
   std::vector<double> sampled_values_;       // a sampled output, a ReLU's output, likewise
+  // A sampled op's outputs: each one's plan and the input values it reads, likewise.
+  struct PlannedSamples {
+    int output = 0;
+    SamplePlan plan;
+    std::vector<GatheredValues> inputs;  // by operand
+  };
+  std::vector<PlannedSamples> planned_;
   // Masks and indices the f64 forward made, by root slot, in their operands' own dtype (i32:
   // half of an f64 copy, for every mask and index of the network until the backward reads it).
   std::map<int, std::vector<char>> reference_state_;

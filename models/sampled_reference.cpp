@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <stdexcept>
 
 #include "backends/operands.h"
 #include "backends/product_reference.h"
@@ -30,51 +32,49 @@ std::array<Index, N> coordinates(Index flat, const std::array<Index, N>& dims) {
   return at;
 }
 
-ProductSum conv_at(const ConvOp& op, const OperandValues& in, Index flat) {
+// `in(name)`: the values of the operand called `name`, as product_reference.h reads them.
+template <typename Read>
+ProductSum conv_at(const ConvOp& op, const Read& in, Index flat) {
   const Index oh = op.oh(), ow = op.ow();
   switch (op.direction) {
     case ConvDirection::forward: {
       const auto [n, k, y, x] = coordinates<4>(flat, {op.mb, op.oc, oh, ow});
-      ProductSum sum =
-          reference::conv_forward_element(op, in["src"].data(), in["weights"].data(), n, k, y, x);
+      ProductSum sum = reference::conv_forward_element(op, in("src"), in("weights"), n, k, y, x);
       if (op.epilogue != ConvEpilogue::none)
-        reference::add_bias(sum, in["bias"][k], op.epilogue == ConvEpilogue::bias_relu);
+        reference::add_bias(sum, in("bias")[k], op.epilogue == ConvEpilogue::bias_relu);
       return sum;
     }
     case ConvDirection::backward_data: {
       const auto [n, c, iy, ix] = coordinates<4>(flat, {op.mb, op.ic, op.ih, op.iw});
-      return reference::conv_backward_data_element(op, in["diff_dst"].data(), in["weights"].data(),
-                                                   n, c, iy, ix);
+      return reference::conv_backward_data_element(op, in("diff_dst"), in("weights"), n, c, iy, ix);
     }
     case ConvDirection::backward_weights: {
       const auto [k, c, ky, kx] = coordinates<4>(flat, {op.oc, op.ic, op.kh, op.kw});
-      return reference::conv_backward_weights_element(op, in["src"].data(), in["diff_dst"].data(),
-                                                      k, c, ky, kx);
+      return reference::conv_backward_weights_element(op, in("src"), in("diff_dst"), k, c, ky, kx);
     }
   }
   return {};
 }
 
-ProductSum fully_connected_at(const FullyConnectedOp& op, std::string_view output,
-                              const OperandValues& in, Index flat) {
+template <typename Read>
+ProductSum fully_connected_at(const FullyConnectedOp& op, std::string_view output, const Read& in,
+                              Index flat) {
   switch (op.direction) {
     case ConvDirection::forward: {
       const auto [n, o] = coordinates<2>(flat, {op.mb, op.out});
-      ProductSum sum =
-          reference::fully_connected_element(op, in["src"].data(), in["weights"].data(), n, o);
-      reference::add_bias(sum, in["bias"][o], false);
+      ProductSum sum = reference::fully_connected_element(op, in("src"), in("weights"), n, o);
+      reference::add_bias(sum, in("bias")[o], false);
       return sum;
     }
     case ConvDirection::backward_data: {
       const auto [n, i] = coordinates<2>(flat, {op.mb, op.in});
-      return reference::fully_connected_element(op, in["diff_dst"].data(), in["weights"].data(), n,
-                                                i);
+      return reference::fully_connected_element(op, in("diff_dst"), in("weights"), n, i);
     }
     case ConvDirection::backward_weights: {
       if (output == "diff_bias")
-        return reference::fully_connected_bias_gradient_element(op, in["diff_dst"].data(), flat);
+        return reference::fully_connected_bias_gradient_element(op, in("diff_dst"), flat);
       const auto [o, i] = coordinates<2>(flat, {op.out, op.in});
-      return reference::fully_connected_element(op, in["diff_dst"].data(), in["src"].data(), o, i);
+      return reference::fully_connected_element(op, in("diff_dst"), in("src"), o, i);
     }
   }
   return {};
@@ -82,12 +82,85 @@ ProductSum fully_connected_at(const FullyConnectedOp& op, std::string_view outpu
 
 // GEMM: the sample is a logical element (batch, head, i, j) of C; its index is where the
 // stored C holds it.
-ProductSum gemm_at(const GemmOp& op, const OperandValues& in, Index logical, Index* stored) {
+template <typename Read>
+ProductSum gemm_at(const GemmOp& op, const Read& in, Index logical, Index* stored) {
   const GemmOperandLayout lc = gemm_layout(op, GemmOperand::c);
   const auto [batch, head, i, j] = coordinates<4>(logical, {op.batch, op.heads, op.m, op.n});
   *stored = batch * lc.batch + head * lc.head + i * lc.row + j * lc.col;
-  return reference::gemm_element(op, in["a"].data(), in["b"].data(), batch, head, i, j);
+  return reference::gemm_element(op, in("a"), in("b"), batch, head, i, j);
 }
+
+// Sample `logical` of `output`, and where the output stores it.
+template <typename Read>
+ProductSum sample_at(const OpDesc& desc, std::string_view output, const Read& in, Index logical,
+                     Index* stored) {
+  *stored = logical;
+  if (const auto* op = std::get_if<GemmOp>(&desc)) return gemm_at(*op, in, logical, stored);
+  if (const auto* op = std::get_if<ConvOp>(&desc)) return conv_at(*op, in, logical);
+  if (const auto* op = std::get_if<FullyConnectedOp>(&desc))
+    return fully_connected_at(*op, output, in, logical);
+  return {};
+}
+
+// The positions of one operand a plan's samples read: a bit each, so that recording millions of
+// reads costs a store each and no sort.
+class PositionSet {
+ public:
+  explicit PositionSet(Index elements = 0)
+      : words_(static_cast<std::size_t>((elements + 63) / 64), 0) {}
+  void insert(Index position) {
+    words_[static_cast<std::size_t>(position >> 6)] |= std::uint64_t{1} << (position & 63);
+  }
+  // Every position held, in increasing order.
+  std::vector<Index> positions() const {
+    std::vector<Index> out;
+    for (std::size_t w = 0; w < words_.size(); ++w)
+      for (std::uint64_t bits = words_[w]; bits != 0; bits &= bits - 1)
+        out.push_back(static_cast<Index>(w * 64) + std::countr_zero(bits));
+    return out;
+  }
+
+ private:
+  std::vector<std::uint64_t> words_;
+};
+
+// Reads nothing but where: each read is counted, in all and for its operand, and its position
+// recorded (null `reads`: only counted), its value taken as 0.
+class RecordedReads {
+ public:
+  RecordedReads(PositionSet* reads, std::int64_t* all, std::int64_t* own, Index base)
+      : reads_(reads), all_(all), own_(own), base_(base) {}
+  double operator[](Index i) const {
+    ++*all_, ++*own_;
+    if (reads_) reads_->insert(base_ + i);
+    return 0.0;
+  }
+  RecordedReads operator+(Index offset) const { return {reads_, all_, own_, base_ + offset}; }
+
+ private:
+  PositionSet* reads_;
+  std::int64_t *all_, *own_;
+  Index base_;
+};
+
+// An operand's gathered values, read by plain position.
+class GatheredReads {
+ public:
+  GatheredReads(const GatheredValues* values, Index base) : values_(values), base_(base) {}
+  double operator[](Index i) const {
+    const Index at = base_ + i;
+    if (values_->index.empty()) return values_->value[static_cast<std::size_t>(at)];
+    const auto found = std::lower_bound(values_->index.begin(), values_->index.end(), at);
+    if (found == values_->index.end() || *found != at)
+      throw std::logic_error("a sampled sum read a value its plan did not gather");
+    return values_->value[static_cast<std::size_t>(found - values_->index.begin())];
+  }
+  GatheredReads operator+(Index offset) const { return {values_, base_ + offset}; }
+
+ private:
+  const GatheredValues* values_;
+  Index base_;
+};
 
 Index output_elements(const OpDesc& desc, std::string_view output) {
   if (const auto* op = std::get_if<GemmOp>(&desc)) return op->batch * op->heads * op->m * op->n;
@@ -144,16 +217,71 @@ SampledOutput sample_reference(const OpDesc& desc, std::string_view output,
   SampledOutput out;
   const Index elements = output_elements(desc, output);
   if (elements <= 0) return out;
+  auto read = [&](std::string_view name) { return operands[name].data(); };
   for (Index s = 0; s < samples; ++s) {
-    Index where = sample_index(seed, s, elements);
-    ProductSum dot;
-    if (const auto* op = std::get_if<GemmOp>(&desc)) dot = gemm_at(*op, operands, where, &where);
-    if (const auto* op = std::get_if<ConvOp>(&desc)) dot = conv_at(*op, operands, where);
-    if (const auto* op = std::get_if<FullyConnectedOp>(&desc))
-      dot = fully_connected_at(*op, output, operands, where);
+    Index where = 0;
+    const ProductSum dot = sample_at(desc, output, read, sample_index(seed, s, elements), &where);
     out.index.push_back(where);
     out.value.push_back(dot.value);
     out.magnitude.push_back(dot.magnitude);
+  }
+  return out;
+}
+
+SamplePlan plan_samples(const OpDesc& desc, std::span<const OperandSpec> specs,
+                        std::string_view output, std::int64_t samples, std::uint64_t seed) {
+  SamplePlan plan;
+  plan.reads.resize(specs.size());
+  plan.dense.assign(specs.size(), false);
+  const Index elements = output_elements(desc, output);
+  if (elements <= 0) return plan;
+  std::vector<PositionSet> sets;
+  for (const OperandSpec& spec : specs) sets.emplace_back(static_cast<Index>(spec.elements()));
+  std::int64_t reads_so_far = 0;                     // every read, repeats included
+  std::vector<std::int64_t> reads(specs.size(), 0);  // likewise, by operand
+  auto record = [&](std::string_view name) {
+    const auto i = static_cast<std::size_t>(operand_index(specs, name));
+    return RecordedReads(plan.dense[i] ? nullptr : &sets[i], &reads_so_far, &reads[i], 0);
+  };
+  for (Index s = 0; s < samples && (s < kMinSamples || reads_so_far < kTermBudget); ++s) {
+    const Index logical = sample_index(seed, s, elements);
+    Index stored = 0;
+    sample_at(desc, output, record, logical, &stored);
+    plan.logical.push_back(logical);
+    plan.stored.push_back(stored);
+    if (s > 0) continue;
+    // The samples to come read about as much each: an operand they would read much of is read
+    // whole, its positions no longer recorded.
+    const std::int64_t expected =
+        std::clamp(kTermBudget / std::max<std::int64_t>(reads_so_far, 1), kMinSamples, samples);
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      if (reads[i] * expected * kDenseFraction > static_cast<std::int64_t>(specs[i].elements())) {
+        plan.dense[i] = true;
+        sets[i] = PositionSet();
+      }
+  }
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if (!plan.dense[i]) plan.reads[i] = sets[i].positions();
+  return plan;
+}
+
+SampledOutput sample_reference(const OpDesc& desc, std::span<const OperandSpec> specs,
+                               std::string_view output, std::span<const GatheredValues> inputs,
+                               const SamplePlan& plan) {
+  SampledOutput out;
+  out.index = plan.stored;
+  out.value.resize(plan.logical.size());
+  out.magnitude.resize(plan.logical.size());
+  auto read = [&](std::string_view name) {
+    return GatheredReads(&inputs[static_cast<std::size_t>(operand_index(specs, name))], 0);
+  };
+  const auto samples = static_cast<std::int64_t>(plan.logical.size());
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t s = 0; s < samples; ++s) {
+    Index stored = 0;
+    const ProductSum dot = sample_at(desc, output, read, plan.logical[s], &stored);
+    out.value[static_cast<std::size_t>(s)] = dot.value;
+    out.magnitude[static_cast<std::size_t>(s)] = dot.magnitude;
   }
   return out;
 }

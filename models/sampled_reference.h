@@ -46,4 +46,32 @@ SampledOutput sample_reference(const OpDesc& op, std::string_view output,
                                const OperandValues& inputs, std::int64_t samples,
                                std::uint64_t seed);
 
+// The same, planned before the op runs, so that only the elements the sums read leave the device
+// (Backend::gather_operand): the sampled outputs and, per operand, the plain positions the sums
+// read. Sums that are long (a weight gradient sums over the whole batch) take fewer samples: at
+// least kMinSamples, then more only while the terms so far are under kTermBudget. An operand
+// whose reads come to more than 1/kDenseFraction of it is read whole instead (`dense`).
+struct SamplePlan {
+  std::vector<std::int64_t> logical;  // each sample's element, as sample_reference draws it
+  std::vector<std::int64_t> stored;   // where the output holds it (a GEMM's C may be strided)
+  std::vector<std::vector<std::int64_t>> reads;  // by operand: sorted, distinct plain positions
+  std::vector<bool> dense;                       // by operand: read whole, `reads` empty
+};
+inline constexpr std::int64_t kDenseFraction = 8;
+inline constexpr std::int64_t kMinSamples = 16;
+inline constexpr std::int64_t kTermBudget = std::int64_t{1} << 22;
+SamplePlan plan_samples(const OpDesc& op, std::span<const OperandSpec> specs,
+                        std::string_view output, std::int64_t samples, std::uint64_t seed);
+
+// One operand's values as a plan's samples need them: every value (`index` empty), or the
+// values at `index` (a SamplePlan's reads) in the same order.
+struct GatheredValues {
+  std::vector<std::int64_t> index;
+  std::vector<double> value;
+};
+// The planned samples' f64 values from `inputs` (by operand, as the specs declare them).
+SampledOutput sample_reference(const OpDesc& op, std::span<const OperandSpec> specs,
+                               std::string_view output, std::span<const GatheredValues> inputs,
+                               const SamplePlan& plan);
+
 }  // namespace tb

@@ -249,6 +249,11 @@ Status CpuBackend::export_operand(const Plan& plan, int index, Buffer device, vo
   return static_cast<const CpuPlan&>(plan).export_operand(index, device, plain_host);
 }
 
+Status CpuBackend::gather_operand(const Plan& plan, int index, Buffer device,
+                                  std::span<const std::int64_t> positions, void* values) {
+  return static_cast<const CpuPlan&>(plan).gather_operand(index, device, positions, values);
+}
+
 Status CpuBackend::execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) {
   auto& cpu_plan = static_cast<CpuPlan&>(plan);
   if (operands.size() != cpu_plan.operands().size())

@@ -53,6 +53,8 @@ class CpuBackend : public Backend {
   Status import_operand(const Plan& plan, int index, const void* plain_host,
                         Buffer device) override;
   Status export_operand(const Plan& plan, int index, Buffer device, void* plain_host) override;
+  Status gather_operand(const Plan& plan, int index, Buffer device,
+                        std::span<const std::int64_t> positions, void* values) override;
   Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override;
 
   const HostInventory& host() const { return host_; }

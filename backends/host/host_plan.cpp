@@ -1,5 +1,7 @@
 #include "backends/host/host_plan.h"
 
+#include "backends/operands.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +32,11 @@ Status CpuPlan::import_operand(int index, const void* plain_host, Buffer device)
 Status CpuPlan::export_operand(int index, Buffer device, void* plain_host) const {
   parallel_copy(plain_host, device.data, operands_.at(index).bytes);
   return Status::Ok();
+}
+
+Status CpuPlan::gather_operand(int index, Buffer device, std::span<const std::int64_t> positions,
+                               void* values) const {
+  return gather_plain(device.data, operands_.at(index), positions, values);
 }
 
 std::unique_ptr<Timer> make_host_timer() {

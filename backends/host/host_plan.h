@@ -2,6 +2,7 @@
 // host buffers, the steady-clock timer and the page-parallel copy.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 
@@ -16,6 +17,9 @@ class CpuPlan : public Plan {
   virtual Status run(std::span<const Buffer> operands, Buffer workspace) = 0;
   virtual Status import_operand(int index, const void* plain_host, Buffer device) const;
   virtual Status export_operand(int index, Buffer device, void* plain_host) const;
+  // Backend::gather_operand: read in place from a plain operand.
+  virtual Status gather_operand(int index, Buffer device, std::span<const std::int64_t> positions,
+                                void* values) const;
 };
 
 // Wall-clock time on the host's steady clock.

@@ -362,4 +362,48 @@ LowPrecisionSupport f16_support() {
 }
 #endif
 
+bool blocked_offsets(const md& desc, const md& plain, std::span<const std::int64_t> positions,
+                     std::vector<std::int64_t>* offsets) {
+#if DNNL_VERSION_MAJOR >= 3
+  if (desc.get_format_kind() != dnnl::memory::format_kind::blocked ||
+      desc.get_data_type() != plain.get_data_type())
+    return false;
+  const dims logical = desc.get_dims(), strides = desc.get_strides(),
+             padded_offsets = desc.get_padded_offsets(), inner_blocks = desc.get_inner_blks(),
+             inner_dims = desc.get_inner_idxs();
+  const std::int64_t start = desc.get_submemory_offset();
+#else
+  const dnnl_memory_desc_t& c = desc.data;
+  if (c.format_kind != dnnl_blocked || c.data_type != plain.data.data_type) return false;
+  const dnnl_blocking_desc_t& blocking = c.format_desc.blocking;
+  const dims logical(c.dims, c.dims + c.ndims),
+      strides(blocking.strides, blocking.strides + c.ndims),
+      padded_offsets(c.padded_offsets, c.padded_offsets + c.ndims),
+      inner_blocks(blocking.inner_blks, blocking.inner_blks + blocking.inner_nblks),
+      inner_dims(blocking.inner_idxs, blocking.inner_idxs + blocking.inner_nblks);
+  const std::int64_t start = c.offset0;
+#endif
+  const std::size_t rank = logical.size();
+  if (strides.size() != rank || inner_blocks.size() != inner_dims.size()) return false;
+  offsets->resize(positions.size());
+  std::vector<std::int64_t> at(rank);
+  for (std::size_t p = 0; p < positions.size(); ++p) {
+    std::int64_t flat = positions[p];
+    for (std::size_t d = rank; d-- > 0;) {
+      at[d] = flat % logical[d] + (padded_offsets.empty() ? 0 : padded_offsets[d]);
+      flat /= logical[d];
+    }
+    std::int64_t offset = start, block_stride = 1;
+    for (std::size_t b = inner_blocks.size(); b-- > 0;) {  // the innermost block first
+      const auto d = static_cast<std::size_t>(inner_dims[b]);
+      offset += at[d] % inner_blocks[b] * block_stride;
+      at[d] /= inner_blocks[b];
+      block_stride *= inner_blocks[b];
+    }
+    for (std::size_t d = 0; d < rank; ++d) offset += at[d] * strides[d];
+    (*offsets)[p] = offset;
+  }
+  return true;
+}
+
 }  // namespace tb::onednn::api

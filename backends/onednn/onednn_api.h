@@ -5,7 +5,10 @@
 // backend is made here; nothing else in the backend tests the version.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -123,5 +126,12 @@ LowPrecisionSupport f16_support();
 // (some virtual machines', whose /sys then has no cache directory either) it takes a byte or
 // so, and its brgemm convolution blocking divides by zero.
 std::string known_fault(int major, int minor, const cpu::CpuidReader& cpuid);
+
+// Where each element at `positions` (row-major over the desc's dims) lies in memory described by
+// `desc`, in elements from its start, into `offsets`: oneDNN's blocked-layout formula (outer
+// strides, inner blocks from the innermost out). False for a layout it does not describe (not
+// blocked) or a data type other than `plain`'s: the caller then reorders the whole tensor.
+bool blocked_offsets(const md& desc, const md& plain, std::span<const std::int64_t> positions,
+                     std::vector<std::int64_t>* offsets);
 
 }  // namespace tb::onednn::api

@@ -1,10 +1,12 @@
 #include "backends/onednn/onednn_plan.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "backends/onednn/onednn_api.h"
+#include "backends/operands.h"
 
 namespace tb::onednn {
 namespace {
@@ -128,6 +130,28 @@ Status OneDnnPlan::import_operand(int index, const void* plain_host, Buffer devi
 
 Status OneDnnPlan::export_operand(int index, Buffer device, void* plain_host) const {
   return convert(descs_.at(index).planned, device.data, descs_.at(index).plain, plain_host);
+}
+
+Status OneDnnPlan::gather_operand(int index, Buffer device, std::span<const std::int64_t> positions,
+                                  void* values) const {
+  const Operand& operand = descs_.at(index);
+  const std::size_t size = dtype_size(operand.spec.dtype);
+  std::vector<std::int64_t> offsets;
+  if (api::blocked_offsets(operand.planned, operand.plain, positions, &offsets)) {
+    const auto elements = static_cast<std::int64_t>(operand.spec.elements());
+    const auto held = static_cast<std::int64_t>(operand.planned.get_size() / size);
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+      if (positions[i] < 0 || positions[i] >= elements || offsets[i] < 0 || offsets[i] >= held)
+        return Status::InvalidArgument(
+            fmt::format("position {} is outside operand {}", positions[i], operand.spec.name));
+      std::memcpy(static_cast<char*>(values) + i * size,
+                  static_cast<const char*>(device.data) + offsets[i] * size, size);
+    }
+    return Status::Ok();
+  }
+  std::vector<char> plain(operand.spec.elements() * size);
+  TB_RETURN_IF_ERROR(export_operand(index, device, plain.data()));
+  return gather_plain(plain.data(), operand.spec, positions, values);
 }
 
 Status OneDnnPlan::convert(const memory::desc& from_desc, void* from, const memory::desc& to_desc,

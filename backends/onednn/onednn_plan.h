@@ -56,6 +56,9 @@ class OneDnnPlan final : public cpu::CpuPlan {
   Status run(std::span<const Buffer> operands, Buffer workspace) override;
   Status import_operand(int index, const void* plain_host, Buffer device) const override;
   Status export_operand(int index, Buffer device, void* plain_host) const override;
+  // Read in place through the planned layout's blocking; reordered whole where it has none.
+  Status gather_operand(int index, Buffer device, std::span<const std::int64_t> positions,
+                        void* values) const override;
 
  private:
   struct Staging {

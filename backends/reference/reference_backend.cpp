@@ -58,6 +58,10 @@ class HostReferenceBackend final : public Backend {
   Status export_operand(const Plan& plan, int index, Buffer device, void* plain_host) override {
     return static_cast<const CpuPlan&>(plan).export_operand(index, device, plain_host);
   }
+  Status gather_operand(const Plan& plan, int index, Buffer device,
+                        std::span<const std::int64_t> positions, void* values) override {
+    return static_cast<const CpuPlan&>(plan).gather_operand(index, device, positions, values);
+  }
   Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
     return static_cast<CpuPlan&>(plan).run(operands, workspace);
   }

@@ -4,12 +4,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 
+#include "backends/numeric.h"
 #include "backends/operands.h"
 #include "backends/registry.h"
+#include "backends/seeded.h"
 #include "workloads/registry.h"
+#include "workloads/workload.h"
 
 namespace tb {
 namespace {
@@ -133,6 +137,61 @@ TEST_P(BackendOps, ConvEpilogues) {
     for (const char* epilogue : {"bias", "bias_relu"})
       for (const char* dtype : {"f32", "bf16"})
         expect_valid(fmt::format("conv {} epilogue={} dtype={}", shape, epilogue, dtype));
+}
+
+// gather_operand gives what export_operand gives at the same positions, in every layout a plan
+// holds its operands in (oneDNN's blocked nChw16c and OIhw16i16o among them, a channel count
+// that pads its blocks), for inputs and outputs, in f32 and bf16.
+TEST_P(BackendOps, GatheredElementsAreTheExportedOnes) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    if (!must_run(dtype)) continue;
+    for (const ConvDirection direction :
+         {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_weights}) {
+      ConvOp op{.direction = direction,
+                .mb = 3,
+                .ic = 20,
+                .ih = 9,
+                .iw = 7,
+                .oc = 36,
+                .kh = 3,
+                .kw = 3,
+                .ph = 1,
+                .pw = 1,
+                .dtype = dtype,
+                .layout = Layout::native};
+      std::unique_ptr<Plan> plan;
+      const Status planned = backend_->plan(op, &plan);
+      if (planned.code() == StatusCode::unimplemented) continue;
+      ASSERT_TRUE(planned.ok()) << planned.message();
+      for (std::size_t i = 0; i < plan->operands().size(); ++i) {
+        const OperandSpec& spec = plan->operands()[i];
+        const int index = static_cast<int>(i);
+        Buffer buffer;
+        ASSERT_TRUE(backend_->allocate(spec.bytes, &buffer).ok());
+        ASSERT_TRUE(import_floats(*backend_, *plan, index,
+                                  random_values(spec.elements(), 11 + i, spec.dtype), buffer)
+                        .ok());
+        std::vector<char> exported(spec.elements() * dtype_size(spec.dtype));
+        ASSERT_TRUE(backend_->export_operand(*plan, index, buffer, exported.data()).ok());
+        std::vector<std::int64_t> positions;
+        for (std::int64_t p = 0; p < 500; ++p)
+          positions.push_back(static_cast<std::int64_t>(
+              mix64(static_cast<std::uint64_t>(p) + 97 * i) % spec.elements()));
+        positions.push_back(static_cast<std::int64_t>(spec.elements()) - 1);
+        const std::size_t size = dtype_size(spec.dtype);
+        std::vector<char> gathered(positions.size() * size);
+        ASSERT_TRUE(
+            backend_->gather_operand(*plan, index, buffer, positions, gathered.data()).ok());
+        for (std::size_t p = 0; p < positions.size(); ++p)
+          ASSERT_EQ(
+              std::memcmp(gathered.data() + p * size,
+                          exported.data() + static_cast<std::size_t>(positions[p]) * size, size),
+              0)
+              << op_name(op) << " " << spec.name << " position " << positions[p];
+        backend_->release(buffer);
+      }
+    }
+  }
 }
 
 TEST_P(BackendOps, StreamKernels) {
