@@ -362,6 +362,33 @@ LowPrecisionSupport f16_support() {
 }
 #endif
 
+namespace {
+
+// Whether `desc` is dense row-major over its dims: an element's position in its memory is then
+// its logical index.
+bool row_major(const md& desc) {
+#if DNNL_VERSION_MAJOR >= 3
+  if (desc.get_format_kind() != dnnl::memory::format_kind::blocked || desc.get_inner_nblks() != 0 ||
+      desc.get_submemory_offset() != 0)
+    return false;
+  const dims logical = desc.get_dims(), strides = desc.get_strides();
+#else
+  const dnnl_memory_desc_t& c = desc.data;
+  if (c.format_kind != dnnl_blocked || c.format_desc.blocking.inner_nblks != 0 || c.offset0 != 0)
+    return false;
+  const dims logical(c.dims, c.dims + c.ndims),
+      strides(c.format_desc.blocking.strides, c.format_desc.blocking.strides + c.ndims);
+#endif
+  std::int64_t expected = 1;
+  for (std::size_t d = logical.size(); d-- > 0;) {
+    if (logical[d] > 1 && strides[d] != expected) return false;
+    expected *= logical[d];
+  }
+  return true;
+}
+
+}  // namespace
+
 bool blocked_offsets(const md& desc, const md& plain, std::span<const std::int64_t> positions,
                      std::vector<std::int64_t>* offsets) {
 #if DNNL_VERSION_MAJOR >= 3
@@ -385,6 +412,7 @@ bool blocked_offsets(const md& desc, const md& plain, std::span<const std::int64
 #endif
   const std::size_t rank = logical.size();
   if (strides.size() != rank || inner_blocks.size() != inner_dims.size()) return false;
+  if (!row_major(plain)) return false;  // positions are then not logical indices
   offsets->resize(positions.size());
   std::vector<std::int64_t> at(rank);
   for (std::size_t p = 0; p < positions.size(); ++p) {

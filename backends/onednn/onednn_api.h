@@ -130,7 +130,8 @@ std::string known_fault(int major, int minor, const cpu::CpuidReader& cpuid);
 // Where each element at `positions` (row-major over the desc's dims) lies in memory described by
 // `desc`, in elements from its start, into `offsets`: oneDNN's blocked-layout formula (outer
 // strides, inner blocks from the innermost out). False for a layout it does not describe (not
-// blocked) or a data type other than `plain`'s: the caller then reorders the whole tensor.
+// blocked), a data type other than `plain`'s, or a `plain` that is not dense row-major (where a
+// position is not a logical index): the caller then reorders the whole tensor.
 bool blocked_offsets(const md& desc, const md& plain, std::span<const std::int64_t> positions,
                      std::vector<std::int64_t>* offsets);
 

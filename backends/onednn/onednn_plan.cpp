@@ -135,6 +135,8 @@ Status OneDnnPlan::export_operand(int index, Buffer device, void* plain_host) co
 Status OneDnnPlan::gather_operand(int index, Buffer device, std::span<const std::int64_t> positions,
                                   void* values) const {
   const Operand& operand = descs_.at(index);
+  if (operand.planned == operand.plain)  // held as export_operand gives it
+    return CpuPlan::gather_operand(index, device, positions, values);
   const std::size_t size = dtype_size(operand.spec.dtype);
   std::vector<std::int64_t> offsets;
   if (api::blocked_offsets(operand.planned, operand.plain, positions, &offsets)) {

@@ -140,25 +140,47 @@ TEST_P(BackendOps, ConvEpilogues) {
 }
 
 // gather_operand gives what export_operand gives at the same positions, in every layout a plan
-// holds its operands in (oneDNN's blocked nChw16c and OIhw16i16o among them, a channel count
-// that pads its blocks), for inputs and outputs, in f32 and bf16.
+// holds its operands in: oneDNN's blocked nChw16c and OIhw16i16o (a channel count that pads
+// its blocks), a prepacked B, attention's head-interleaved strided operands; inputs and outputs,
+// f32 and bf16.
 TEST_P(BackendOps, GatheredElementsAreTheExportedOnes) {
   for (const DType dtype : {DType::f32, DType::bf16}) {
     if (!must_run(dtype)) continue;
+    std::vector<OpDesc> ops;
     for (const ConvDirection direction :
-         {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_weights}) {
-      ConvOp op{.direction = direction,
-                .mb = 3,
-                .ic = 20,
-                .ih = 9,
-                .iw = 7,
-                .oc = 36,
-                .kh = 3,
-                .kw = 3,
-                .ph = 1,
-                .pw = 1,
-                .dtype = dtype,
-                .layout = Layout::native};
+         {ConvDirection::forward, ConvDirection::backward_data, ConvDirection::backward_weights})
+      ops.push_back(ConvOp{.direction = direction,
+                           .mb = 3,
+                           .ic = 20,
+                           .ih = 9,
+                           .iw = 7,
+                           .oc = 36,
+                           .kh = 3,
+                           .kw = 3,
+                           .ph = 1,
+                           .pw = 1,
+                           .dtype = dtype,
+                           .layout = Layout::native});
+    ops.push_back(GemmOp{.m = 33,
+                         .n = 70,
+                         .k = 48,
+                         .a_type = dtype,
+                         .b_type = dtype,
+                         .c_type = dtype,
+                         .prepacked_b = true});
+    ops.push_back(GemmOp{.m = 9,
+                         .n = 11,
+                         .k = 8,
+                         .trans_b = true,
+                         .a_type = dtype,
+                         .b_type = dtype,
+                         .c_type = dtype,
+                         .batch = 2,
+                         .heads = 3,
+                         .a_interleaved = true,
+                         .b_interleaved = true,
+                         .c_interleaved = true});
+    for (const OpDesc& op : ops) {
       std::unique_ptr<Plan> plan;
       const Status planned = backend_->plan(op, &plan);
       if (planned.code() == StatusCode::unimplemented) continue;
