@@ -47,9 +47,6 @@ Status read_sample(Timer& timer, int units, const Agreement& agreement, double* 
 Status measure(Workload& workload, Backend& backend, const HarnessConfig& config, Measurement* out,
                World* ranks, const PhaseListener& on_phase) {
   *out = Measurement{};
-  auto begin_phase = [&](std::string_view name) {
-    if (on_phase) on_phase(name);
-  };
   using Clock = std::chrono::steady_clock;
   const Agreement agreement(ranks);
   // The slowest rank's time since `start`: what every budget below is held against.
@@ -63,7 +60,7 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
   };
   std::unique_ptr<Timer> timer = backend.make_timer();
   if (workload.times_itself()) {
-    begin_phase("timing");
+    if (on_phase) on_phase("timing");
     start_phase();
     TB_RETURN_IF_ERROR(workload.run());
     out->samples_s = workload.own_samples();
@@ -82,7 +79,7 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
   // Every rank runs the same count: the count is reached together, and the time beyond it is
   // the slowest rank's.
   double fastest = INFINITY;
-  begin_phase("warm-up");
+  if (on_phase) on_phase("warm-up");
   const auto warmup_start = start_phase();
   auto warm_up_longer = [&] {
     const double elapsed = seconds_since(warmup_start);
@@ -105,7 +102,7 @@ Status measure(Workload& workload, Backend& backend, const HarnessConfig& config
     out->units_per_sample = static_cast<int>(
         std::min(1e6, std::ceil(config.min_sample_seconds / std::max(fastest, 1e-9))));
 
-  begin_phase("timing");
+  if (on_phase) on_phase("timing");
   const auto start = start_phase();
   auto sample_more = [&] {
     const int taken = static_cast<int>(out->samples_s.size());

@@ -213,6 +213,24 @@ std::optional<CaseEnergy> energy_of(const CaseResult& result, const nlohmann::js
                      headline ? std::optional<double>(headline->value) : std::nullopt);
 }
 
+// A passed case's samples, statistics, metrics and details; `telemetry`: what the device's
+// monitor saw (null without one).
+void record_measurement(const Measurement& measurement, const Workload& workload,
+                        const BackendSlot& slot, const nlohmann::json* telemetry,
+                        CaseResult* result) {
+  result->samples_s = measurement.samples_s;
+  result->units_per_sample = measurement.units_per_sample;
+  result->warmup_runs = measurement.warmup_runs;
+  result->stats = summarize(result->samples_s);
+  result->metrics =
+      compute_metrics(workload.counts(), result->stats->median, workload.dtype(), slot);
+  result->details = workload.details();
+  result->reference_kernels = workload.reference_kernels();  // now with their time shares
+  if (telemetry) result->details["device_telemetry"] = *telemetry;
+  result->end(CaseStatus::passed, ReasonCode::none, "");
+  result->energy = energy_of(*result, telemetry ? *telemetry : nlohmann::json());
+}
+
 // A case's stages as they begin: each one's wall time, and the journal (where the run keeps one)
 // told its name, so that a crash or a time limit can say which stage it came in.
 class StageClock {
@@ -313,17 +331,8 @@ CaseResult run_stages(Case& item, const RunOptions& options, World& world, std::
       result.details = workload.details();  // what a failed run learned (a curve) is kept
       return result;
     }
-    result.samples_s = measurement.samples_s;
-    result.units_per_sample = measurement.units_per_sample;
-    result.warmup_runs = measurement.warmup_runs;
-    result.stats = summarize(result.samples_s);
-    result.metrics =
-        compute_metrics(workload.counts(), result.stats->median, workload.dtype(), *item.slot);
-    result.details = workload.details();
-    result.reference_kernels = workload.reference_kernels();  // now with their time shares
-    if (telemetry) result.details["device_telemetry"] = telemetry_seen;
-    result.end(CaseStatus::passed, ReasonCode::none, "");
-    result.energy = energy_of(result, telemetry_seen);
+    record_measurement(measurement, workload, *item.slot, telemetry ? &telemetry_seen : nullptr,
+                       &result);
   } catch (const std::exception& e) {
     result.end(CaseStatus::failed, ReasonCode::error, e.what());
   }

@@ -14,6 +14,11 @@
 #                 or: trainbench-gpu/run.sh check   (GPU tests, then the quick suite on every backend)
 #                 or: trainbench-gpu/run.sh tests   (the GPU tests alone)
 #                 or: trainbench-gpu/run.sh exec test_cuda --gtest_filter='Cudnn*'   (one program)
+#                 or: trainbench-gpu/run.sh budget OUT [BACKEND]   (one lease's checks, about 10 min,
+#                     each part under its own timeout, at most 8 files, all under OUT: the cuda
+#                     tests, attention planned alone with cuDNN's log, a GEMM k-sweep, ResNet-50 and
+#                     BERT-large bf16 steps with their stage seconds, their PyTorch peers, nvidia-smi;
+#                     BACKEND cpu-onednn rehearses it on a CPU at small sizes)
 #                 or: trainbench-gpu/run.sh gpu -o gpu.json   (the GPU suite, then the PyTorch peers:
 #                     torch.matmul per dtype, the device copy, ResNet-50 and BERT-large steps
 #                     under bf16 AMP, Fashion-MNIST time-to-train in f32 and bf16)
@@ -166,6 +171,75 @@ if [ "${1:-}" = "gpu" ]; then  # the GPU suite, then torch.matmul on the same GE
     python3 "$here/pytorch_reference.py" fashion-mnist --cuda --dtype "$dtype" \
       -o "pytorch-fashion-mnist-$dtype.json" || status=$?
   done
+  exit "$status"
+fi
+if [ "${1:-}" = "budget" ]; then  # budget OUT [BACKEND]: one device lease's checks, each timed out
+  out="${2:?budget needs an output folder}"
+  backend="${3:-cuda}"  # another backend rehearses the script on a CPU, at small sizes
+  mkdir -p "$out"
+  log="$out/budget.log"
+  status=0
+  # part SECONDS NAME COMMAND...: the command under its own time limit, its output in the log.
+  part() {
+    local seconds="$1" name="$2" start=$SECONDS rc=0
+    shift 2
+    echo "== $name (at most $seconds s): $*" >>"$log"
+    timeout --kill-after=10 "$seconds" "$@" >>"$log" 2>&1 || rc=$?
+    echo "== $name: exit $rc after $((SECONDS - start)) s" >>"$log"
+    [ "$rc" = 0 ] || status=1
+  }
+  if [ "$backend" = cuda ]; then
+    resnet='resnet50-train batch=256 dtype=bf16'
+    bert='bert-train model=large batch=32 seq=128 dtype=bf16'
+    gemm_sizes=(4096 2048 16384)
+    peer=(--cuda)
+    resnet_peer=(--batch 256 --steps 10 --warmup 3)
+    bert_peer=(--model large --batch 32 --seq 128 --steps 10 --warmup 3)
+  else
+    resnet='resnet50-train batch=2 image=64 classes=10 dtype=bf16'
+    bert='bert-train model=tiny batch=2 seq=32 dtype=bf16'
+    gemm_sizes=(256 128 1024)
+    peer=()
+    resnet_peer=(--batch 2 --image 64 --classes 10 --steps 1 --warmup 1)
+    bert_peer=(--model tiny --batch 2 --seq 32 --steps 1 --warmup 1)
+  fi
+  # 1. The cuda tests (about 1.5 min).
+  part 100 tests "$here/bin/test_cuda" --gtest_brief=1
+  part 40 backend-tests "$here/bin/test_backends" --gtest_brief=1 --gtest_filter='*/cuda:Agreement.*'
+  # 2. Each attention pass planned alone, with cuDNN's own log of what it refused, and a GEMM
+  # k-sweep for the accumulation model (1 min).
+  part 30 attention env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn-attention.log" \
+    "$here/bin/test_cuda" --gtest_brief=1 --gtest_filter='CudnnAttention*'
+  m="${gemm_sizes[0]}"
+  part 60 gemm "$here/bin/trainbench" run -b "$backend" -v -o "$out/gemm.json" \
+    -w "gemm m=$m n=$m k=${gemm_sizes[1]} dtype=tf32" -w "gemm m=$m n=$m k=${gemm_sizes[2]} dtype=tf32" \
+    -w "gemm m=$m n=$m k=${gemm_sizes[2]} dtype=bf16 out=f32"
+  # 3. The training steps, each stage's seconds in the log (5 min).
+  part 300 steps "$here/bin/trainbench" run -b "$backend" -v --time-budget 5 -o "$out/steps.json" \
+    -w "$resnet" -w "$bert"
+  # 4. PyTorch's same steps (2 min).
+  if python3 -c 'import torch' 2>/dev/null; then
+    part 60 pytorch-resnet50 python3 "$here/pytorch_reference.py" resnet50 "${peer[@]}" \
+      --dtype bf16 "${resnet_peer[@]}" -o "$out/pytorch-resnet50.json"
+    part 60 pytorch-bert python3 "$here/pytorch_reference.py" bert "${peer[@]}" --dtype bf16 \
+      --attention fused "${bert_peer[@]}" -o "$out/pytorch-bert.json"
+  else
+    echo "== pytorch: python3 has no torch here; the peers did not run" >>"$log"
+    [ "$backend" = cuda ] && status=1
+  fi
+  # 5. The device and the environment.
+  {
+    date -u
+    uname -a
+    nvidia-smi 2>&1 || echo "nvidia-smi: not here"
+    env | grep -E '^(CUDA|CUDNN|NCCL|NVIDIA|OMP|LD_LIBRARY_PATH)' | sort
+  } >"$out/environment.txt" 2>&1
+  # The cuDNN log is kept to its last 4 MB: the files come back whole or not at all.
+  if [ -f "$out/cudnn-attention.log" ]; then
+    tail -c 4000000 "$out/cudnn-attention.log" >"$out/cudnn-attention.log.tail"
+    mv "$out/cudnn-attention.log.tail" "$out/cudnn-attention.log"
+  fi
+  echo "budget: $(ls "$out" | wc -l) files in $out, exit $status" >>"$log"
   exit "$status"
 fi
 if [ "${1:-}" = "exec" ]; then  # exec PROGRAM [ARGS]: one packed program, e.g. a test with a filter

@@ -61,7 +61,7 @@ class AloneOp {
         continue;
       }
       TB_RETURN_IF_ERROR(import_floats(
-          backend_, *plan_, index, random_values(spec.elements(), seed + i, spec.dtype), buffer));
+          backend_, *plan_, index, counter_values(spec.elements(), seed + i, spec.dtype), buffer));
     }
     if (plan_->workspace_bytes() > 0)
       TB_RETURN_IF_ERROR(backend_.allocate(plan_->workspace_bytes(), &workspace_));
