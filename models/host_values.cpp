@@ -7,12 +7,21 @@
 #include "backends/low_precision.h"
 
 namespace tb {
+namespace {
+
+// Conversions of more values than this run on every thread: a full-size step's operands are
+// tens of millions of values, a small op's not worth the threads' start.
+constexpr std::int64_t kParallelValues = std::int64_t{1} << 16;
+
+}  // namespace
 
 void to_bytes(const std::vector<double>& values, DType dtype, std::vector<char>* bytes) {
   bytes->resize(values.size() * dtype_size(dtype));
   char* out = bytes->data();
+  const auto count = static_cast<std::int64_t>(values.size());
   auto narrow = [&]<typename T>(T) {
-    for (std::size_t i = 0; i < values.size(); ++i) {
+#pragma omp parallel for schedule(static) if (count > kParallelValues)
+    for (std::int64_t i = 0; i < count; ++i) {
       T value;
       if constexpr (std::is_same_v<T, std::uint16_t>) {
         const float single = static_cast<float>(values[i]);
@@ -43,7 +52,8 @@ void from_bytes(const char* bytes, std::size_t count, DType dtype, std::vector<d
   values->resize(count);
   double* out = values->data();
   auto widen = [&]<typename T>(T) {
-    for (std::size_t i = 0; i < count; ++i) {
+#pragma omp parallel for schedule(static) if (count > kParallelValues)
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(count); ++i) {
       T value;
       std::memcpy(&value, bytes + i * sizeof(T), sizeof(T));
       if constexpr (std::is_same_v<T, std::uint16_t>)
