@@ -130,9 +130,9 @@ struct OpCheckOptions {
   // The options at the measured batch once every op of its architecture has been checked at a
   // small batch (measured_network): the ops whose kernels depend on the batch's shape, the
   // products, on sampled elements (attention, which has no sampled reference, in full); the
-  // other ops run unchecked, and no update (it does not depend on the batch).
-  static OpCheckOptions measured_batch() {
-    return {.full_reference_limit = 0, .products_only = true, .update = std::nullopt};
+  // other ops, the update among them, run unchecked (the step is applied, as a run's is).
+  static OpCheckOptions measured_batch(const OptimizerSettings& update) {
+    return {.full_reference_limit = 0, .products_only = true, .update = update};
   }
 
   std::int64_t full_reference_limit = std::int64_t{1} << 26;  // about 0.1 s of f64 loops

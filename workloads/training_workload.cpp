@@ -200,7 +200,7 @@ bool TrainingWorkload::check_small_batch_ops(Validation* result) {
 bool TrainingWorkload::check_measured_ops(Validation* result) {
   if (network_.batch <= kSmallBatch) return true;  // checked in full by check_small_batch_ops
   return record_op_check("of the measured network", *step_, network_.batch,
-                         OpCheckOptions::measured_batch(), &measured_check_, result);
+                         OpCheckOptions::measured_batch(settings_), &measured_check_, result);
 }
 
 bool TrainingWorkload::check_reduced_gradients(const ReducedCase& reduced, Validation* result) {

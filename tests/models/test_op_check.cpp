@@ -247,7 +247,8 @@ TEST_F(StepCheck, SampledOutputsCatchAConvolutionOffByATenthOfAPercent) {
 // with one sample's worth of its batch dropped (a k-tile a kernel skipped) fails. The other
 // ops and the update are left to the small batch's tier.
 TEST_F(StepCheck, TheMeasuredBatchTierChecksTheProductsOnly) {
-  const OpCheck clean = check(DType::f32, nullptr, OpCheckOptions::measured_batch());
+  const OpCheck clean =
+      check(DType::f32, nullptr, OpCheckOptions::measured_batch(OptimizerSettings{}));
   print_margin("measured-batch tier, undamaged", clean);
   EXPECT_TRUE(clean.passed) << clean.worst_output << ": " << clean.worst_error;
   EXPECT_EQ(clean.ops_checked, clean.ops_sampled);  // nothing in full: every product sampled
@@ -262,7 +263,8 @@ TEST_F(StepCheck, TheMeasuredBatchTierChecksTheProductsOnly) {
     for (std::size_t i = 0; i < x.spec("dst").elements(); ++i) dst[i] *= 1.001f;
     return true;
   };
-  const OpCheck off = check(DType::f32, scaled, OpCheckOptions::measured_batch());
+  const OpCheck off =
+      check(DType::f32, scaled, OpCheckOptions::measured_batch(OptimizerSettings{}));
   print_margin("measured-batch tier, conv dst x 1.001", off);
   EXPECT_FALSE(off.passed);
   EXPECT_NE(off.worst_output.find("conv dst"), std::string::npos) << off.worst_output;
@@ -282,7 +284,8 @@ TEST_F(StepCheck, TheMeasuredBatchTierChecksTheProductsOnly) {
     std::copy(kept.begin(), kept.end(), diff_dst + 3 * per_image);
     return true;
   };
-  const OpCheck short_sum = check(DType::f32, dropped, OpCheckOptions::measured_batch());
+  const OpCheck short_sum =
+      check(DType::f32, dropped, OpCheckOptions::measured_batch(OptimizerSettings{}));
   print_margin("measured-batch tier, a weight gradient without its last image", short_sum);
   EXPECT_FALSE(short_sum.passed);
   EXPECT_NE(short_sum.worst_output.find("diff_weights"), std::string::npos)
