@@ -763,7 +763,7 @@ Status OpCheckFootprint::add(const StepOp& op) {
     transient_ = std::max(transient_, 2 * f64_bytes(operand_index(specs, "dst")));
     return Status::Ok();
   }
-  if (path == CheckPath::sampled) {  // each output whole, once at a time; its samples are few
+  if (path == CheckPath::sampled) {  // at most each output whole (gathered: its samples only)
     for (std::size_t i = 0; i < specs.size(); ++i)
       if (specs[i].is_output) sampled_values_ = std::max(sampled_values_, f64_bytes(i));
     return Status::Ok();

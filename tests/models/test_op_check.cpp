@@ -225,17 +225,20 @@ TEST_F(StepCheck, TheUpdateIsCheckedWhenAsked) {
   EXPECT_EQ(with.ops_checked, without.ops_checked + 1);  // the optimizer
 }
 
+// A convolution forward 0.1% off: its output scaled after it ran.
+bool scale_convolution_output(Backend& real, Plan& plan, std::span<const Buffer> b,
+                              Buffer workspace) {
+  if (!operands_named(plan, {"src", "weights", "dst"})) return false;
+  EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+  const BoundOperands x(plan.operands(), b);
+  float* dst = x.out<float>("dst");
+  for (std::size_t i = 0; i < x.spec("dst").elements(); ++i) dst[i] *= 1.001f;
+  return true;
+}
+
 TEST_F(StepCheck, SampledOutputsCatchAConvolutionOffByATenthOfAPercent) {
-  auto damage = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
-    if (!operands_named(plan, {"src", "weights", "dst"})) return false;
-    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
-    const BoundOperands x(plan.operands(), b);
-    float* dst = x.out<float>("dst");
-    for (std::size_t i = 0; i < x.spec("dst").elements(); ++i) dst[i] *= 1.001f;
-    return true;
-  };
-  const OpCheck out =
-      check(DType::f32, damage, {.full_reference_limit = 0, .update = OptimizerSettings{}});
+  const OpCheck out = check(DType::f32, scale_convolution_output,
+                            {.full_reference_limit = 0, .update = OptimizerSettings{}});
   print_margin("conv dst x 1.001, sampled", out);
   EXPECT_FALSE(out.passed);
   EXPECT_NE(out.worst_output.find("conv dst"), std::string::npos) << out.worst_output;
@@ -255,16 +258,8 @@ TEST_F(StepCheck, TheMeasuredBatchTierChecksTheProductsOnly) {
   EXPECT_GT(clean.ops_sampled, 10);
   const OpCheck every_op = check(DType::f32, nullptr);
   EXPECT_LT(clean.ops_sampled, every_op.ops_checked);
-  auto scaled = [](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
-    if (!operands_named(plan, {"src", "weights", "dst"})) return false;
-    EXPECT_TRUE(real.execute(plan, b, workspace).ok());
-    const BoundOperands x(plan.operands(), b);
-    float* dst = x.out<float>("dst");
-    for (std::size_t i = 0; i < x.spec("dst").elements(); ++i) dst[i] *= 1.001f;
-    return true;
-  };
-  const OpCheck off =
-      check(DType::f32, scaled, OpCheckOptions::measured_batch(OptimizerSettings{}));
+  const OpCheck off = check(DType::f32, scale_convolution_output,
+                            OpCheckOptions::measured_batch(OptimizerSettings{}));
   print_margin("measured-batch tier, conv dst x 1.001", off);
   EXPECT_FALSE(off.passed);
   EXPECT_NE(off.worst_output.find("conv dst"), std::string::npos) << off.worst_output;
