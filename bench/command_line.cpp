@@ -620,13 +620,13 @@ struct WithFormat {
 
 Subcommand register_summary(CLI::App& app) {
   CLI::App* summary = app.add_subcommand(
-      "summary", "what a buyer asks, answered from one report or two machines' reports");
+      "summary", "what a buyer asks, answered from the reports of one machine or several");
   auto s = std::make_shared<WithFormat<SummaryOptions>>();
   summary
       ->add_option("reports", s->options.reports,
-                   "report file; or a GPU machine's and a CPU machine's, for the buyer's table")
-      ->required()
-      ->expected(1, 2);
+                   "report files: those of one host are one machine's (bench/results/*/*.json: "
+                   "every machine measured), several machines give the buyer's table")
+      ->required();
   add_cost_options(summary, s->options.costs);
   add_format(summary, s->format, kTableFormats);
   return {summary,

@@ -82,7 +82,7 @@ struct PlanOptions {
 int plan_command(const PlanOptions& options);
 
 struct SummaryOptions {
-  std::vector<std::string> reports;  // one machine's, or a GPU machine's and a CPU machine's
+  std::vector<std::string> reports;  // any number; those of one host are one machine
   CostOptions costs;
   TableFormat format = TableFormat::table;
 };

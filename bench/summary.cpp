@@ -1,6 +1,5 @@
 // `trainbench summary`: prints reports/summary.h's answers as text, Markdown or JSON.
 #include <cstdio>
-#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
@@ -26,13 +25,13 @@ std::string indented(const TextTable& table) {
 }  // namespace
 
 int summary_command(const SummaryOptions& options) {
-  std::vector<nlohmann::json> reports;
-  for (const std::string& path : options.reports) reports.push_back(read_input_report(path));
   const std::vector<Costs> costs = load_costs(options.reports, options.costs);
+  std::vector<ReportFile> files;
+  for (std::size_t i = 0; i < options.reports.size(); ++i)
+    files.push_back({options.reports[i], read_input_report(options.reports[i]), costs[i]});
+  const std::vector<HostReports> grouped = group_by_machine(files);
   std::vector<MachineReport> machines;
-  for (std::size_t i = 0; i < reports.size(); ++i)
-    machines.push_back(
-        {std::filesystem::path(options.reports[i]).filename().string(), &reports[i], costs[i]});
+  for (const HostReports& m : grouped) machines.push_back({m.label, &m.report, m.costs});
   const std::vector<Answer> answers = machine_answers(machines);
   std::string text;
   if (options.format == TableFormat::json) {

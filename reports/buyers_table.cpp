@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "backends/status.h"
+#include "reports/case_family.h"
 #include "reports/case_resources.h"
 #include "reports/result_record.h"
+#include "workloads/registry.h"
 
 namespace tb {
 namespace {
@@ -29,7 +34,7 @@ std::string device_model(const nlohmann::json& report) {
     if (backend["device"].value("kind", "") == "gpu") return model;
     if (cpu.empty()) cpu = model;
   }
-  return cpu;
+  return cpu.empty() ? report["host"].value("cpu_model", "") : cpu;
 }
 
 // "sample" from "samples/s", "TFLOP" from "TFLOP/s"; a time to train is counted per run.
@@ -41,18 +46,41 @@ std::string unit_of_work(const Headline& headline) {
   return unit;
 }
 
-// What one unit of work costs a machine: its best result and, where known, the joules and
-// dollars of one unit (one run for a time-to-train).
-struct MachineCase {
-  const ResultRecord* result = nullptr;
-  std::optional<double> joules, dollars;
-  std::string power_source;  // "measured (powercap)", "given 700 W"
+std::string class_name(CaseClass kind) {
+  switch (kind) {
+    case CaseClass::training:
+      return "training";
+    case CaseClass::time_to_train:
+      return "time-to-train";
+    case CaseClass::product:
+      return "product";
+    case CaseClass::bandwidth:
+      return "bandwidth";
+    case CaseClass::transfer:
+      return "transfer";
+    case CaseClass::collective:
+      return "collective";
+    case CaseClass::peak:
+      return "peak";
+  }
+  return "";
+}
 
-  MachineCase(const ResultRecord& best, const Costs& costs) : result(&best) {
-    const HeadlineValue& h = *best.headline;
+nlohmann::json optional_json(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+// What one unit of work costs a machine: the joules and dollars of one unit (one run for a
+// time-to-train), where its power and price are known.
+struct UnitCost {
+  std::optional<double> joules, dollars;
+  std::string power_source;  // "measured 700 W (NVML)", "given 700 W"
+
+  UnitCost(const ResultRecord& result, const Costs& costs) {
+    const HeadlineValue& h = *result.headline;
     // Seconds of the machine that one unit of work takes.
     const double seconds = h.headline.lower_is_better ? h.value : 1 / h.value;
-    const std::optional<CaseEnergy> energy = read_case_energy(*best.json);
+    const std::optional<CaseEnergy> energy = read_case_energy(*result.json);
     if (energy && energy->average_w) {
       joules = *energy->average_w * seconds;
       power_source = fmt::format("measured {:.0f} W ({})", *energy->average_w, energy->source);
@@ -64,119 +92,403 @@ struct MachineCase {
   }
 };
 
-// Each workload's best passed result on one machine.
-std::map<std::string, const ResultRecord*> best_by_workload(
-    const std::vector<ResultRecord>& results) {
-  std::map<std::string, const ResultRecord*> best;
-  for (const ResultRecord& r : results) {
-    if (!r.passed() || !r.headline || r.headline->value <= 0) continue;
-    const ResultRecord*& slot = best[r.key.workload];
-    if (!slot || headline_ratio(r, *slot).value_or(0) > 1) slot = &r;
-  }
-  return best;
-}
-
-std::string value_text(const HeadlineValue& h) {
-  return h.headline.lower_is_better ? format_seconds(h.value)
-                                    : fmt::format("{:.4g} {}", h.value, h.headline.unit);
-}
-
-std::string energy_text(const MachineCase& c, const std::string& unit) {
+std::string energy_text(const UnitCost& c, const std::string& unit) {
   if (!c.joules) return "-";
   return unit == "run" ? fmt::format("{:.3g} kWh ({})", *c.joules / 3.6e6, c.power_source)
                        : fmt::format("{:.3g} J/{} ({})", *c.joules, unit, c.power_source);
 }
 
 // Dollars per run, or per million units of a rate (a sample costs micro-dollars).
-std::string cost_text(const MachineCase& c, const std::string& unit) {
+std::string cost_text(const UnitCost& c, const std::string& unit) {
   if (!c.dollars) return "-";
   return unit == "run" ? fmt::format("${:.3g}", *c.dollars)
                        : fmt::format("${:.3g} per 1M {}s", *c.dollars * 1e6, unit);
 }
 
-std::optional<double> ratio(const std::optional<double>& a, const std::optional<double>& b) {
-  return a && b && *b > 0 ? std::optional<double>(*a / *b) : std::nullopt;
+std::string hours_text(double seconds) {
+  return seconds >= 3600 ? fmt::format("{:.3g} h", seconds / 3600)
+                         : fmt::format("{:.3g} min", seconds / 60);
 }
 
-std::string ratio_text(const std::optional<double>& r) {
-  return r ? fmt::format("{:.3g}x", *r) : "-";
-}
-
-nlohmann::json optional_json(const std::optional<double>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
-
-nlohmann::json case_json(const MachineCase& c) {
-  return {{"backend", c.result->key.backend},
-          {"value", c.result->headline->value},
-          {"joules_per_unit", optional_json(c.joules)},
-          {"power", c.power_source},
-          {"usd_per_unit", optional_json(c.dollars)}};
-}
-
-// "0.12x to 0.5x" over the workloads, or "0.12x" where they all agree.
+// "0.12x to 0.5x" over the families, or "0.12x" where they all agree.
 std::string range_text(const std::vector<double>& ratios) {
   const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
   return *low == *high ? fmt::format("{:.3g}x", *low)
                        : fmt::format("{:.3g}x to {:.3g}x", *low, *high);
 }
 
-// The table's rows, their figures for --format json and the ratios the answer sums up.
-struct Rows {
-  std::string labels[2];
-  TextTable table;
-  nlohmann::json json = nlohmann::json::array();
+// The batch of a training case's size ("batch=256"), 0 where it has none or not as a number.
+long batch_of(const std::string& size) {
+  const std::size_t at = size.find("batch=");
+  long batch = 0;
+  if (at != std::string::npos)
+    std::from_chars(size.data() + at + 6, size.data() + size.size(), batch);
+  return batch;
+}
+
+// The ranks a report's run had: 1 for a report without a world (a PyTorch peer's).
+int world_size(const nlohmann::json& report) {
+  const auto world = report.find("world");
+  return world != report.end() && world->is_object() ? world->value("size", 1) : 1;
+}
+
+bool is_peer(const std::string& backend) {
+  return backend.starts_with("pytorch");
+}
+
+// A result in its family.
+struct FamilyCase {
+  const ResultRecord* result = nullptr;
+  CaseFamily family;
+};
+
+// One machine's results by family: the passed ones, the best of each backend, best first; and
+// the first that did not pass (trainbench's own before a peer's).
+struct MachineCases {
+  const MachineReport* machine = nullptr;
+  std::vector<ResultRecord> results;
+  bool gpu = false;
+  std::map<std::string, std::vector<FamilyCase>> passed;
+  std::map<std::string, FamilyCase> unpassed;
+
+  MachineCases(const MachineReport& m, std::map<std::string, CaseFamily>* families)
+      : machine(&m), results(read_results(*m.report)), gpu(has_gpu(*m.report)) {
+    const int world = world_size(*m.report);
+    for (const ResultRecord& r : results) {
+      FamilyCase c{&r, {}};
+      try {
+        c.family = case_family(r.key.workload, r.json->value("world_size", world));
+      } catch (const UsageError&) {
+        continue;  // a kind this build does not know (a newer report): nothing to pair it with
+      }
+      // A collective at one rank moves nothing between ranks: no figure to compare.
+      if (c.family.kind == CaseClass::collective && c.family.key.ends_with(" ranks=1")) continue;
+      families->emplace(c.family.key, c.family);
+      if (r.passed() && r.headline && r.headline->value > 0)
+        add_passed(c);
+      else if (!unpassed.count(c.family.key) || is_peer(unpassed[c.family.key].result->key.backend))
+        unpassed[c.family.key] = c;
+    }
+    for (auto& [key, cases] : passed)
+      std::stable_sort(cases.begin(), cases.end(), [](const FamilyCase& a, const FamilyCase& b) {
+        return headline_ratio(*a.result, *b.result).value_or(0) > 1;
+      });
+  }
+
+  void add_passed(const FamilyCase& c) {
+    std::vector<FamilyCase>& cases = passed[c.family.key];
+    for (FamilyCase& other : cases)
+      if (other.result->key.backend == c.result->key.backend) {
+        if (headline_ratio(*c.result, *other.result).value_or(0) > 1) other = c;
+        return;
+      }
+    cases.push_back(c);
+  }
+
+  // The best of trainbench's own backends: a PyTorch peer's figure is listed, never the
+  // machine's figure that ratios use.
+  const FamilyCase* best(const std::string& family) const {
+    const auto it = passed.find(family);
+    if (it == passed.end()) return nullptr;
+    for (const FamilyCase& c : it->second)
+      if (!is_peer(c.result->key.backend)) return &c;
+    return nullptr;
+  }
+
+  // The backend a command for this machine names: cuda on a GPU machine, else its oneDNN
+  // backend (or its first CPU backend).
+  std::string backend() const {
+    if (gpu) return "cuda";
+    std::string first;
+    for (const auto& b : (*machine->report)["backends"]) {
+      const std::string name = b.value("name", "");
+      if (name == "cpu-onednn") return name;
+      if (first.empty() && name.starts_with("cpu-")) first = name;
+    }
+    return first.empty() ? "cpu-onednn" : first;
+  }
+};
+
+// The case of a family that a machine's own suite runs (the gpu suite on a GPU machine, full
+// then quick on a CPU one): the case that would answer it at that machine's natural size.
+struct SuiteCases {
+  std::map<std::string, std::string> gpu, cpu;
+
+  SuiteCases() {
+    for (const char* suite : {"gpu", "full", "quick"})
+      for (const Descriptor& d : load_suite(suite)) {
+        const std::string line = d.to_string();
+        const std::string key = case_family(line).key;
+        if (std::string(suite) != "gpu") cpu.emplace(key, line);
+        if (std::string(suite) != "quick") gpu.emplace(key, line);
+      }
+  }
+};
+
+// The table's rows, what it could not answer, and the ratios the answer sums up.
+struct BuyersTable {
+  std::vector<MachineCases> machines;
+  std::map<std::string, CaseFamily> families;
+  std::size_t baseline = 0;
+  TextTable figures{{}};
+  TextTable missing{{"workload", "machine", "why", "to answer it"}};
+  nlohmann::json rows = nlohmann::json::array(), not_answered = nlohmann::json::array();
   std::vector<std::string> from;
-  std::vector<double> speeds, energies, costs;
+  // Per machine other than the baseline: its best over the baseline's best, per family.
+  std::map<std::size_t, std::vector<double>> speeds, training_speeds, energies, costs;
 
-  Rows(const std::string& first, const std::string& second)
-      : labels{first, second},
-        table({"workload", first, second, "speed", "energy per unit, " + first,
-               "energy per unit, " + second, "energy", "cost per unit, " + first,
-               "cost per unit, " + second, "cost"}) {}
+  explicit BuyersTable(const std::vector<MachineReport>& reports) {
+    for (const MachineReport& m : reports) machines.emplace_back(m, &families);
+    baseline = machines.size() - 1;  // GPU machines come first: a CPU one where there is one
+    figures = TextTable({"workload", "machine", "backend", "size", "figure",
+                         "over " + label(baseline), "step at the global batch", "time-to-train",
+                         "energy per unit", "cost per unit"});
+  }
 
-  void add(const std::string& workload, double speed, const MachineCase& c1,
-           const MachineCase& c2) {
-    const std::string unit = unit_of_work(c1.result->headline->headline);
-    const std::optional<double> energy = ratio(c1.joules, c2.joules),
-                                cost = ratio(c1.dollars, c2.dollars);
-    speeds.push_back(speed);
-    if (energy) energies.push_back(*energy);
-    if (cost) costs.push_back(*cost);
-    const auto value = [](const MachineCase& c) {
-      return fmt::format("{} ({})", value_text(*c.result->headline), c.result->key.backend);
-    };
-    table.add({workload, value(c1), value(c2), fmt::format("{:.3g}x", speed), energy_text(c1, unit),
-               energy_text(c2, unit), ratio_text(energy), cost_text(c1, unit), cost_text(c2, unit),
-               ratio_text(cost)});
-    json.push_back({{"workload", workload},
-                    {"metric", c1.result->headline->headline.metric},
-                    {"unit_of_work", unit},
-                    {"machines", {case_json(c1), case_json(c2)}},
-                    {"speed_ratio", speed},
-                    {"energy_ratio", optional_json(energy)},
-                    {"cost_ratio", optional_json(cost)}});
-    for (int m = 0; m < 2; ++m) {
-      const ResultRecord& r = *(m ? c2 : c1).result;
-      from.push_back(fmt::format("{}: {} {}: {}", labels[m], r.key.backend, workload,
-                                 value_text(*r.headline)));
+  const std::string& label(std::size_t m) const { return machines[m].machine->label; }
+
+  std::vector<const CaseFamily*> ordered_families() const {
+    std::vector<const CaseFamily*> ordered;
+    for (const auto& [key, family] : families) ordered.push_back(&family);
+    std::stable_sort(ordered.begin(), ordered.end(), [](const CaseFamily* a, const CaseFamily* b) {
+      return std::tie(a->kind, a->label) < std::tie(b->kind, b->label);
+    });
+    return ordered;
+  }
+
+  void add_family(const CaseFamily& family, const SuiteCases& suites) {
+    std::set<std::string> sizes;
+    long global_batch = 0;
+    for (const MachineCases& m : machines)
+      if (const auto it = m.passed.find(family.key); it != m.passed.end())
+        for (const FamilyCase& c : it->second) {
+          sizes.insert(c.family.size);
+          global_batch = std::max(global_batch, batch_of(c.family.size));
+        }
+    const FamilyCase* base = machines[baseline].best(family.key);
+    for (std::size_t m = 0; m < machines.size(); ++m) {
+      const FamilyCase* best = machines[m].best(family.key);
+      if (!best) add_missing(family, m, suites);
+      const auto it = machines[m].passed.find(family.key);
+      if (it == machines[m].passed.end()) continue;
+      if (family.kind != CaseClass::training)  // the best backend only
+        add_row(family, m, best ? *best : it->second.front(), base, sizes.size() > 1, global_batch);
+      else
+        for (const FamilyCase& c : it->second)
+          add_row(family, m, c, base, sizes.size() > 1, global_batch);
+      if (best && base && m != baseline) add_ratios(m, *best, *base);
     }
   }
 
-  // "... throughput 12x to 40x, energy per unit 0.05x to 0.2x, cost per unit 0.3x".
-  std::string summed_up() const {
-    std::string text = "throughput " + range_text(speeds);
-    text += energies.empty()
+  void add_ratios(std::size_t m, const FamilyCase& c, const FamilyCase& base) {
+    const std::optional<double> speed = headline_ratio(*c.result, *base.result);
+    if (!speed) return;
+    speeds[m].push_back(*speed);
+    if (c.family.kind == CaseClass::training) training_speeds[m].push_back(*speed);
+    const UnitCost mine(*c.result, machines[m].machine->costs),
+        theirs(*base.result, machines[baseline].machine->costs);
+    if (mine.joules && theirs.joules) energies[m].push_back(*mine.joules / *theirs.joules);
+    if (mine.dollars && theirs.dollars) costs[m].push_back(*mine.dollars / *theirs.dollars);
+  }
+
+  // One piece: a row's cells and its JSON, side by side so that they cannot disagree.
+  void add_row(const CaseFamily& family, std::size_t m, const FamilyCase& c, const FamilyCase* base,
+               bool sizes_differ, long global_batch) {
+    const ResultRecord& r = *c.result;
+    const HeadlineValue& h = *r.headline;
+    const std::string unit = unit_of_work(h.headline);
+    const UnitCost cost(r, machines[m].machine->costs);
+    std::string over_text = "-";
+    nlohmann::json over = nullptr;
+    if (const auto ratio = base ? headline_ratio(r, *base->result) : std::nullopt) {
+      over = *ratio;
+      over_text = fmt::format("{:.3g}x", *ratio);
+    }
+    nlohmann::json row = {{"family", family.key},
+                          {"workload", family.label},
+                          {"class", class_name(family.kind)},
+                          {"machine", label(m)},
+                          {"backend", r.key.backend},
+                          {"case", r.key.workload},
+                          {"size", c.family.size},
+                          {"sizes_differ", sizes_differ},
+                          {"metric", h.headline.metric},
+                          {"unit", h.headline.unit},
+                          {"value", h.value},
+                          {"over_baseline", over},
+                          {"unit_of_work", unit},
+                          {"joules_per_unit", optional_json(cost.joules)},
+                          {"power", cost.power_source},
+                          {"usd_per_unit", optional_json(cost.dollars)}};
+    std::string step = "-", time_to_train = "-";
+    if (family.kind == CaseClass::training && global_batch > 0) {
+      const double seconds = global_batch / h.value;
+      step = fmt::format("{} at {}", format_seconds(seconds), global_batch);
+      row["global_batch"] = global_batch;
+      row["step_s"] = seconds;
+      if (const ProjectionRecipe* recipe = projection_recipe(Descriptor::parse(r.key.workload))) {
+        row["time_to_train_s"] = projected_training_seconds(*recipe, h.value);
+        row["time_to_train"] = "projected";
+        time_to_train = hours_text(row["time_to_train_s"]) + " (projected)";
+      }
+    } else if (family.kind == CaseClass::time_to_train && h.headline.lower_is_better) {
+      row["time_to_train_s"] = h.value;
+      row["time_to_train"] = "measured";
+      time_to_train = hours_text(h.value) + " (measured)";
+    }
+    const std::string value = h.headline.lower_is_better
+                                  ? format_seconds(h.value)
+                                  : fmt::format("{:.4g} {}", h.value, h.headline.unit);
+    figures.add({family.label, label(m), r.key.backend,
+                 (c.family.size.empty() ? "-" : c.family.size) + (sizes_differ ? " *" : ""), value,
+                 over_text, step, time_to_train, energy_text(cost, unit), cost_text(cost, unit)});
+    rows.push_back(std::move(row));
+    from.push_back(fmt::format("{}: {} {}: {}", label(m), r.key.backend, r.key.workload, value));
+  }
+
+  // Why machine `m` has no figure for `family`, and the command that would give it one.
+  void add_missing(const CaseFamily& family, std::size_t m, const SuiteCases& suites) {
+    const MachineCases& machine = machines[m];
+    std::string why = "not run", command;
+    std::string backend = machine.backend(), workload;
+    if (const auto it = machine.unpassed.find(family.key); it != machine.unpassed.end()) {
+      const ResultRecord& r = *it->second.result;
+      std::string reason = r.reason.size() > 160 ? r.reason.substr(0, 157) + "..." : r.reason;
+      if (!r.passed())
+        why = fmt::format("{} on {}: {}", case_status_name(r.status), r.key.backend, reason);
+      else
+        why = fmt::format("passed on {} with no figure", r.key.backend);
+      if (!is_peer(r.key.backend)) backend = r.key.backend, workload = r.key.workload;
+    }
+    if (machine.passed.count(family.key)) why += " (a PyTorch peer's figure is listed)";
+    if (family.kind == CaseClass::transfer && !machine.gpu) {
+      why = "no GPU: host-device copies need one";
+    } else {
+      if (workload.empty()) {
+        const auto& natural = machine.gpu ? suites.gpu : suites.cpu;
+        if (const auto it = natural.find(family.key); it != natural.end()) workload = it->second;
+      }
+      if (workload.empty())  // at another machine's size: no suite of this one runs the family
+        for (const MachineCases& other : machines)
+          if (const FamilyCase* best = other.best(family.key))
+            workload = best->result->key.workload;
+      if (workload.empty())
+        for (const MachineCases& other : machines)
+          if (const auto it = other.unpassed.find(family.key); it != other.unpassed.end())
+            workload = it->second.result->key.workload;
+      command = fmt::format("trainbench run -b {} -w '{}'", backend, workload);
+    }
+    if (family.kind == CaseClass::collective) command = "mpirun -np 2 " + command;
+    missing.add({family.label, label(m), why, command.empty() ? "-" : command});
+    not_answered.push_back({{"family", family.key},
+                            {"workload", family.label},
+                            {"machine", label(m)},
+                            {"why", why},
+                            {"command", command}});
+  }
+
+  // "h200 over cpu: throughput 12x to 40x over 9 families (training 30x), energy per unit ..."
+  std::string summed_up(std::size_t m) const {
+    const auto find = [](const auto& map, std::size_t key) {
+      const auto it = map.find(key);
+      return it == map.end() ? std::vector<double>{} : it->second;
+    };
+    const std::vector<double> speed = find(speeds, m), training = find(training_speeds, m),
+                              energy = find(energies, m), cost = find(costs, m);
+    if (speed.empty())
+      return fmt::format("{}: no family in common with {}", label(m), label(baseline));
+    std::string text = fmt::format("{} over {}: throughput {} over {} families", label(m),
+                                   label(baseline), range_text(speed), speed.size());
+    text += training.empty() ? " (no training case in common)"
+                             : fmt::format(" (training {})", range_text(training));
+    text += energy.empty()
                 ? "; energy per unit needs a measured power or --watts for both"
-                : fmt::format(", energy per unit {}{}", range_text(energies),
-                              energies.size() < speeds.size() ? " (where both have a power)" : "");
-    text += costs.empty() ? "; cost per unit needs --price-per-hour for both"
-                          : fmt::format(", cost per unit {}", range_text(costs));
+                : fmt::format(", energy per unit {}{}", range_text(energy),
+                              energy.size() < speed.size() ? " (where both have a power)" : "");
+    text += cost.empty() ? "; cost per unit needs --price-per-hour for both"
+                         : fmt::format(", cost per unit {}", range_text(cost));
     return text;
   }
 };
 
+// Reports of one host agree on these.
+std::string host_identity(const nlohmann::json& report) {
+  const nlohmann::json& host = report.at("host");
+  return fmt::format("{}|{}|{}|{}", host.value("hostname", ""), host.value("cpu_model", ""),
+                     host.value("logical_cpus", 0), host.value("memory_bytes", 0.0));
+}
+
+void merge_costs(std::optional<double>* into, const std::optional<double>& given,
+                 const std::string& what, const HostReports& machine) {
+  if (!given) return;
+  if (*into && **into != *given)
+    throw UsageError(
+        fmt::format("{} and another report of the same machine ({}) are given different "
+                    "{}s: {} and {}",
+                    machine.files.back(), machine.label, what, **into, *given));
+  *into = given;
+}
+
 }  // namespace
+
+std::vector<HostReports> group_by_machine(const std::vector<ReportFile>& files) {
+  std::vector<HostReports> machines;
+  std::vector<std::string> identities;
+  std::set<std::string> paths;
+  for (const ReportFile& file : files) {
+    if (!paths
+             .insert(
+                 std::filesystem::weakly_canonical(std::filesystem::absolute(file.path)).string())
+             .second)
+      throw UsageError(fmt::format("report {} is given twice", file.path));
+    const std::string identity = host_identity(file.report);
+    std::size_t index =
+        std::find(identities.begin(), identities.end(), identity) - identities.begin();
+    if (index == identities.size()) {
+      identities.push_back(identity);
+      machines.push_back({"", file.report, {}, {}});
+      machines.back().report["results"] = nlohmann::json::array();
+    }
+    HostReports& machine = machines[index];
+    machine.files.push_back(file.path);
+    for (const auto& backend : file.report["backends"]) {
+      const auto& known = machine.report["backends"];
+      if (std::none_of(known.begin(), known.end(),
+                       [&](const auto& b) { return b["name"] == backend["name"]; }))
+        machine.report["backends"].push_back(backend);
+    }
+    const int world = world_size(file.report);
+    for (nlohmann::json result : file.report["results"]) {
+      result["world_size"] = world;  // a collective's rank count, whichever report it came from
+      machine.report["results"].push_back(std::move(result));
+    }
+    merge_costs(&machine.costs.price_per_hour, file.costs.price_per_hour, "price per hour",
+                machine);
+    merge_costs(&machine.costs.watts, file.costs.watts, "power", machine);
+  }
+  // Labels: the folder where it holds this machine's reports only, else the first file's name.
+  std::map<std::string, std::set<std::size_t>> machines_in;
+  for (std::size_t i = 0; i < machines.size(); ++i)
+    for (const std::string& path : machines[i].files)
+      machines_in[std::filesystem::path(path).parent_path().string()].insert(i);
+  std::set<std::string> labels;
+  for (std::size_t i = 0; i < machines.size(); ++i) {
+    const std::filesystem::path folder = std::filesystem::path(machines[i].files[0]).parent_path();
+    const bool own_folder =
+        !folder.filename().empty() && folder.filename() != "." &&
+        machines_in[folder.string()].size() == 1 &&
+        std::all_of(machines[i].files.begin(), machines[i].files.end(), [&](const std::string& p) {
+          return std::filesystem::path(p).parent_path() == folder;
+        });
+    std::string label = own_folder
+                            ? folder.filename().string()
+                            : std::filesystem::path(machines[i].files[0]).filename().string();
+    for (int n = 2; labels.count(label); ++n) label = fmt::format("{} ({})", label, n);
+    labels.insert(label);
+    machines[i].label = label;
+  }
+  return machines;
+}
 
 nlohmann::json merged_report(const std::vector<MachineReport>& machines) {
   std::map<std::string, int> machines_running;  // backend -> how many machines ran it
@@ -209,62 +521,58 @@ std::vector<Answer> machine_answers(const std::vector<MachineReport>& machines) 
 }
 
 Answer buyers_table_answer(std::vector<MachineReport> machines) {
-  Answer a{"Buyer's table: throughput, energy and cost per unit of work, machine against machine",
-           "",
-           {}};
+  Answer a{
+      "Buyer's table: each machine's figures by what it trains and computes, machine against "
+      "machine, with energy and cost per unit of work",
+      "",
+      {}};
+  std::stable_partition(machines.begin(), machines.end(),
+                        [](const MachineReport& m) { return has_gpu(*m.report); });
+  BuyersTable table(machines);
+  const SuiteCases suites;
+  for (const CaseFamily* family : table.ordered_families()) table.add_family(*family, suites);
+  a.data = {{"machines", nlohmann::json::array()},
+            {"baseline", table.label(table.baseline)},
+            {"rows", table.rows},
+            {"not_answered", table.not_answered}};
+  std::vector<std::string> names;
+  for (const MachineReport& m : machines) {
+    a.data["machines"].push_back({{"label", m.label},
+                                  {"device", device_model(*m.report)},
+                                  {"gpu", has_gpu(*m.report)},
+                                  {"price_per_hour", optional_json(m.costs.price_per_hour)},
+                                  {"watts", optional_json(m.costs.watts)}});
+    names.push_back(fmt::format("{} ({})", m.label, device_model(*m.report)));
+  }
   if (machines.size() < 2) {
-    a.answer =
-        "not compared: one report; give a GPU machine's report and a CPU machine's, with their "
-        "prices and powers where known (`trainbench summary gpu.json cpu.json --price-per-hour "
-        "12,4 --watts 1000,400`)";
-    return a;
+    a.answer = fmt::format(
+        "not compared: one machine, {}; give each machine's reports, with their prices and "
+        "powers where known (`trainbench summary gpu.json cpu.json --price-per-hour 12,4 --watts "
+        "1000,400`, or `trainbench summary bench/results/*/*.json`)",
+        names[0]);
+  } else {
+    std::vector<std::string> parts;
+    for (std::size_t m = 0; m < machines.size(); ++m)
+      if (m != table.baseline) parts.push_back(table.summed_up(m));
+    a.answer = fmt::format("{}: {}", fmt::join(names, ", "), fmt::join(parts, "; "));
   }
-  if (!has_gpu(*machines[0].report) && has_gpu(*machines[1].report))
-    std::swap(machines[0], machines[1]);
-  const MachineReport &first = machines[0], &second = machines[1];
-  const std::vector<ResultRecord> results[2] = {read_results(*first.report),
-                                                read_results(*second.report)};
-  const auto best_first = best_by_workload(results[0]), best_second = best_by_workload(results[1]);
-  Rows rows(first.label, second.label);
-  std::set<std::string> one_machine_only;
-  for (const auto& [workload, r] : best_first)
-    if (!best_second.count(workload)) one_machine_only.insert(workload);
-  for (const auto& [workload, r] : best_second) {
-    const auto other = best_first.find(workload);
-    const std::optional<double> speed =
-        other == best_first.end() ? std::nullopt : headline_ratio(*other->second, *r);
-    if (speed)
-      rows.add(workload, *speed, MachineCase(*other->second, first.costs),
-               MachineCase(*r, second.costs));
-    else
-      one_machine_only.insert(workload);
+  if (!table.not_answered.empty())
+    a.answer += fmt::format(
+        "; {} figure(s) of a machine not answered (the last table says why and "
+        "which case would answer each)",
+        table.not_answered.size());
+  a.from = table.from;
+  a.tables.push_back(table.figures);
+  a.titles.push_back(fmt::format(
+      "Each machine's figure per workload family, at the size its suite ran (* where the "
+      "machines' sizes differ); training cases every backend, the rest the best; the ratio is "
+      "over {}'s best; a training step at the largest batch any machine ran; energy from the "
+      "power the case's counters measured, else the power given:",
+      table.label(table.baseline)));
+  if (!table.not_answered.empty()) {
+    a.tables.push_back(table.missing);
+    a.titles.push_back("Not answered, and the case that would answer it:");
   }
-  a.data = {{"machines", nlohmann::json::array()}, {"rows", rows.json}};
-  for (const MachineReport* m : {&first, &second})
-    a.data["machines"].push_back({{"label", m->label},
-                                  {"device", device_model(*m->report)},
-                                  {"price_per_hour", optional_json(m->costs.price_per_hour)},
-                                  {"watts", optional_json(m->costs.watts)}});
-  const std::string names =
-      fmt::format("{} ({}) over {} ({})", first.label, device_model(*first.report), second.label,
-                  device_model(*second.report));
-  const std::string only =
-      one_machine_only.empty()
-          ? ""
-          : fmt::format("; {} workload(s) ran on one machine only or share no headline",
-                        one_machine_only.size());
-  if (rows.speeds.empty()) {
-    a.answer = fmt::format("not compared: no workload in common, {}{}", names, only);
-    return a;
-  }
-  a.answer =
-      fmt::format("{} on {} workload(s): {}{}", names, rows.speeds.size(), rows.summed_up(), only);
-  a.from = rows.from;
-  a.tables.push_back(rows.table);
-  a.titles.push_back(
-      "Each machine's best backend per workload; ratios are the first machine's over the "
-      "second's (speed above 1, energy and cost below 1: the first is better); energy from the "
-      "power its counters measured over the case, else the power given:");
   return a;
 }
 

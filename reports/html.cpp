@@ -540,8 +540,8 @@ std::string history_charts(const std::vector<TrendSeries>& history) {
                            out;
 }
 
-// The answers first: summary's answers for these reports read as one (with two, the buyer's
-// table of the first two), each with the cases it came from; those without an answer say why.
+// The answers first: summary's answers for these reports read as one (with two or more, the buyer's
+// table of them all), each with the cases it came from; those without an answer say why.
 std::string answers(const std::vector<Machine>& machines) {
   std::vector<MachineReport> reports;
   for (const Machine& machine : machines) reports.push_back({machine.label, machine.report, {}});

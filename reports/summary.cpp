@@ -19,14 +19,6 @@
 namespace tb {
 namespace {
 
-// Projected full-scale time-to-train: MLPerf's reference convergence points and evaluation
-// (MLCommons' training rules and reference implementations).
-struct ProjectionRecipe {
-  const char* model;
-  double samples;            // training samples to the target
-  double evaluated_samples;  // evaluation samples over the run
-  const char* assumptions;
-};
 // ResNet-50 to 75.9% top-1: about 35 epochs of ImageNet's 1,281,167 images at batch
 // 1,632-3,264 (LARS); 50,000 validation images every 4 epochs (9 evaluations).
 constexpr ProjectionRecipe kResnet50{
@@ -43,16 +35,6 @@ constexpr ProjectionRecipe kBertLarge{
     "2.55 M samples of length 512 (MLPerf's reference convergence at batch 256, LAMB), 17 "
     "evaluations of 10,000 samples at a third of a training step's cost; packing and data "
     "loading not included"};
-
-// The recipe a training case projects to, or null: only the full-size models do.
-const ProjectionRecipe* projection_recipe(const Descriptor& d) {
-  if (d.kind() == "resnet50-train" && d.get("image") == "224" && d.get("width") == "64" &&
-      d.get("classes") == "1000")
-    return &kResnet50;
-  if (d.kind() == "bert-train" && d.get("model") == "large" && d.get("seq") == "512")
-    return &kBertLarge;
-  return nullptr;
-}
 
 std::string measured(const ResultRecord& record) {
   const std::string caveats = result_caveats(record);
@@ -377,7 +359,7 @@ Answer projection_answer(const Passed& passed) {
     if (!rate) continue;
     const ProjectionRecipe* recipe = projection_recipe(Descriptor::parse(r.key.workload));
     if (!recipe) continue;
-    const double seconds = (recipe->samples + recipe->evaluated_samples / 3.0) / *rate;
+    const double seconds = projected_training_seconds(*recipe, *rate);
     projection.answer +=
         fmt::format("{}{} on {} [{}]: {:.1f} h ({:.3g} training samples at the measured {:.2f}/s)",
                     projection.answer.empty() ? "" : "; ", recipe->model, r.key.backend,
@@ -508,6 +490,19 @@ std::string slowest_layers_of(const nlohmann::json& breakdown) {
     layers.push_back({layer.at("forward_s").get<double>() + layer.at("backward_s").get<double>(),
                       layer.value("spread_s", 0.0), layer.at("layer").get<std::string>()});
   return slowest_layers(std::move(layers));
+}
+
+const ProjectionRecipe* projection_recipe(const Descriptor& d) {
+  if (d.kind() == "resnet50-train" && d.get("image") == "224" && d.get("width") == "64" &&
+      d.get("classes") == "1000")
+    return &kResnet50;
+  if (d.kind() == "bert-train" && d.get("model") == "large" && d.get("seq") == "512")
+    return &kBertLarge;
+  return nullptr;
+}
+
+double projected_training_seconds(const ProjectionRecipe& recipe, double samples_per_s) {
+  return (recipe.samples + recipe.evaluated_samples / 3.0) / samples_per_s;
 }
 
 bool answered(const Answer& answer) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/text_table.h"
+#include "workloads/descriptor.h"
 
 namespace tb {
 
@@ -25,6 +26,19 @@ struct Answer {
 // the first named the slowest only where it leads the next beyond their spreads. Throws
 // nlohmann::json's exceptions for a breakdown without its entries.
 std::string slowest_layers_of(const nlohmann::json& breakdown);
+
+// Projected full-scale time-to-train: MLPerf's reference convergence points and evaluation
+// (MLCommons' training rules and reference implementations).
+struct ProjectionRecipe {
+  const char* model;
+  double samples;            // training samples to the target
+  double evaluated_samples;  // evaluation samples over the run
+  const char* assumptions;
+};
+// The recipe a training case projects to, or null: only the full-size models do.
+const ProjectionRecipe* projection_recipe(const Descriptor& d);
+// Training samples and evaluation (a third of a step's cost per sample) at `samples_per_s`.
+double projected_training_seconds(const ProjectionRecipe& recipe, double samples_per_s);
 
 // Whether an answer answers: one that cannot says why, starting "not measured", "not compared"
 // or "not projected".

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -567,7 +568,7 @@ TEST_F(Cli, SummaryAnswersWithItsSources) {
   ASSERT_EQ(answers.size(), 9u);
   for (const auto& answer : answers) EXPECT_FALSE(answer["answer"].get<std::string>().empty());
   EXPECT_EQ(answers[7]["answer"], "not measured: no case in this report read an energy counter");
-  EXPECT_EQ(answers[8]["answer"].get<std::string>().rfind("not compared: one report", 0), 0u);
+  EXPECT_EQ(answers[8]["answer"].get<std::string>().rfind("not compared: one machine", 0), 0u);
   EXPECT_EQ(answers[0]["answer"], "not measured: no case ran on both a GPU and a CPU backend");
   EXPECT_EQ(answers[5]["answer"], "not measured: no model training step in this report");
   // No all-reduce sweep: says how to measure one, projects nothing.
@@ -580,21 +581,28 @@ TEST_F(Cli, SummaryAnswersWithItsSources) {
   EXPECT_FALSE(answers[6].contains("projection"));
 }
 
-// Two machines' reports: the buyer's table last, each machine's price and power in report order;
-// a list of the wrong length or a third report is bad input.
+// Two machines' reports: the buyer's table last, each machine's price and power in report order,
+// the last machine the baseline; a list of the wrong length or a report given twice is bad input.
 TEST_F(Cli, SummaryOfTwoMachinesEndsWithTheBuyersTable) {
   const Outcome json = run({"summary", data("other_machine.json"), data("baseline.json"),
                             "--price-per-hour", "2,1", "--watts", "400,300", "--format", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const nlohmann::json answers = nlohmann::json::parse(json.out);
   ASSERT_EQ(answers.size(), 9u);
-  const nlohmann::json& rows = answers[8]["figures"]["rows"];
-  ASSERT_EQ(rows.size(), 1u) << answers[8].dump();  // GEMM: the one workload both ran
-  const double speed = rows[0]["speed_ratio"];
+  const nlohmann::json& figures = answers[8]["figures"];
+  EXPECT_EQ(figures["baseline"], "baseline.json");
+  std::vector<nlohmann::json> gemm;  // GEMM: the one workload both ran
+  for (const nlohmann::json& row : figures["rows"])
+    if (row["workload"] == "gemm dtype=f32 (square)") gemm.push_back(row);
+  ASSERT_EQ(gemm.size(), 2u) << figures.dump();
+  EXPECT_EQ(gemm[0]["machine"], "other_machine.json");
+  const double speed = gemm[0]["over_baseline"];
   EXPECT_NEAR(speed, 0.7173472240872836 / 0.359028635489369, 1e-3);
-  EXPECT_NEAR(rows[0]["cost_ratio"].get<double>(), 2 / speed, 1e-9);
-  EXPECT_NEAR(rows[0]["energy_ratio"].get<double>(), 400.0 / 300 / speed, 1e-9);
-  EXPECT_EQ(rows[0]["machines"][1]["power"], "given 300 W");
+  EXPECT_NEAR(gemm[0]["usd_per_unit"].get<double>() / gemm[1]["usd_per_unit"].get<double>(),
+              2 / speed, 1e-9);
+  EXPECT_NEAR(gemm[0]["joules_per_unit"].get<double>() / gemm[1]["joules_per_unit"].get<double>(),
+              400.0 / 300 / speed, 1e-9);
+  EXPECT_EQ(gemm[1]["power"], "given 300 W");
   const Outcome table = run(
       {"summary", data("other_machine.json"), data("baseline.json"), "--price-per-hour", "2,1"});
   EXPECT_NE(table.out.find("per 1M TFLOPs"), std::string::npos) << table.out;
@@ -603,9 +611,31 @@ TEST_F(Cli, SummaryOfTwoMachinesEndsWithTheBuyersTable) {
       run({"summary", data("other_machine.json"), data("baseline.json"), "--price-per-hour", "2"});
   EXPECT_EQ(short_list.exit_code, 2);
   EXPECT_NE(short_list.err.find("one value per report"), std::string::npos) << short_list.err;
-  EXPECT_EQ(run({"summary", data("baseline.json"), data("baseline.json"), data("baseline.json")})
-                .exit_code,
-            2);
+  const Outcome twice = run({"summary", data("baseline.json"), data("baseline.json")});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("is given twice"), std::string::npos) << twice.err;
+}
+
+// Reports of one host are one machine's, named by their folder: bench/results/ as it is, every
+// machine this project has measured, read in one command.
+TEST_F(Cli, SummaryOfTheResultsFolderReadsEveryMachine) {
+  std::vector<std::string> arguments = {"summary", "--format", "json"};
+  const std::filesystem::path results =
+      std::filesystem::path(TRAINBENCH_SOURCE_DIR) / "bench/results";
+  std::set<std::string> folders;
+  for (const auto& machine : std::filesystem::directory_iterator(results))
+    if (machine.is_directory()) {
+      folders.insert(machine.path().filename().string());
+      for (const auto& file : std::filesystem::directory_iterator(machine.path()))
+        if (file.path().extension() == ".json") arguments.push_back(file.path().string());
+    }
+  const Outcome outcome = run(arguments);
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  const nlohmann::json table = nlohmann::json::parse(outcome.out).back()["figures"];
+  std::set<std::string> labels;
+  for (const nlohmann::json& machine : table["machines"]) labels.insert(machine["label"]);
+  EXPECT_EQ(labels, folders);
+  EXPECT_FALSE(table["rows"].empty());
 }
 
 // The communication projection from a 2-rank all-reduce sweep (alpha 6 us, 8 GB/s): labelled a
