@@ -81,6 +81,17 @@ double cost_figure(const nlohmann::json& entry, const char* key, NumberRange ran
   return value.get<double>();
 }
 
+// The names a costs file may give a report by, the least specific first (a later one's entry
+// wins): its folder (one machine's reports, bench/results/<machine>/), its file name, its path.
+std::vector<std::string> names_in_costs_file(const std::string& path) {
+  std::vector<std::string> names;
+  const std::string folder = std::filesystem::path(path).parent_path().filename().string();
+  if (!folder.empty() && folder != "." && folder != "..") names.push_back(folder);
+  names.push_back(std::filesystem::path(path).filename().string());
+  names.push_back(path);
+  return names;
+}
+
 }  // namespace
 
 std::vector<Costs> load_costs(const std::vector<std::string>& reports, const CostOptions& options) {
@@ -115,7 +126,8 @@ std::vector<Costs> load_costs(const std::vector<std::string>& reports, const Cos
       const std::string& key = item.key();
       const nlohmann::json& entry = item.value();
       const auto names_report = [&](const std::string& path) {
-        return key == path || key == std::filesystem::path(path).filename().string();
+        const std::vector<std::string> names = names_in_costs_file(path);
+        return std::find(names.begin(), names.end(), key) != names.end();
       };
       if (std::none_of(reports.begin(), reports.end(), names_report))
         throw UsageError(fmt::format("costs file {}: '{}' is none of the reports given ({})",
@@ -129,9 +141,8 @@ std::vector<Costs> load_costs(const std::vector<std::string>& reports, const Cos
               "costs file {}: unknown key '{}' in the entry of {} (expected price_per_hour, watts)",
               *options.costs_file, field, key));
     }
-    for (std::size_t i = 0; i < reports.size(); ++i) {
-      const std::string name = std::filesystem::path(reports[i]).filename().string();
-      for (const std::string& key : {reports[i], name})
+    for (std::size_t i = 0; i < reports.size(); ++i)
+      for (const std::string& key : names_in_costs_file(reports[i]))
         if (file.contains(key)) {
           const auto& entry = file[key];
           if (entry.contains("price_per_hour"))
@@ -141,7 +152,6 @@ std::vector<Costs> load_costs(const std::vector<std::string>& reports, const Cos
             costs[i].watts =
                 cost_figure(entry, "watts", {.min = 0, .min_excluded = true}, *options.costs_file);
         }
-    }
   }
   return costs;
 }

@@ -399,8 +399,14 @@ struct BuyersTable {
       return fmt::format("{}: no family in common with {}", label(m), label(baseline));
     std::string text = fmt::format("{} over {}: throughput {} over {} families", label(m),
                                    label(baseline), range_text(speed), speed.size());
-    text += training.empty() ? " (no training case in common)"
-                             : fmt::format(" (training {})", range_text(training));
+    // The seeds' "1 hour against 24+ hours", measured: an hour's training on this machine takes
+    // the baseline this many hours.
+    const auto [slow, fast] = std::minmax_element(training.begin(), training.end());
+    text += training.empty()
+                ? " (no training case in common)"
+                : fmt::format(" (training {}: an hour's training here takes {} {:.3g}{} h)",
+                              range_text(training), label(baseline), *slow,
+                              *slow == *fast ? "" : fmt::format(" to {:.3g}", *fast));
     text += energy.empty()
                 ? "; energy per unit needs a measured power or --watts for both"
                 : fmt::format(", energy per unit {}{}", range_text(energy),

@@ -629,11 +629,20 @@ TEST_F(Cli, SummaryOfTheResultsFolderReadsEveryMachine) {
       for (const auto& file : std::filesystem::directory_iterator(machine.path()))
         if (file.path().extension() == ".json") arguments.push_back(file.path().string());
     }
+  // A costs file prices a machine by its folder: every report in it.
+  const std::string costs = (dir_ / "costs.json").string();
+  std::ofstream(costs) << R"({"h200": {"price_per_hour": 10, "watts": 700}})";
+  arguments.insert(arguments.end(), {"--costs", costs});
   const Outcome outcome = run(arguments);
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
   const nlohmann::json table = nlohmann::json::parse(outcome.out).back()["figures"];
   std::set<std::string> labels;
-  for (const nlohmann::json& machine : table["machines"]) labels.insert(machine["label"]);
+  for (const nlohmann::json& machine : table["machines"]) {
+    labels.insert(machine["label"]);
+    if (machine["label"] == "h200") {
+      EXPECT_EQ(machine["price_per_hour"], 10.0);
+    }
+  }
   EXPECT_EQ(labels, folders);
   EXPECT_FALSE(table["rows"].empty());
 }
