@@ -104,7 +104,7 @@ class GemmWorkload final : public OpWorkload {
     result.tolerance = kErrorTolerance;
     if (!result.passed) return result;
 
-    const cpu::ErrorScale scale = error_scale(op_.c_type, op_.k, op_.a_type == DType::f8_e4m3);
+    const cpu::ErrorScale scale = error_scale(op_.c_type, op_.k, accumulation(), op_.a_type);
     std::mt19937_64 rng(seed_ + 3);
     double worst = 0;
     for (int sample = 0; sample < kSampledOutputs && groups < op_.n; ++sample) {
@@ -126,6 +126,15 @@ class GemmWorkload final : public OpWorkload {
   }
 
  private:
+  // cuBLASLt runs TF32 and 16-bit inputs on Tensor Cores; CPU libraries add in rounded fp32.
+  Accumulation accumulation() const {
+    if (op_.a_type == DType::f8_e4m3) return Accumulation::fp8_tensor_core;
+    const bool reduced_inputs =
+        op_.a_type == DType::tf32 || op_.a_type == DType::bf16 || op_.a_type == DType::f16;
+    return reduced_inputs && backend_->device_info().kind == "gpu" ? Accumulation::tensor_core
+                                                                   : Accumulation::fp32;
+  }
+
   GemmOp op_;
   std::string name_;
   std::uint64_t seed_ = 0;

@@ -138,7 +138,12 @@ Status OpWorkload::poison(std::string_view name) {
   return backend_->upload(nan_bytes.data(), output, nan_bytes.size());
 }
 
-cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fp8_inputs) {
+std::int64_t mma_depth(DType inputs) {
+  return inputs == DType::tf32 ? 8 : inputs == DType::bf16 || inputs == DType::f16 ? 16 : 1;
+}
+
+cpu::ErrorScale error_scale(DType output, std::int64_t reduction, Accumulation accumulation,
+                            DType inputs) {
   // Validation's rule. Inputs are seeded uniform values in [-1, 1) with random signs, already
   // rounded to the input dtype, so an output's exact value is known in fp64 and what differs
   // is rounding: each addition of the accumulation rounds by up to one unit u_acc of the
@@ -170,15 +175,27 @@ cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fp8_input
   // (accum=exact) or seldom (fast). On an H200, accum=exact at k = 512 erred by 5.3 units of
   // the fp32 rule. That allowance (12% of ||t||_2 at k = 8192) cannot separate a k-tile left
   // out at large k.
+  // Hopper's Tensor Cores (cuBLASLt's TF32 and 16-bit GEMMs, fp32 accumulation) add each MMA
+  // instruction's k_mma products (8 TF32, 16 bf16 or f16) into the fp32 accumulator with an
+  // error of one sign, not a random one: the H200's worst errors grew linearly with k, 0.19,
+  // 0.75, 1.44 and 3.08 units of the rule above at k = 1024 to 16,384 (TF32), 0.67 at 8192 (bf16
+  // inputs), all about 1.4 x 2^-24 x k / k_mma ||t||_2, as a truncation per instruction of a
+  // running sum of size ||t||_2 would give. There the allowance adds kMma 2^-24 k / k_mma
+  // ||t||_2: 3x the largest measured error, a k-tile left out stays 22x above it up to k =
+  // 65,536, a typical element 0.1% off 3.3x at k = 8192 (TF32; docs/architecture.md, "The error
+  // rule").
   // f64 (the reference's own loops: one running sum) is held to the running-sum bound at every
   // k; its damages are ten orders of magnitude above it.
-  constexpr double kAccumulation = 30, kOutput = 4;
+  constexpr double kAccumulation = 30, kOutput = 4, kMma = 4;
+  const bool fp8 = accumulation == Accumulation::fp8_tensor_core;
   const double block = output == DType::f64 ? INFINITY : 1024;
-  const double accumulator = output == DType::f64 ? 0x1p-53 : fp8_inputs ? 0x1p-13 : 0x1p-24;
+  const double accumulator = output == DType::f64 ? 0x1p-53 : fp8 ? 0x1p-13 : 0x1p-24;
   const double rounding = unit_roundoff(output);
   const double k = static_cast<double>(std::max<std::int64_t>(reduction, 1));
-  return {kAccumulation * accumulator * std::sqrt(std::min(k, block) + k / block),
-          kOutput * rounding};
+  double scale = kAccumulation * accumulator * std::sqrt(std::min(k, block) + k / block);
+  if (accumulation == Accumulation::tensor_core)
+    scale += kMma * 0x1p-24 * k / static_cast<double>(mma_depth(inputs));
+  return {scale, kOutput * rounding};
 }
 
 void judge_sampled_and_probe(double sampled, double probe, Validation* result) {

@@ -142,9 +142,18 @@ class OpWorkload : public Workload {
 // an output's error |got - exact| is measured in units of its own rounding-error scale,
 //   accumulation(k) x ||terms||_2 + output unit x |exact|,
 // and a case passes when the worst checked output is within kErrorTolerance of those units.
-// `reduction` is k, the number of terms summed per output; fp8_inputs: FP8 Tensor Cores'
-// narrower accumulation.
-cpu::ErrorScale error_scale(DType output, std::int64_t reduction, bool fp8_inputs = false);
+// `reduction` is k, the number of terms summed per output; `accumulation` how the product adds
+// them up, `inputs` the dtype it multiplies in.
+enum class Accumulation {
+  fp32,             // fp32 additions, each rounded: CPU libraries, CUDA cores
+  tensor_core,      // MMA instructions of k_mma products into fp32 (TF32, bf16, f16 inputs)
+  fp8_tensor_core,  // FP8: about 14 bits between promotions to fp32
+};
+// k_mma, the products one Hopper MMA instruction sums: 8 TF32, 16 bf16 or f16; 1 otherwise.
+std::int64_t mma_depth(DType inputs);
+cpu::ErrorScale error_scale(DType output, std::int64_t reduction,
+                            Accumulation accumulation = Accumulation::fp32,
+                            DType inputs = DType::f32);
 inline constexpr double kErrorTolerance = 1.0;
 // The verdict of a GEMM or convolution check: the worst of the sampled outputs' error and the
 // probe's, against result->tolerance, with the message that names both.

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -479,8 +481,41 @@ TEST(ErrorRule, SeparatesAtEveryReduction) {
   // bf16 / f16 outputs: their own rounding dominates; fast FP8 accumulation is looser.
   EXPECT_EQ(error_scale(DType::bf16, 64).output, 4 * 0x1p-8);
   EXPECT_EQ(error_scale(DType::f16, 64).output, 4 * 0x1p-11);
-  EXPECT_GT(error_scale(DType::bf16, 64, true).accumulation,
+  EXPECT_GT(error_scale(DType::bf16, 64, Accumulation::fp8_tensor_core).accumulation,
             1000 * error_scale(DType::bf16, 64).accumulation);
+}
+
+// Tensor Core accumulation (TF32 and 16-bit inputs on a GPU): the allowance follows the H200's
+// measured k / k_mma growth with room above its worst errors, and still fails a k-tile left out.
+TEST(ErrorRule, TensorCoreAccumulationGrowsWithKOverKmma) {
+  EXPECT_EQ(mma_depth(DType::tf32), 8);
+  EXPECT_EQ(mma_depth(DType::bf16), 16);
+  EXPECT_EQ(mma_depth(DType::f16), 16);
+  // The H200's worst errors in units of the fp32 rule (bench/results/h200): TF32 at k = 1024 to
+  // 16,384, bf16 inputs with fp32 output at 8192.
+  const std::vector<std::tuple<DType, std::int64_t, double>> measured = {{DType::tf32, 1024, 0.19},
+                                                                         {DType::tf32, 4096, 0.75},
+                                                                         {DType::tf32, 8192, 1.44},
+                                                                         {DType::tf32, 16384, 3.08},
+                                                                         {DType::bf16, 8192, 0.67}};
+  for (const auto& [inputs, k, units] : measured) {
+    const double error = units * error_scale(DType::f32, k).accumulation;  // per ||t||_2
+    const double allowed =
+        error_scale(DType::f32, k, Accumulation::tensor_core, inputs).accumulation;
+    EXPECT_LE(error, allowed / 3) << dtype_name(inputs) << " k " << k;
+  }
+  for (DType inputs : {DType::tf32, DType::bf16, DType::f16})
+    for (std::int64_t k : {64, 1024, 8192, 16384, 65536}) {
+      const double kd = static_cast<double>(k);
+      const double allowed =
+          error_scale(DType::f32, k, Accumulation::tensor_core, inputs).accumulation;
+      EXPECT_GE(allowed, error_scale(DType::f32, k).accumulation) << k;
+      EXPECT_GE(allowed, 2.5 * 1.4 * 0x1p-24 * kd / mma_depth(inputs)) << k;  // the model, 2.5x
+      EXPECT_GE(std::sqrt(128 / kd), 20 * allowed) << k;  // a k-tile of 128 left out
+      if (k <= 8192) {                                    // one typical element 0.1% off
+        EXPECT_GE(1e-3, 3 * allowed) << k;
+      }
+    }
 }
 
 }  // namespace
