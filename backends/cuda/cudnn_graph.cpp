@@ -63,7 +63,7 @@ cudnnDataType_t cudnn_type(DType dtype) {
 }
 
 Status make_tensor(const TensorSpec& spec, BackendDescriptor* out) {
-  const cudnnDataType_t type = cudnn_type(spec.dtype);
+  const cudnnDataType_t type = spec.boolean ? CUDNN_DATA_BOOLEAN : cudnn_type(spec.dtype);
   const std::int64_t alignment = 16;
   const auto rank = static_cast<std::int64_t>(spec.dims.size());
   TB_RETURN_IF_ERROR(out->create(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
@@ -100,19 +100,75 @@ Status make_operation_graph(cudnnHandle_t handle,
 
 Status make_pointwise(cudnnPointwiseMode_t mode, const BackendDescriptor& x,
                       const BackendDescriptor* b, const BackendDescriptor& y, PointwiseNode* out) {
-  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  return make_pointwise({.mode = mode}, x, b, nullptr, y, out);
+}
+
+Status make_pointwise(const PointwiseMath& math, const BackendDescriptor& x,
+                      const BackendDescriptor* b, const BackendDescriptor* t,
+                      const BackendDescriptor& y, PointwiseNode* out) {
   TB_RETURN_IF_ERROR(out->math.create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
-  TB_RETURN_IF_ERROR(out->math.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
   TB_RETURN_IF_ERROR(
-      out->math.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision));
+      out->math.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &math.mode));
+  TB_RETURN_IF_ERROR(
+      out->math.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math.precision));
+  if (math.axis >= 0)
+    TB_RETURN_IF_ERROR(out->math.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &math.axis));
   TB_RETURN_IF_ERROR(out->math.finalize());
   BackendDescriptor& o = out->operation;
   TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
   TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, out->math));
   TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x));
   if (b) TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b));
+  if (t) TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t));
   TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y));
   return o.finalize();
+}
+
+Status make_matmul(const BackendDescriptor& a, const BackendDescriptor& b,
+                   const BackendDescriptor& c, const MatmulOverrides& overrides,
+                   PointwiseNode* out) {
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  TB_RETURN_IF_ERROR(out->math.create(CUDNN_BACKEND_MATMUL_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(out->math.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute));
+  TB_RETURN_IF_ERROR(out->math.finalize());
+  BackendDescriptor& o = out->operation;
+  TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_MATMUL_ADESC, a));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_MATMUL_BDESC, b));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_MATMUL_CDESC, c));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_MATMUL_DESC, out->math));
+  if (overrides.m)
+    TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, *overrides.m));
+  if (overrides.n)
+    TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, *overrides.n));
+  if (overrides.k)
+    TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, *overrides.k));
+  return o.finalize();
+}
+
+Status make_sum(const BackendDescriptor& x, const BackendDescriptor& y, PointwiseNode* out) {
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnReduceTensorOp_t add = CUDNN_REDUCE_TENSOR_ADD;
+  TB_RETURN_IF_ERROR(out->math.create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(
+      out->math.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &add));
+  TB_RETURN_IF_ERROR(
+      out->math.set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute));
+  TB_RETURN_IF_ERROR(out->math.finalize());
+  BackendDescriptor& o = out->operation;
+  TB_RETURN_IF_ERROR(o.create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y));
+  TB_RETURN_IF_ERROR(o.set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, out->math));
+  return o.finalize();
+}
+
+Status make_reshape(const BackendDescriptor& x, const BackendDescriptor& y,
+                    BackendDescriptor* out) {
+  TB_RETURN_IF_ERROR(out->create(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR));
+  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x));
+  TB_RETURN_IF_ERROR(out->set(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y));
+  return out->finalize();
 }
 
 Status heuristic_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode,

@@ -59,6 +59,7 @@ struct TensorSpec {
   std::vector<std::int64_t> dims, strides;
   bool by_value = false;
   bool is_virtual = false;
+  bool boolean = false;  // a mask between pointwise nodes: CUDNN_DATA_BOOLEAN, whatever `dtype`
 };
 Status make_tensor(const TensorSpec& spec, BackendDescriptor* out);
 
@@ -69,12 +70,36 @@ Status make_operation_graph(cudnnHandle_t handle,
                             std::span<const cudnnBackendDescriptor_t> operations,
                             BackendDescriptor* graph);
 
-// A pointwise node y = mode(x) or mode(x, b) computing in fp32, with its pointwise descriptor.
+// A pointwise node y = mode(x) or mode(x, b) computing in fp32, with its pointwise descriptor
+// (the math descriptor of a matmul or reduction node too).
 struct PointwiseNode {
   BackendDescriptor math, operation;
 };
 Status make_pointwise(cudnnPointwiseMode_t mode, const BackendDescriptor& x,
                       const BackendDescriptor* b, const BackendDescriptor& y, PointwiseNode* out);
+// The same with the mode's math precision (INT32 for GEN_INDEX, BOOLEAN for comparisons), its
+// axis (GEN_INDEX) and a third input t (BINARY_SELECT: y = t ? x : b).
+struct PointwiseMath {
+  cudnnPointwiseMode_t mode = CUDNN_POINTWISE_IDENTITY;
+  cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  std::int64_t axis = -1;  // GEN_INDEX only
+};
+Status make_pointwise(const PointwiseMath& math, const BackendDescriptor& x,
+                      const BackendDescriptor* b, const BackendDescriptor* t,
+                      const BackendDescriptor& y, PointwiseNode* out);
+
+// A batched matmul node c = a b computing in fp32, its m, n and k cut per batch by the int32
+// tensors given (sequence lengths); null for none. `out` holds its matmul descriptor too.
+struct MatmulOverrides {
+  const BackendDescriptor *m = nullptr, *n = nullptr, *k = nullptr;
+};
+Status make_matmul(const BackendDescriptor& a, const BackendDescriptor& b,
+                   const BackendDescriptor& c, const MatmulOverrides& overrides,
+                   PointwiseNode* out);
+// A sum over the dimensions where y has extent 1 (fp32).
+Status make_sum(const BackendDescriptor& x, const BackendDescriptor& y, PointwiseNode* out);
+// y, a view of x with other dims, strides or dtype (a transpose by strides).
+Status make_reshape(const BackendDescriptor& x, const BackendDescriptor& y, BackendDescriptor* out);
 
 // The engine configurations the heuristics of `mode` rank for `graph`, best first, appended.
 Status heuristic_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode,

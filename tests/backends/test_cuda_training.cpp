@@ -341,6 +341,7 @@ TEST(CudaTrainingPlans, WhatTheKernelsCannotDoIsRefusedWithAReason) {
 #include "backends/cuda/cudnn_attention.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/cudnn_norm.h"
+#include "backends/reference/reference_backend.h"
 
 namespace tb::cuda {
 namespace {
@@ -567,6 +568,63 @@ TEST(CudnnAttention, TensorsDescribeTheInterleavedLayoutTheGemmsRead) {
   const OperandSpec& stats = operands[operand_index(operands, "stats")];
   EXPECT_EQ(queries.dims, (std::vector<std::int64_t>{3, 5, 4, 8}));
   EXPECT_EQ(stats.dtype, DType::f32);
+}
+
+// The backward is cudnn-frontend's composite graph (its 24 nodes for padding, no dropout, no
+// causal mask): every node finalizes without a GPU, cuDNN checking its tensors, and the
+// frontend's workspace (the fp32 dQ accumulator, then D) comes before the engine's.
+TEST(CudnnAttention, TheBackwardIsTheFrontendsCompositeGraph) {
+  AttentionOp op;
+  op.batch = 2, op.heads = 4, op.sequence = 128, op.head_dim = 64, op.dtype = DType::bf16;
+  op.pass = Pass::backward;
+  std::size_t nodes = 0;
+  const Status status = finalize_backward_nodes(op, &nodes);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(nodes, 24u);
+  const AttentionWorkspace workspace = attention_backward_workspace(op);
+  EXPECT_EQ(workspace.softmax_sum_offset, 2u * 4 * 128 * 64 * 4);  // dQ in fp32
+  EXPECT_EQ(workspace.engine_offset, workspace.softmax_sum_offset + 2u * 4 * 128 * 4);
+  op.dtype = DType::f16;
+  EXPECT_TRUE(finalize_backward_nodes(op, &nodes).ok());
+  op.head_dim = -8;  // a tensor cuDNN refuses: the node that holds it says so
+  EXPECT_FALSE(finalize_backward_nodes(op, &nodes).ok());
+}
+
+// On a GPU (skipped without one): each pass of cuDNN's fused attention plans alone (a refusal
+// says "fused attention forward" or "backward") and matches the f64 op, a padded sequence and its
+// masked keys included.
+TEST(CudnnAttention, OnAGpuEachPassPlansAloneAndMatchesTheDoublePrecisionOp) {
+  auto gpu = make_backend("cuda");
+  if (!gpu) GTEST_SKIP() << "cuda is not in this build or not usable here";
+  auto reference = cpu::make_host_reference_backend();
+  AttentionOp op;
+  op.batch = 2, op.heads = 2, op.sequence = 64, op.head_dim = 64, op.scale = 0.125f;
+  op.dtype = DType::bf16;
+  AttentionOp exact = op;
+  exact.dtype = DType::f64;
+  const std::size_t count = static_cast<std::size_t>(op.batch * op.sequence * op.heads * 64);
+  std::vector<std::vector<double>> inputs = {testing_support::random(count, 1),
+                                             testing_support::random(count, 2),
+                                             testing_support::random(count, 3),
+                                             {64, 40}};
+  for (int i = 0; i < 3; ++i)  // the f64 op reads what the GPU reads: bf16 values
+    inputs[i] = from_bytes(to_bytes(inputs[i], DType::bf16).data(), count, DType::bf16);
+  const auto got = testing_support::run_op(*gpu, op, inputs);
+  const auto want = testing_support::run_op(*reference, exact, inputs);
+  ASSERT_EQ(got.size(), 6u) << "the forward did not plan";
+  EXPECT_LT(relative_l2_error(got[4], want[4]), 1e-2);  // out, rounded to bf16
+  EXPECT_LT(relative_l2_error(got[5], want[5]), 1e-4);  // log-sum-exp statistics, fp32
+  op.pass = exact.pass = Pass::backward;
+  inputs.push_back(want[4]);
+  inputs.push_back(want[5]);
+  inputs.push_back(testing_support::random(count, 4));
+  for (std::size_t i = 4; i < inputs.size(); i += 2)  // out and diff_out, as the GPU reads them
+    inputs[i] = from_bytes(to_bytes(inputs[i], DType::bf16).data(), count, DType::bf16);
+  const auto got_grads = testing_support::run_op(*gpu, op, inputs);
+  const auto want_grads = testing_support::run_op(*reference, exact, inputs);
+  ASSERT_EQ(got_grads.size(), 10u) << "the backward did not plan";
+  for (int i : {7, 8, 9})  // diff_q, diff_k, diff_v in bf16
+    EXPECT_LT(relative_l2_error(got_grads[i], want_grads[i]), 2e-2) << i;
 }
 
 TEST(CudnnAttention, WhatCudnnCannotRunIsRefusedWithAReason) {
