@@ -97,6 +97,9 @@ struct ConvOp {
   // Let the library pick Winograd where it judges it faster (fewer multiplies for 3x3 stride
   // 1; slightly larger rounding error). FLOPs are still counted as for direct convolution.
   bool winograd_allowed = false;
+  // A plan no timed run uses (a validation-only network's): the library's first suitable engine,
+  // untimed, where a GPU library would otherwise time its candidates for the fastest.
+  bool first_engine = false;
   std::int64_t oh() const { return (ih + 2 * ph - kh) / sh + 1; }
   std::int64_t ow() const { return (iw + 2 * pw - kw) / sw + 1; }
 #if __cplusplus >= 202002L  // host code: the CUDA sources are C++17

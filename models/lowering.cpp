@@ -94,6 +94,7 @@ Status lower_conv(LayerOps& ops) {
   op.ph = op.pw = ops.layer.pad;
   op.dtype = ops.step.policy.matmul_dtype(ops.dtype), op.layout = ops.step.options.layout;
   op.winograd_allowed = ops.step.options.winograd_allowed;
+  op.first_engine = ops.step.options.validation_only;
   TB_RETURN_IF_ERROR(
       ops.forward(op, {{"src", ops.input}, {"weights", ops.weight(0)}, {"dst", ops.output}}));
   if (ops.has_grad) {

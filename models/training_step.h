@@ -99,6 +99,9 @@ struct StepOptions {
   // divided by their number (folded into the loss layer's gradient scale, no extra pass), so
   // the sum is the mean over the global batch, as DDP averages.
   int data_parallel_ranks = 1;
+  // A step only validation runs (the reduced and small-batch networks): its convolutions take the
+  // library's first suitable engine, untimed (ConvOp::first_engine).
+  bool validation_only = false;
 };
 
 // Every op of a step checked against the same op in f64 (the shared CPU code) fed the step's

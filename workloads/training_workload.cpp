@@ -112,6 +112,12 @@ TrainingMemory TrainingWorkload::memory_parts() const {
   return training_memory(network_, step_options_);
 }
 
+StepOptions TrainingWorkload::validation_options() const {
+  StepOptions options = step_options_;
+  options.validation_only = true;
+  return options;
+}
+
 StepOptions TrainingWorkload::rank_options() const {
   StepOptions options = step_options_;
   options.data_parallel_ranks = ranks();
@@ -135,7 +141,7 @@ Status TrainingWorkload::setup(Backend& backend, std::uint64_t seed) {
 bool TrainingWorkload::check_reduced_ops(const ReducedCase& reduced, Validation* result) {
   std::unique_ptr<TrainingStep> step;
   Status status =
-      prepared_step(*backend_, reduced.network, step_options_, reduced.batch, seed_, &step);
+      prepared_step(*backend_, reduced.network, validation_options(), reduced.batch, seed_, &step);
   OpCheck check;
   if (status.ok()) status = step->check_ops(&check, {.update = settings_});
   if (!status.ok()) {
@@ -187,7 +193,7 @@ bool TrainingWorkload::check_small_batch_ops(Validation* result) {
   const SmallBatchCase small = small_batch_case(seed_);
   std::unique_ptr<TrainingStep> step;
   const Status status =
-      prepared_step(*backend_, small.network, step_options_, small.batch, seed_, &step);
+      prepared_step(*backend_, small.network, validation_options(), small.batch, seed_, &step);
   if (!status.ok()) {
     result->message = "op check at the small batch: " + status.message();
     return false;
@@ -205,7 +211,7 @@ bool TrainingWorkload::check_measured_ops(Validation* result) {
 
 bool TrainingWorkload::check_reduced_gradients(const ReducedCase& reduced, Validation* result) {
   ReferenceComparison comparison;
-  const Status status = compare_with_reference(*backend_, reduced.network, step_options_,
+  const Status status = compare_with_reference(*backend_, reduced.network, validation_options(),
                                                reduced.batch, seed_, &comparison);
   if (!status.ok()) {
     result->message = "reference check: " + status.message();

@@ -112,6 +112,8 @@ class TrainingWorkload : public Workload {
   std::string data_parallel_method() const;  // how check_data_parallel() validates
   // This rank's step options: the loss gradient averaged over the ranks, its own dropout masks.
   StepOptions rank_options() const;
+  // The options of a network only validation runs (reduced, small batch): no timed engine search.
+  StepOptions validation_options() const;
 
   Network network_;
   StepOptions step_options_;

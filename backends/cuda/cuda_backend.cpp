@@ -156,7 +156,8 @@ class Cudnn {
     }
   }
   ~Cudnn() {
-    engines_.reset();  // the engines' plans go before their handle
+    engines_.reset();  // the engines' and graphs' plans go before their handle
+    norm_graphs_.reset();
     if (handle_) cudnnDestroy(handle_);
   }
   Status plan(const ConvOp& op, std::unique_ptr<Plan>* out) {
@@ -169,7 +170,7 @@ class Cudnn {
   }
   Status plan(const BatchNormOp& op, std::unique_ptr<Plan>* out) {
     if (!handle_) return Status::Unimplemented("cuda: no cuDNN batch norm: " + reason_);
-    return plan_cudnn_batch_norm(handle_, op, out);
+    return plan_cudnn_batch_norm(handle_, *norm_graphs_, op, out);
   }
   std::string version() const { return cudnn_runtime_version(); }
 
@@ -177,6 +178,7 @@ class Cudnn {
   cudnnHandle_t handle_ = nullptr;
   std::string reason_;
   std::unique_ptr<ConvEngineCache> engines_ = std::make_unique<ConvEngineCache>();
+  std::unique_ptr<NormGraphCache> norm_graphs_ = std::make_unique<NormGraphCache>();
 };
 #else
 class Cudnn {

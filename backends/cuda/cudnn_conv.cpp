@@ -209,25 +209,13 @@ std::size_t elements(std::array<std::int64_t, 4> dims) {
 
 }  // namespace
 
-struct ConvEngineCache::Engine {
+struct ConvEngine {
   // The finalized execution plan, kept with the graph and configuration it was made from.
   Graph graph;
   BackendDescriptor config, plan;
   std::int64_t workspace = 0;
   std::string description;
 };
-
-ConvEngineCache::ConvEngineCache() = default;
-ConvEngineCache::~ConvEngineCache() = default;
-
-std::shared_ptr<const ConvEngineCache::Engine> ConvEngineCache::find(const std::string& key) const {
-  const auto found = engines_.find(key);
-  return found == engines_.end() ? nullptr : found->second;
-}
-
-void ConvEngineCache::insert(const std::string& key, std::shared_ptr<const Engine> engine) {
-  engines_[key] = std::move(engine);
-}
 
 bool engine_allowed(const ConvOp& op, const EngineNotes& notes, std::string* reason) {
   // cuDNN marks fp32 convolutions on Tensor Cores (TF32) with the tensor-core note, and
@@ -261,11 +249,12 @@ bool conv_stages_weights(const ConvOp& op) {
 }
 
 std::string conv_engine_key(const ConvOp& op) {
-  return fmt::format("{} {} mb{} ic{} {}x{} oc{} k{}x{} s{}x{} p{}x{} w{} {} e{}",
+  // An untimed first choice never stands in for a searched one.
+  return fmt::format("{} {} mb{} ic{} {}x{} oc{} k{}x{} s{}x{} p{}x{} w{} {} e{} {}",
                      static_cast<int>(op.direction), dtype_name(op.dtype), op.mb, op.ic, op.ih,
                      op.iw, op.oc, op.kh, op.kw, op.sh, op.sw, op.ph, op.pw,
                      op.winograd_allowed ? 1 : 0, conv_channels_last(op) ? "nhwc" : "nchw",
-                     static_cast<int>(op.epilogue));
+                     static_cast<int>(op.epilogue), op.first_engine ? "first" : "timed");
 }
 
 int fastest_candidate(const std::vector<double>& seconds) {
@@ -328,15 +317,24 @@ double time_engine(cudnnHandle_t handle, const BackendDescriptor& plan,
   return -1;
 }
 
+// The shape's graph and the heuristics' configurations for it: heuristic A's ranking first, then
+// the fallback list (either may fail on its own).
+Status ranked_configs(cudnnHandle_t handle, const ConvOp& op, Graph* graph,
+                      std::vector<BackendDescriptor>* configs) {
+  TB_RETURN_IF_ERROR(make_graph(handle, op, graph));
+  const Status ranked = heuristic_configs(graph->graph, CUDNN_HEUR_MODE_A, configs);
+  const Status fallback = heuristic_configs(graph->graph, CUDNN_HEUR_MODE_FALLBACK, configs);
+  if (!configs->empty()) return Status::Ok();
+  if (!ranked.ok()) return ranked;
+  if (!fallback.ok()) return fallback;
+  return Status::Unimplemented("cuDNN: the heuristics offer no engine for this convolution");
+}
+
 Status search_engine(cudnnHandle_t handle, const ConvOp& op,
-                     std::shared_ptr<const ConvEngineCache::Engine>* out) {
+                     std::shared_ptr<const ConvEngine>* out) {
   Graph graph;
-  TB_RETURN_IF_ERROR(make_graph(handle, op, &graph));
-  // Heuristic A's ranking first, then the fallback list (either may fail on its own).
   std::vector<BackendDescriptor> configs;
-  const Status ranked = heuristic_configs(graph.graph, CUDNN_HEUR_MODE_A, &configs);
-  const Status fallback = heuristic_configs(graph.graph, CUDNN_HEUR_MODE_FALLBACK, &configs);
-  if (configs.empty()) return ranked.ok() ? fallback : ranked;
+  TB_RETURN_IF_ERROR(ranked_configs(handle, op, &graph, &configs));
 
   SearchOperands operands;
   TB_RETURN_IF_ERROR(seed_search_operands(op, &operands));
@@ -387,7 +385,7 @@ Status search_engine(cudnnHandle_t handle, const ConvOp& op,
         fmt::format("cuDNN: no engine ran this convolution ({} configurations, {} timed{})",
                     configs.size(), candidates.size(), why));
   }
-  auto engine = std::make_shared<ConvEngineCache::Engine>();
+  auto engine = std::make_shared<ConvEngine>();
   Candidate& chosen = candidates[best];
   engine->workspace = chosen.workspace;
   engine->description =
@@ -405,8 +403,8 @@ class CudnnConvPlan final : public CudaPlan {
  public:
   // `epilogue_kernel`: the engine runs the plain convolution and an own kernel adds the
   // epilogue after it (no cuDNN engine fuses it for this shape and dtype).
-  CudnnConvPlan(cudnnHandle_t handle, const ConvOp& op,
-                std::shared_ptr<const ConvEngineCache::Engine> engine, bool epilogue_kernel)
+  CudnnConvPlan(cudnnHandle_t handle, const ConvOp& op, std::shared_ptr<const ConvEngine> engine,
+                bool epilogue_kernel)
       : handle_(handle), op_(op), engine_(std::move(engine)), epilogue_kernel_(epilogue_kernel) {
     operands_ = conv_operands(op);
     for (OperandSpec& operand : operands_) operand.dtype = storage_dtype(operand.dtype);
@@ -504,7 +502,7 @@ class CudnnConvPlan final : public CudaPlan {
  private:
   cudnnHandle_t handle_;
   ConvOp op_;
-  std::shared_ptr<const ConvEngineCache::Engine> engine_;
+  std::shared_ptr<const ConvEngine> engine_;
   bool epilogue_kernel_ = false;
   bool cast_weights_ = false;
   bool stages_weights_ = false;
@@ -521,12 +519,46 @@ class CudnnConvPlan final : public CudaPlan {
 };
 
 // The cached engine for the op's shape, or a new search (cached when it finds one).
+// A validation-only network's engine: the first allowed configuration of heuristic A's ranking,
+// then the fallback list's, that builds a plan, untimed (its speed is never reported).
+Status first_allowed_engine(cudnnHandle_t handle, const ConvOp& op,
+                            std::shared_ptr<const ConvEngine>* out) {
+  Graph graph;
+  std::vector<BackendDescriptor> configs;
+  TB_RETURN_IF_ERROR(ranked_configs(handle, op, &graph, &configs));
+  std::string refused;
+  for (BackendDescriptor& config : configs) {
+    EngineIdentity identity;
+    std::string reason;
+    if (!identify(config, &identity).ok()) continue;
+    if (!engine_allowed(op, identity.notes, &reason)) {
+      refused += fmt::format("; engine {}: {}", identity.global_index, reason);
+      continue;
+    }
+    auto engine = std::make_shared<ConvEngine>();
+    if (!make_execution_plan(handle, config, &engine->plan, &engine->workspace).ok() ||
+        engine->workspace > kMaxCudnnWorkspace)
+      continue;
+    engine->description = fmt::format(
+        "cuDNN graph API engine {} ({}), the heuristics' first allowed, untimed (a network only "
+        "validation runs), workspace {} B",
+        identity.global_index, identity.notes.describe(), engine->workspace);
+    engine->config = std::move(config);
+    engine->graph = std::move(graph);
+    *out = std::move(engine);
+    return Status::Ok();
+  }
+  return Status::Unimplemented(fmt::format(
+      "cuDNN: no engine builds this convolution ({} configurations{})", configs.size(), refused));
+}
+
 Status find_engine(cudnnHandle_t handle, ConvEngineCache& cache, const ConvOp& op,
-                   std::shared_ptr<const ConvEngineCache::Engine>* out) {
+                   std::shared_ptr<const ConvEngine>* out) {
   const std::string key = conv_engine_key(op);
   *out = cache.find(key);
   if (*out) return Status::Ok();
-  TB_RETURN_IF_ERROR(search_engine(handle, op, out));
+  TB_RETURN_IF_ERROR(op.first_engine ? first_allowed_engine(handle, op, out)
+                                     : search_engine(handle, op, out));
   cache.insert(key, *out);
   return Status::Ok();
 }
@@ -540,7 +572,7 @@ Status plan_cudnn_conv(cudnnHandle_t handle, ConvEngineCache& cache, const ConvO
   if (!kernel_dtype(storage_dtype(op.dtype)))
     return Status::Unimplemented(fmt::format(
         "cuda: convolution runs in f32, tf32, bf16 and f16, not {}", dtype_name(op.dtype)));
-  std::shared_ptr<const ConvEngineCache::Engine> engine;
+  std::shared_ptr<const ConvEngine> engine;
   Status status = find_engine(handle, cache, op, &engine);
   const bool epilogue_kernel =
       status.code() == StatusCode::unimplemented && op.epilogue != ConvEpilogue::none;

@@ -2,7 +2,8 @@
 // convolution calls are deprecated): forward, backward-data and backward-weights on NCHW or
 // NHWC data in f32 (strict: engines that down-convert to TF32 are refused), tf32, bf16 and f16, all
 // with fp32 accumulation. The engine is chosen once per shape by timing the heuristics' candidates
-// on seeded data, and cached by the backend; its workspace is the plan's workspace.
+// on seeded data (a network only validation runs takes the first allowed one, untimed:
+// ConvOp::first_engine), and cached by the backend; its workspace is the plan's workspace.
 #pragma once
 
 #include <cudnn.h>
@@ -37,19 +38,10 @@ std::string conv_engine_key(const ConvOp& op);
 // run (not positive, or NaN); -1 when none ran.
 int fastest_candidate(const std::vector<double>& seconds);
 
-// The engines chosen so far, by shape: a network's repeated shapes are searched once. Owned by
-// the backend for its lifetime.
-class ConvEngineCache {
- public:
-  struct Engine;
-  ConvEngineCache();
-  ~ConvEngineCache();
-  std::shared_ptr<const Engine> find(const std::string& key) const;
-  void insert(const std::string& key, std::shared_ptr<const Engine> engine);
-
- private:
-  std::map<std::string, std::shared_ptr<const Engine>> engines_;
-};
+// The engine chosen for a shape (its graph, configuration and plan), and the chosen engines by
+// conv_engine_key.
+struct ConvEngine;
+using ConvEngineCache = KeyedCache<ConvEngine>;
 
 Status plan_cudnn_conv(cudnnHandle_t handle, ConvEngineCache& cache, const ConvOp& op,
                        std::unique_ptr<Plan>* out);

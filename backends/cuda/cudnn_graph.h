@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -140,6 +142,24 @@ struct BuiltPlan {
 };
 Status first_buildable_plan(cudnnHandle_t handle, const BackendDescriptor& graph,
                             bool fp32_accumulation, std::string_view what, BuiltPlan* out);
+
+// Entries costly to build (an engine search, a graph and its plan) by a key of everything they
+// depend on: a network's repeated shapes are built once. Owned by the backend for its lifetime,
+// so that their plans go before the cuDNN handle.
+template <class Entry>
+class KeyedCache {
+ public:
+  std::shared_ptr<const Entry> find(const std::string& key) const {
+    const auto found = entries_.find(key);
+    return found == entries_.end() ? nullptr : found->second;
+  }
+  void insert(const std::string& key, std::shared_ptr<const Entry> entry) {
+    entries_[key] = std::move(entry);
+  }
+
+ private:
+  std::map<std::string, std::shared_ptr<const Entry>> entries_;
+};
 
 // Runs `plan` with pointers[i] bound to the tensor whose id is ids[i].
 Status execute_plan(cudnnHandle_t handle, const BackendDescriptor& plan,

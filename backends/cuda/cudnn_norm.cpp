@@ -114,7 +114,8 @@ Status make_node(cudnnHandle_t handle, const BatchNormOp& op, NormGraph* g) {
 
 class CudnnBatchNormPlan final : public CudaPlan {
  public:
-  CudnnBatchNormPlan(cudnnHandle_t handle, const BatchNormOp& op, std::unique_ptr<NormGraph> graph)
+  CudnnBatchNormPlan(cudnnHandle_t handle, const BatchNormOp& op,
+                     std::shared_ptr<const NormGraph> graph)
       : handle_(handle),
         op_(op),
         graph_(std::move(graph)),
@@ -197,7 +198,7 @@ class CudnnBatchNormPlan final : public CudaPlan {
  private:
   cudnnHandle_t handle_;
   BatchNormOp op_;
-  std::unique_ptr<NormGraph> graph_;
+  std::shared_ptr<const NormGraph> graph_;  // shared with the cache and its shape's other plans
   std::size_t engine_bytes_ = 0, channel_bytes_ = 0;
   float epsilon_, momentum_;  // handed over by value at every execution
 };
@@ -211,13 +212,32 @@ std::string cudnn_batch_norm_skip_reason(const BatchNormOp& op) {
   return "";
 }
 
-Status plan_cudnn_batch_norm(cudnnHandle_t handle, const BatchNormOp& op,
+struct NormGraphEntry {
+  std::shared_ptr<const NormGraph> graph;  // null where no engine builds a plan
+  Status status;                           // why not
+};
+
+std::string batch_norm_graph_key(const BatchNormOp& op) {
+  return fmt::format("{} {} n{} c{} {}x{}", op.pass == Pass::forward ? "forward" : "backward",
+                     dtype_name(op.dtype), op.mb, op.channels, op.h, op.w);
+}
+
+Status plan_cudnn_batch_norm(cudnnHandle_t handle, NormGraphCache& cache, const BatchNormOp& op,
                              std::unique_ptr<Plan>* out) {
   if (const std::string why = cudnn_batch_norm_skip_reason(op); !why.empty())
     return Status::Unimplemented("cuda: " + why);
-  auto graph = std::make_unique<NormGraph>();
-  TB_RETURN_IF_ERROR(make_node(handle, op, graph.get()));
-  *out = std::make_unique<CudnnBatchNormPlan>(handle, op, std::move(graph));
+  const std::string key = batch_norm_graph_key(op);
+  std::shared_ptr<const NormGraphEntry> entry = cache.find(key);
+  if (!entry) {
+    auto graph = std::make_shared<NormGraph>();
+    auto built = std::make_shared<NormGraphEntry>();
+    built->status = make_node(handle, op, graph.get());
+    if (built->status.ok()) built->graph = std::move(graph);
+    cache.insert(key, built);
+    entry = std::move(built);
+  }
+  TB_RETURN_IF_ERROR(entry->status);
+  *out = std::make_unique<CudnnBatchNormPlan>(handle, op, entry->graph);
   return Status::Ok();
 }
 

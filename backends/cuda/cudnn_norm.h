@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "backends/cuda/cudnn_graph.h"
 
 namespace tb::cuda {
 
@@ -21,9 +22,18 @@ namespace tb::cuda {
 // that are not channels-last 16-bit data.
 std::string cudnn_batch_norm_skip_reason(const BatchNormOp& op);
 
+// What the batch-norm graph and its plan depend on (not epsilon or momentum, which go by value
+// at every execution, nor the fused ReLU, which is a kernel), as the cache's key.
+std::string batch_norm_graph_key(const BatchNormOp& op);
+
+// A batch norm's graph and plan, or why no engine builds one, and those built so far by
+// batch_norm_graph_key: a network's 106 batch norms (ResNet-50) build a few dozen.
+struct NormGraphEntry;
+using NormGraphCache = KeyedCache<NormGraphEntry>;
+
 // Unimplemented, with cuDNN's reason, when no engine builds a plan for the node; the caller
 // then runs the own kernels.
-Status plan_cudnn_batch_norm(cudnnHandle_t handle, const BatchNormOp& op,
+Status plan_cudnn_batch_norm(cudnnHandle_t handle, NormGraphCache& cache, const BatchNormOp& op,
                              std::unique_ptr<Plan>* out);
 
 }  // namespace tb::cuda

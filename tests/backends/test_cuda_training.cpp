@@ -393,7 +393,29 @@ TEST(CudnnEngineChoice, KeysSeparateShapesDirectionsAndDtypes) {
   EXPECT_TRUE(differs([](ConvOp& o) { o.sh = o.sw = 2; }));
   EXPECT_TRUE(differs([](ConvOp& o) { o.ph = 0; }));
   EXPECT_TRUE(differs([](ConvOp& o) { o.winograd_allowed = true; }));
+  // A validation-only network's untimed first choice never stands in for a searched engine.
+  EXPECT_TRUE(differs([](ConvOp& o) { o.first_engine = true; }));
   EXPECT_FALSE(differs([](ConvOp& o) { o.layout = Layout::native; }));  // f32: NCHW in any layout
+}
+
+// A network's batch norms share a graph per shape: its key holds what the graph depends on, not
+// epsilon or momentum (by value at execution) nor the fused ReLU (a kernel after it).
+TEST(CudnnBatchNorm, GraphsAreKeyedByWhatTheyDependOn) {
+  BatchNormOp base;
+  base.mb = 32, base.channels = 64, base.h = base.w = 56, base.dtype = DType::bf16;
+  std::set<std::string> keys = {batch_norm_graph_key(base)};
+  auto differs = [&](auto change) {
+    BatchNormOp op = base;
+    change(op);
+    return keys.insert(batch_norm_graph_key(op)).second;
+  };
+  EXPECT_FALSE(differs([](BatchNormOp& o) { o.epsilon = 1e-3f, o.momentum = 0.5f; }));
+  EXPECT_FALSE(differs([](BatchNormOp& o) { o.fuse_relu = true; }));
+  EXPECT_TRUE(differs([](BatchNormOp& o) { o.pass = Pass::backward; }));
+  EXPECT_TRUE(differs([](BatchNormOp& o) { o.dtype = DType::f16; }));
+  EXPECT_TRUE(differs([](BatchNormOp& o) { o.mb = 2; }));
+  EXPECT_TRUE(differs([](BatchNormOp& o) { o.channels = 128; }));
+  EXPECT_TRUE(differs([](BatchNormOp& o) { o.h = o.w = 28; }));
 }
 
 TEST(CudnnEngineChoice, TheFastestCandidateThatRanWins) {
@@ -501,7 +523,8 @@ TEST(CudnnBatchNorm, TriedWhereItsEnginesApply) {
   other = op, other.layout = Layout::plain;
   EXPECT_NE(cudnn_batch_norm_skip_reason(other), "");
   std::unique_ptr<Plan> plan;  // refused before any cuDNN call: no handle needed
-  EXPECT_EQ(plan_cudnn_batch_norm(nullptr, other, &plan).code(), StatusCode::unimplemented);
+  NormGraphCache cache;
+  EXPECT_EQ(plan_cudnn_batch_norm(nullptr, cache, other, &plan).code(), StatusCode::unimplemented);
 }
 
 // On a GPU (skipped without one): a bf16 channels-last training batch norm runs cuDNN's node,

@@ -16,6 +16,7 @@
 #include "models/reference_check.h"
 #include "models/resnet.h"
 #include "models/training_step.h"
+#include "tests/forwarding_backend.h"
 #include "tests/models/support.h"
 #include "workloads/registry.h"
 #include "workloads/resnet50_train.h"
@@ -35,6 +36,34 @@ ResNetConfig reduced(std::vector<int> blocks = {3, 4, 6, 3}) {
   config.batch = 4, config.image = 64, config.width = 16, config.classes = 10;
   config.blocks = std::move(blocks);
   return config;
+}
+
+// Records the convolutions a step plans.
+class ConvRecorder final : public testing_support::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
+    if (const auto* conv = std::get_if<ConvOp>(&op)) convs.push_back(*conv);
+    return ForwardingBackend::plan(op, out);
+  }
+  std::vector<ConvOp> convs;
+};
+
+// A step only validation runs asks for the library's first engine, untimed; a measured one
+// does not (a GPU library times its candidates there).
+TEST(ResNet50, AValidationOnlyStepAsksForTheFirstEngine) {
+  auto backend = testing_support::make_cpu_backend();
+  if (!backend) GTEST_SKIP() << "no CPU backend in this build";
+  for (bool validation_only : {false, true}) {
+    ConvRecorder recorder(*backend);
+    StepOptions options;
+    options.validation_only = validation_only;
+    std::unique_ptr<TrainingStep> step;
+    ASSERT_TRUE(
+        TrainingStep::create(recorder, build_resnet(reduced({1, 1, 1, 1})), options, &step).ok());
+    ASSERT_FALSE(recorder.convs.empty());
+    for (const ConvOp& conv : recorder.convs) EXPECT_EQ(conv.first_engine, validation_only);
+  }
 }
 
 TEST(ResNet50, ParameterCountNamesAndWorkMatchTorchvision) {
