@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -213,12 +214,14 @@ struct MachineCases {
 // then quick on a CPU one): the case that would answer it at that machine's natural size.
 struct SuiteCases {
   std::map<std::string, std::string> gpu, cpu;
+  std::set<std::string> full;  // the families of the full suite
 
   SuiteCases() {
     for (const char* suite : {"gpu", "full", "quick"})
       for (const Descriptor& d : load_suite(suite)) {
         const std::string line = d.to_string();
         const std::string key = case_family(line).key;
+        if (std::string(suite) == "full") full.insert(key);
         if (std::string(suite) != "gpu") cpu.emplace(key, line);
         if (std::string(suite) != "quick") gpu.emplace(key, line);
       }
@@ -231,7 +234,15 @@ struct BuyersTable {
   std::map<std::string, CaseFamily> families;
   std::size_t baseline = 0;
   TextTable figures{{}};
-  TextTable missing{{"workload", "machine", "why", "to answer it"}};
+  // What a machine lacks, in table order; the text table groups the many single-op families a
+  // machine did not run (a CPU's full suite on a GPU machine), the JSON lists every one.
+  struct Missing {
+    const CaseFamily* family;
+    std::size_t machine;
+    std::string why, command;
+    bool in_full;
+  };
+  std::vector<Missing> missing;
   nlohmann::json rows = nlohmann::json::array(), not_answered = nlohmann::json::array();
   std::vector<std::string> from;
   // Per machine other than the baseline: its best over the baseline's best, per family.
@@ -379,12 +390,41 @@ struct BuyersTable {
       command = fmt::format("trainbench run -b {} -w '{}'", backend, workload);
     }
     if (family.kind == CaseClass::collective) command = "mpirun -np 2 " + command;
-    missing.add({family.label, label(m), why, command.empty() ? "-" : command});
+    missing.push_back({&family, m, why, command, suites.full.count(family.key) > 0});
     not_answered.push_back({{"family", family.key},
                             {"workload", family.label},
                             {"machine", label(m)},
                             {"why", why},
                             {"command", command}});
+  }
+
+  // Every training and failed family alone; single-op families not run on a machine, where more
+  // than kListedAlone of one kind, as one row with one command.
+  TextTable missing_table() const {
+    constexpr std::size_t kListedAlone = 3;
+    const auto grouped = [](const Missing& m) {
+      return m.why == "not run" && m.family->kind != CaseClass::training &&
+             m.family->kind != CaseClass::time_to_train;
+    };
+    const auto kind_of = [](const Missing& m) { return descriptor_kind(m.family->label); };
+    std::map<std::tuple<std::size_t, std::string, bool>, std::size_t> groups;
+    for (const Missing& m : missing)
+      if (grouped(m)) ++groups[{m.machine, kind_of(m), m.in_full}];
+    TextTable table({"workload", "machine", "why", "to answer it"});
+    std::set<std::tuple<std::size_t, std::string, bool>> shown;
+    for (const Missing& m : missing) {
+      const auto group = std::make_tuple(m.machine, kind_of(m), m.in_full);
+      if (!grouped(m) || groups[group] <= kListedAlone) {
+        table.add({m.family->label, label(m.machine), m.why, m.command.empty() ? "-" : m.command});
+      } else if (shown.insert(group).second) {
+        table.add({fmt::format("{} ({} families)", kind_of(m), groups[group]), label(m.machine),
+                   "not run",
+                   m.in_full ? fmt::format("trainbench run -b {} --suite full",
+                                           machines[m.machine].backend())
+                             : "each family's command: --format json, not_answered"});
+      }
+    }
+    return table;
   }
 
   // "h200 over cpu: throughput 12x to 40x over 9 families (training 30x), energy per unit ..."
@@ -576,7 +616,7 @@ Answer buyers_table_answer(std::vector<MachineReport> machines) {
       "power the case's counters measured, else the power given:",
       table.label(table.baseline)));
   if (!table.not_answered.empty()) {
-    a.tables.push_back(table.missing);
+    a.tables.push_back(table.missing_table());
     a.titles.push_back("Not answered, and the case that would answer it:");
   }
   return a;

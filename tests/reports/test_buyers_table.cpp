@@ -236,6 +236,26 @@ TEST_F(Servers, ACaseNotRunIsAskedForAtTheMachinesNaturalSize) {
             "dtype=f32'");
 }
 
+// Many single-op families a machine did not run (a CPU's full suite on a GPU machine) are one row
+// of the text table, with the suite that runs them all; the JSON still lists every one.
+TEST_F(Servers, ManyFamiliesNotRunAreOneRowWithOneCommand) {
+  for (const char* direction : {"bwd_data", "bwd_weights"})
+    for (const char* dtype : {"f32", "bf16"})
+      cpu["results"].push_back(result_like(
+          cpu,
+          fmt::format("conv name=layer1.conv2 mb=16 ic=64 ih=56 iw=56 oc=64 kh=3 kw=3 sh=1 sw=1 "
+                      "ph=1 pw=1 dir={} dtype={}",
+                      direction, dtype),
+          "cpu-onednn", dtype, "tflops", 0.3));
+  const Answer a = table(machines());
+  EXPECT_EQ(a.data["not_answered"].size(), 8u);
+  const std::string text = a.tables.back().render(TableFormat::table);
+  EXPECT_NE(text.find("conv (4 families)"), std::string::npos) << text;
+  EXPECT_NE(text.find("trainbench run -b cuda --suite full"), std::string::npos) << text;
+  EXPECT_EQ(text.find("dir=bwd_data"), std::string::npos) << text;
+  EXPECT_NE(text.find("resnet50-train dtype=tf32"), std::string::npos) << text;  // alone
+}
+
 TEST(CaseFamilies, SizesComeOutAndDefaultsGoIn) {
   const CaseFamily line = case_family("resnet50-train batch=32 image=224 dtype=bf16");
   const CaseFamily canonical = case_family(resnet(256, "bf16"));
