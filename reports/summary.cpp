@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -328,14 +329,35 @@ Answer mixed_precision_answer(const Passed& passed) {
   return mixed;
 }
 
-// Training state per parameter with AdamW.
+// The optimizer state per parameter a model case measured (details.optimizer), for AdamW.
+std::optional<double> adamw_state_per_parameter(const ResultRecord& r) {
+  const auto details = r.json->find("details");
+  if (details == r.json->end() || !details->is_object()) return std::nullopt;
+  const auto optimizer = details->find("optimizer");
+  if (optimizer == details->end() || !optimizer->is_object() ||
+      optimizer->value("kind", "") != "adamw")
+    return std::nullopt;
+  const auto bytes = optimizer->find("state_bytes_per_parameter");
+  if (bytes == optimizer->end() || !bytes->is_number()) return std::nullopt;
+  return bytes->get<double>();
+}
+
+// Training state per parameter with AdamW: the moments as the step measured them, with the fp32
+// weights and gradients every step keeps (and the 16-bit weight copy of mixed precision).
 Answer state_answer(const Passed& passed) {
   Answer state{"Training-state memory per parameter with AdamW", "", {}};
-  for (const ResultRecord& r : passed.results)
-    if (const auto bytes = r.metric("optimizer_state_bytes_per_parameter")) {
-      state.answer = fmt::format("{:.1f} bytes (measured)", *bytes);
-      state.from.push_back(measured(r));
-    }
+  std::set<std::string> said;  // one line per backend and dtype
+  for (const ResultRecord& r : passed.results) {
+    const std::optional<double> moments = adamw_state_per_parameter(r);
+    if (!moments || !said.insert(r.key.backend + " " + r.key.dtype).second) continue;
+    const bool mixed = r.key.dtype == "bf16" || r.key.dtype == "f16";
+    state.answer += fmt::format(
+        "{}{} [{}]: {:.1f} bytes of AdamW moments (measured), {:.1f} with the fp32 weights and "
+        "gradients{}",
+        state.answer.empty() ? "" : "; ", r.key.backend, r.key.dtype, *moments, *moments + 8,
+        mixed ? fmt::format(" and the {} weight copy: {:.1f}", r.key.dtype, *moments + 10) : "");
+    state.from.push_back(measured(r));
+  }
   if (state.answer.empty())
     state.answer =
         "not measured in this report; by the AdamW state layout: fp32 16 bytes (weights 4, "

@@ -3,6 +3,7 @@
 // and the suites that make the pairs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -254,6 +255,23 @@ TEST_F(Servers, ManyFamiliesNotRunAreOneRowWithOneCommand) {
   EXPECT_NE(text.find("trainbench run -b cuda --suite full"), std::string::npos) << text;
   EXPECT_EQ(text.find("dir=bwd_data"), std::string::npos) << text;
   EXPECT_NE(text.find("resnet50-train dtype=tf32"), std::string::npos) << text;  // alone
+}
+
+// The AdamW state per parameter comes from what each BERT step measured (details.optimizer),
+// once per backend and dtype; SGD's steps do not answer it.
+TEST(SummaryAnswers, AdamwStatePerParameterIsTheMeasuredOne) {
+  const nlohmann::json report = read_report(std::string(TRAINBENCH_TEST_DATA) + "/cpu_models.json");
+  const std::vector<Answer> answers = summary_answers(report);
+  const auto state = std::find_if(answers.begin(), answers.end(), [](const Answer& a) {
+    return a.question == "Training-state memory per parameter with AdamW";
+  });
+  ASSERT_NE(state, answers.end());
+  EXPECT_EQ(state->answer,
+            "cpu-onednn [f32]: 8.0 bytes of AdamW moments (measured), 16.0 with the fp32 weights "
+            "and gradients; cpu-openblas [f32]: 8.0 bytes of AdamW moments (measured), 16.0 with "
+            "the fp32 weights and gradients")
+      << state->answer;
+  EXPECT_EQ(state->from.size(), 2u);
 }
 
 TEST(CaseFamilies, SizesComeOutAndDefaultsGoIn) {
