@@ -125,17 +125,27 @@ std::vector<nlohmann::json> rows_of(const Answer& a, const std::string& workload
   return rows;
 }
 
+// Each entry's text fields, joined by " | ", in order.
+std::vector<std::string> fields_of(const nlohmann::json& entries,
+                                   std::initializer_list<const char*> keys) {
+  std::vector<std::string> lines;
+  for (const nlohmann::json& entry : entries) {
+    std::string line;
+    for (const char* key : keys)
+      line += (key == *keys.begin() ? "" : " | ") + entry[key].get<std::string>();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
 TEST_F(Servers, EveryRowPairsAFamilyAtEachMachinesSize) {
   const std::vector<HostReports> grouped = machines({4.0, 300.0}, {12.0, 1000.0});
   ASSERT_EQ(grouped.size(), 2u);
   const Answer a = table(grouped);
   EXPECT_EQ(a.data["machines"][0]["label"], "gpu-server");  // the GPU machine first
   EXPECT_EQ(a.data["baseline"], "cpu-server");
-  std::vector<std::string> order;
-  for (const nlohmann::json& row : a.data["rows"])
-    order.push_back(row["workload"].get<std::string>() + " | " + row["machine"].get<std::string>() +
-                    " | " + row["backend"].get<std::string>() + " | " +
-                    row["size"].get<std::string>());
+  const std::vector<std::string> order =
+      fields_of(a.data["rows"], {"workload", "machine", "backend", "size"});
   const std::vector<std::string> expected = {
       "bert-train model=large dtype=bf16 | gpu-server | pytorch-cuda | batch=32",
       "bert-train model=large dtype=bf16 | cpu-server | cpu-onednn | batch=4",
@@ -188,11 +198,8 @@ TEST_F(Servers, EveryRowPairsAFamilyAtEachMachinesSize) {
 
 TEST_F(Servers, EveryMissingFigureSaysWhyAndWhichCaseWouldAnswerIt) {
   const Answer a = table(machines());
-  std::vector<std::string> missing;
-  for (const nlohmann::json& m : a.data["not_answered"])
-    missing.push_back(m["workload"].get<std::string>() + " | " + m["machine"].get<std::string>() +
-                      " | " + m["why"].get<std::string>() + " | " +
-                      m["command"].get<std::string>());
+  const std::vector<std::string> missing =
+      fields_of(a.data["not_answered"], {"workload", "machine", "why", "command"});
   const std::vector<std::string> expected = {
       "bert-train model=large dtype=bf16 | gpu-server | failed on cuda: validation failed: "
       "attention off by 0.1 (a PyTorch peer's figure is listed) | trainbench run -b cuda -w '" +
