@@ -215,6 +215,10 @@ class Backend {
   // exports the whole operand.
   virtual Status gather_operand(const Plan& plan, int index, Buffer device,
                                 std::span<const std::int64_t> positions, void* values);
+  // Operand `index` set to seeded values uniform in [-1, 1) (counter_values' distribution, in
+  // the order the buffer stores them) where the buffer lives: inputs whose values nothing
+  // checks, only times. The default is unimplemented: the caller fills on the host and imports.
+  virtual Status fill_operand(const Plan& plan, int index, Buffer buffer, std::uint64_t seed);
   virtual Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) = 0;
   // Why the backend can run nothing more (a sticky device error), or empty while healthy.
   virtual std::string broken() const { return ""; }

@@ -325,6 +325,12 @@ Status Backend::gather_operand(const Plan& plan, int index, Buffer device,
   return gather_plain(whole.data(), spec, positions, values);
 }
 
+Status Backend::fill_operand(const Plan& plan, int index, Buffer buffer, std::uint64_t seed) {
+  (void)buffer, (void)seed;
+  return Status::Unimplemented(
+      fmt::format("{} fills {} on the host", name(), plan.operands().at(index).name));
+}
+
 Status gather_plain(const void* plain, const OperandSpec& spec,
                     std::span<const std::int64_t> positions, void* values) {
   const std::size_t size = dtype_size(spec.dtype);

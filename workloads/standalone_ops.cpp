@@ -60,6 +60,11 @@ class AloneOp {
         TB_RETURN_IF_ERROR(backend_.import_operand(*plan_, index, values.data(), buffer));
         continue;
       }
+      const Status filled = backend_.fill_operand(*plan_, index, buffer, seed + i);
+      if (filled.code() != StatusCode::unimplemented) {
+        TB_RETURN_IF_ERROR(filled);
+        continue;
+      }
       TB_RETURN_IF_ERROR(import_floats(
           backend_, *plan_, index, counter_values(spec.elements(), seed + i, spec.dtype), buffer));
     }

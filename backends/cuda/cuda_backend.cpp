@@ -23,6 +23,7 @@
 #ifdef TRAINBENCH_HAVE_NCCL
 #include "backends/cuda/nccl_communicator.h"
 #endif
+#include "backends/cuda/training_kernels.h"
 #include "backends/cuda/training_ops.h"
 #include "backends/operands.h"
 #include "backends/overloaded.h"
@@ -413,12 +414,53 @@ class CudaBackend final : public Backend {
   Status import_operand(const Plan& plan, int index, const void* plain, Buffer device) override {
     if (device.kind != MemoryKind::device)
       return upload(plain, device, plan.operands().at(index).bytes);
-    return static_cast<const CudaPlan&>(plan).import_operand(index, plain, device);
+    return static_cast<const CudaPlan&>(plan).import_operand(index, plain, device, staging_);
   }
   Status export_operand(const Plan& plan, int index, Buffer device, void* plain) override {
     if (device.kind != MemoryKind::device)
       return download(device, plain, plan.operands().at(index).bytes);
-    return static_cast<const CudaPlan&>(plan).export_operand(index, device, plain);
+    return static_cast<const CudaPlan&>(plan).export_operand(index, device, plain, staging_);
+  }
+  // The sampled elements gathered on the device: kilobytes leave it, not the operand.
+  Status gather_operand(const Plan& plan, int index, Buffer device,
+                        std::span<const std::int64_t> positions, void* values) override {
+    if (device.kind != MemoryKind::device)
+      return Backend::gather_operand(plan, index, device, positions, values);
+    const OperandSpec& spec = plan.operands().at(index);
+    const auto elements = static_cast<std::int64_t>(spec.elements());
+    std::vector<long long> offsets(positions.size());
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+      if (positions[i] < 0 || positions[i] >= elements)
+        return Status::InvalidArgument(fmt::format(
+            "position {} is outside operand {} ({} elements)", positions[i], spec.name, elements));
+      offsets[i] = static_cast<const CudaPlan&>(plan).stored_offset(index, positions[i]);
+    }
+    const std::size_t element = dtype_size(spec.dtype), count = positions.size();
+    DeviceBlock scratch;  // the offsets, then the values
+    TB_RETURN_IF_ERROR(
+        scratch.allocate(count * (sizeof(long long) + element), "gathering samples"));
+    auto* device_offsets = static_cast<long long*>(scratch.data());
+    void* gathered = device_offsets + count;
+    TB_RETURN_IF_ERROR(health_->check(cudaMemcpy(device_offsets, offsets.data(),
+                                                 count * sizeof(long long), cudaMemcpyHostToDevice),
+                                      "cudaMemcpy (sample offsets)"));
+    TB_RETURN_IF_ERROR(
+        health_->check(launch_gather(element, device.data, device_offsets,
+                                     static_cast<long long>(count), gathered, nullptr),
+                       "gathering samples"));
+    return health_->check(cudaMemcpy(values, gathered, count * element, cudaMemcpyDeviceToHost),
+                          "cudaMemcpy (gathered samples)");
+  }
+  // Seeded values written where the operand lives: a product at batch 256 takes gigabytes of
+  // inputs, which a host fill and copy would spend most of a lease on.
+  Status fill_operand(const Plan& plan, int index, Buffer buffer, std::uint64_t seed) override {
+    const OperandSpec& spec = plan.operands().at(index);
+    if (buffer.kind != MemoryKind::device || !kernel_dtype(spec.dtype))
+      return Backend::fill_operand(plan, index, buffer, seed);
+    return health_->check(
+        launch_fill_random(spec.dtype, buffer.data, static_cast<std::int64_t>(spec.elements()),
+                           seed, nullptr),
+        "filling an operand with seeded values");
   }
   Status execute(Plan& plan, std::span<const Buffer> operands, Buffer workspace) override {
     if (operands.size() != plan.operands().size())
@@ -481,6 +523,7 @@ class CudaBackend final : public Backend {
   Buffer flush_buffer_;               // twice the L2, allocated at the first flush
   int flush_value_ = 0;
   AllocationTally device_allocations_;  // what cudaMalloc holds for allocate()
+  StagedCopy staging_;                  // for import_operand and export_operand
 };
 
 Availability probe() {

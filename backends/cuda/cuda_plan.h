@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -12,6 +14,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/nhwc.h"
+#include "backends/cuda/staged_copy.h"
 
 namespace tb::cuda {
 
@@ -46,9 +49,34 @@ inline Status cuda_status(cudaError_t error, const char* what) {
                                             : Status::LibraryFailed(message);
 }
 
+// Device memory held for one task, freed on every way out.
+class DeviceBlock {
+ public:
+  DeviceBlock() = default;
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+  ~DeviceBlock() {
+    if (data_) cudaFree(data_);
+  }
+  // `what` names the task in the error.
+  Status allocate(std::size_t bytes, const char* what) {
+    if (const cudaError_t error = cudaMalloc(&data_, std::max<std::size_t>(bytes, 1));
+        error != cudaSuccess) {
+      data_ = nullptr;
+      cudaGetLastError();  // not sticky: clear it for the next launch's check
+      return cuda_status(error, what);
+    }
+    return Status::Ok();
+  }
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
 // Operands are device buffers, plain (row-major, NCHW) unless the plan keeps its 4-D operands
 // channels-last (channels_last_, set by plans for 16-bit data); import_operand /
-// export_operand then convert them on the host from and to the callers' plain NCHW.
+// export_operand then convert them from and to the callers' plain NCHW.
 class CudaPlan : public Plan {
  public:
   virtual Status run(std::span<const Buffer> operands, Buffer workspace, cudaStream_t stream) = 0;
@@ -59,23 +87,12 @@ class CudaPlan : public Plan {
   virtual bool stored_channels_last(int index) const {
     return channels_last_ && operands_.at(index).dims.size() == 4;
   }
-  Status import_operand(int index, const void* plain, Buffer device) const {
-    const OperandSpec& spec = operands_.at(index);
-    if (!converts(index)) return copy(device.data, plain, spec.bytes);
-    std::vector<unsigned char> converted(spec.bytes);
-    nchw_to_nhwc(plain, converted.data(), spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
-                 dtype_size(spec.dtype));
-    return copy(device.data, converted.data(), spec.bytes);
-  }
-  Status export_operand(int index, Buffer device, void* plain) const {
-    const OperandSpec& spec = operands_.at(index);
-    if (!converts(index)) return copy(plain, device.data, spec.bytes);
-    std::vector<unsigned char> stored(spec.bytes);
-    TB_RETURN_IF_ERROR(copy(stored.data(), device.data, spec.bytes));
-    nhwc_to_nchw(stored.data(), plain, spec.dims[0], spec.dims[1], spec.dims[2], spec.dims[3],
-                 dtype_size(spec.dtype));
-    return Status::Ok();
-  }
+  // Between the callers' plain layout and the stored one, through `staging`; a channels-last
+  // operand is reordered on the device (on the host where the device has no room for a copy).
+  Status import_operand(int index, const void* plain, Buffer device, StagedCopy& staging) const;
+  Status export_operand(int index, Buffer device, void* plain, StagedCopy& staging) const;
+  // The element offset in the operand's buffer of the element at `plain` in the plain layout.
+  std::int64_t stored_offset(int index, std::int64_t plain) const;
 
  protected:
   bool channels_last_ = false;
@@ -88,9 +105,8 @@ class CudaPlan : public Plan {
     const std::vector<std::int64_t>& dims = operands_.at(index).dims;
     return dims[1] > 1 && dims[2] * dims[3] > 1;
   }
-  static Status copy(void* to, const void* from, std::size_t bytes) {
-    return cuda_status(cudaMemcpy(to, from, bytes, cudaMemcpyDefault), "cudaMemcpy");
-  }
+  // Reorders operand `index` between NCHW and NHWC from one device buffer into another.
+  Status convert_on_device(int index, const void* from, void* to, bool to_nhwc) const;
 };
 
 }  // namespace tb::cuda

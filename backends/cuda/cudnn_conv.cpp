@@ -169,25 +169,6 @@ Status execute(cudnnHandle_t handle, const BackendDescriptor& plan, void* x, voi
   return execute_plan(handle, plan, std::span(ids, count), std::span(pointers, count), workspace);
 }
 
-// Device memory for the search, freed when it ends.
-class DeviceBlock {
- public:
-  DeviceBlock() = default;
-  DeviceBlock(const DeviceBlock&) = delete;
-  DeviceBlock& operator=(const DeviceBlock&) = delete;
-  ~DeviceBlock() {
-    if (data_) cudaFree(data_);
-  }
-  Status allocate(std::size_t bytes) {
-    return cuda_status(cudaMalloc(&data_, std::max<std::size_t>(bytes, 1)),
-                       "cudaMalloc (convolution engine search)");
-  }
-  void* data() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-};
-
 // A pair of CUDA events for the search's timing, destroyed on every way out.
 struct TimingEvents {
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -267,6 +248,8 @@ int fastest_candidate(const std::vector<double>& seconds) {
 namespace {
 
 // Times up to kMaxCandidates allowed engines on seeded data and keeps the fastest.
+constexpr const char* kSearchMemory = "cudaMalloc (convolution engine search)";
+
 // A convolution's operands on the device for timing engines, filled with seeded data (zeros
 // would time faster than real inputs).
 struct SearchOperands {
@@ -280,10 +263,10 @@ Status seed_search_operands(const ConvOp& op, SearchOperands* s) {
                                     y = {op.mb, op.oc, op.oh(), op.ow()};
   const std::array<std::int64_t, 4> bias = {1, op.epilogue == ConvEpilogue::none ? 0 : op.oc, 1, 1};
   const std::size_t element = dtype_size(storage_dtype(op.dtype));
-  TB_RETURN_IF_ERROR(s->x.allocate(elements(x) * element));
-  TB_RETURN_IF_ERROR(s->w.allocate(elements(w) * element));
-  TB_RETURN_IF_ERROR(s->y.allocate(elements(y) * element));
-  TB_RETURN_IF_ERROR(s->bias.allocate(elements(bias) * element));
+  TB_RETURN_IF_ERROR(s->x.allocate(elements(x) * element, kSearchMemory));
+  TB_RETURN_IF_ERROR(s->w.allocate(elements(w) * element, kSearchMemory));
+  TB_RETURN_IF_ERROR(s->y.allocate(elements(y) * element, kSearchMemory));
+  TB_RETURN_IF_ERROR(s->bias.allocate(elements(bias) * element, kSearchMemory));
   s->bias_data = elements(bias) > 0 ? s->bias.data() : nullptr;
   for (auto [block, dims, seed] :
        {std::tuple{&s->x, x, 1}, {&s->w, w, 2}, {&s->y, y, 3}, {&s->bias, bias, 4}})
@@ -300,7 +283,7 @@ double time_engine(cudnnHandle_t handle, const BackendDescriptor& plan,
                    std::int64_t workspace_bytes, const SearchOperands& s,
                    const TimingEvents& events) {
   DeviceBlock workspace;
-  if (!workspace.allocate(static_cast<std::size_t>(workspace_bytes)).ok() ||
+  if (!workspace.allocate(static_cast<std::size_t>(workspace_bytes), kSearchMemory).ok() ||
       !execute(handle, plan, s.x.data(), s.w.data(), s.y.data(), s.bias_data, workspace.data())
            .ok())
     return -1;

@@ -2,6 +2,8 @@
 #include <cuda_fp16.h>
 #include <mma.h>
 
+#include <algorithm>
+
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/stream_math.h"
 
@@ -100,6 +102,14 @@ __global__ void tensor_peak_kernel(long long iterations, Element a_value, Elemen
                                           per_block_mean);
 }
 
+// values[i] = data[offsets[i]] for `count` elements of type T (1, 2, 4 or 8 bytes).
+template <typename T>
+__global__ void gather_kernel(const T* data, const long long* offsets, T* values, long long count) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    values[i] = data[offsets[i]];
+}
+
 }  // namespace
 
 double tensor_peak_flops(DType dtype, long long iterations, int blocks) {
@@ -165,6 +175,36 @@ cudaError_t launch_fma_peak(long long iterations, float one, float increment,
                             double* per_block_mean, int blocks, cudaStream_t stream) {
   fma_peak_kernel<<<blocks, kPeakThreadsPerBlock, 0, stream>>>(iterations, one, increment,
                                                                per_block_mean);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather(std::size_t element, const void* data, const long long* offsets,
+                          long long count, void* values, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const auto grid =
+      static_cast<unsigned>(std::min<long long>((count + kThreads - 1) / kThreads, 1 << 16));
+  switch (element) {
+    case 1:
+      gather_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const unsigned char*>(data), offsets,
+                                                   static_cast<unsigned char*>(values), count);
+      break;
+    case 2:
+      gather_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const unsigned short*>(data),
+                                                   offsets, static_cast<unsigned short*>(values),
+                                                   count);
+      break;
+    case 4:
+      gather_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const unsigned int*>(data), offsets,
+                                                   static_cast<unsigned int*>(values), count);
+      break;
+    case 8:
+      gather_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const unsigned long long*>(data),
+                                                   offsets,
+                                                   static_cast<unsigned long long*>(values), count);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 #include "backends/ops.h"
 
 namespace tb::cuda {
@@ -34,5 +36,10 @@ inline constexpr int kTensorPeakChains = 4;  // independent accumulators per war
 // Each round adds products of 2^-15 or 2^-16: past 2^19 rounds they fall below the fp32
 // accumulator's last bit, which Tensor Cores truncate.
 inline constexpr long long kTensorPeakMaxIterations = 1LL << 19;
+
+// values[i] = the `element`-byte value at element offset offsets[i] of data, for i < count
+// (offsets on the device): what a sampled check reads, gathered where it lives.
+cudaError_t launch_gather(std::size_t element, const void* data, const long long* offsets,
+                          long long count, void* values, cudaStream_t stream);
 
 }  // namespace tb::cuda

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "backends/host_device.h"
 #include "backends/ops.h"
@@ -44,22 +43,11 @@ struct ActivationShape {
   }
 };
 
-// Copies `element` bytes per value between plain [n, c, h, w] and [n, h, w, c], in the
-// direction `to_nhwc` says. A convolution's weights [K, C, R, S] convert the same way (KRSC).
-inline void convert_channels(const void* src, void* dst, std::int64_t n, std::int64_t c,
-                             std::int64_t h, std::int64_t w, std::size_t element, bool to_nhwc) {
-  const auto* from = static_cast<const unsigned char*>(src);
-  auto* to = static_cast<unsigned char*>(dst);
-  const ActivationShape plain{n, c, h, w, false}, last{n, c, h, w, true};
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t k = 0; k < c; ++k)
-      for (std::int64_t y = 0; y < h; ++y)
-        for (std::int64_t x = 0; x < w; ++x) {
-          const std::int64_t nchw = plain.offset(i, k, y, x), nhwc = last.offset(i, k, y, x);
-          std::memcpy(to + (to_nhwc ? nhwc : nchw) * element,
-                      from + (to_nhwc ? nchw : nhwc) * element, element);
-        }
-}
+// Copies `element` (1, 2, 4 or 8) bytes per value between plain [n, c, h, w] and [n, h, w, c],
+// in the direction `to_nhwc` says, on every thread (nhwc.cpp). A convolution's weights
+// [K, C, R, S] convert the same way (KRSC).
+void convert_channels(const void* src, void* dst, std::int64_t n, std::int64_t c, std::int64_t h,
+                      std::int64_t w, std::size_t element, bool to_nhwc);
 inline void nchw_to_nhwc(const void* src, void* dst, std::int64_t n, std::int64_t c, std::int64_t h,
                          std::int64_t w, std::size_t element) {
   convert_channels(src, dst, n, c, h, w, element, /*to_nhwc=*/true);

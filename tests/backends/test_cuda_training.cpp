@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "backends/cuda/training_math.h"
 #include "backends/cuda/training_ops.h"
 #include "backends/low_precision.h"
+#include "backends/numeric.h"
 #include "backends/operands.h"
 #include "tests/models/support.h"
 
@@ -445,6 +447,51 @@ TEST(ChannelsLast, ConversionsRoundTripAndPlaceEveryValue) {
   EXPECT_EQ(back, plain);
 }
 
+// Every element size a dtype has, on a tensor large enough to run on every thread.
+TEST(ChannelsLast, ConversionsOfEveryElementSizeRoundTripOnEveryThread) {
+  const std::int64_t n = 3, c = 37, h = 41, w = 43;
+  const std::size_t count = static_cast<std::size_t>(n * c * h * w);
+  for (const std::size_t element : {1, 2, 4, 8}) {
+    std::vector<unsigned char> plain(count * element), nhwc(plain.size()), back(plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i)
+      plain[i] = static_cast<unsigned char>(mix64(i) >> 56);
+    nchw_to_nhwc(plain.data(), nhwc.data(), n, c, h, w, element);
+    const std::size_t at = ((2 * c + 36) * h + 40) * w + 1, to = ((2 * h + 40) * w + 1) * c + 36;
+    EXPECT_EQ(std::memcmp(&nhwc[to * element], &plain[at * element], element), 0) << element;
+    nhwc_to_nchw(nhwc.data(), back.data(), n, c, h, w, element);
+    EXPECT_EQ(back, plain) << element;
+  }
+}
+
+// A plan's stored offset of a plain position is where the conversion put that element: what
+// the device-side gather of sampled values reads. Operands that do not convert map to
+// themselves.
+TEST(ChannelsLast, StoredOffsetsAreWhereTheConversionPutsEachElement) {
+  struct ChannelsLastPlan final : CudaPlan {
+    ChannelsLastPlan() {
+      channels_last_ = true;
+      operands_ = {{.name = "src", .dtype = DType::bf16, .dims = {2, 3, 4, 5}, .bytes = 240},
+                   {.name = "pooled", .dtype = DType::bf16, .dims = {2, 3, 1, 1}, .bytes = 12},
+                   {.name = "table", .dtype = DType::bf16, .dims = {6, 7}, .bytes = 84}};
+    }
+    Status run(std::span<const Buffer>, Buffer, cudaStream_t) override { return Status::Ok(); }
+  } plan;
+  std::vector<std::uint16_t> plain(120), nhwc(120);
+  for (std::size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<std::uint16_t>(i);
+  nchw_to_nhwc(plain.data(), nhwc.data(), 2, 3, 4, 5, sizeof(std::uint16_t));
+  std::set<std::int64_t> offsets;
+  for (std::int64_t p = 0; p < 120; ++p) {
+    const std::int64_t stored = plan.stored_offset(0, p);
+    ASSERT_TRUE(stored >= 0 && stored < 120) << p;
+    EXPECT_EQ(nhwc[static_cast<std::size_t>(stored)], plain[static_cast<std::size_t>(p)]) << p;
+    offsets.insert(stored);
+  }
+  EXPECT_EQ(offsets.size(), 120u);
+  EXPECT_NE(plan.stored_offset(0, 1), 1);
+  for (const int index : {1, 2})
+    for (std::int64_t p = 0; p < 6; ++p) EXPECT_EQ(plan.stored_offset(index, p), p);
+}
+
 // 16-bit activations are channels-last unless the caller asks for plain NCHW; fp32 and tf32
 // stay NCHW.
 TEST(ChannelsLast, SixteenBitActivationsAreChannelsLastUnlessPlainIsAsked) {
@@ -611,6 +658,58 @@ TEST(CudnnAttention, TheBackwardIsTheFrontendsCompositeGraph) {
   EXPECT_TRUE(finalize_backward_nodes(op, &nodes).ok());
   op.head_dim = -8;  // a tensor cuDNN refuses: the node that holds it says so
   EXPECT_FALSE(finalize_backward_nodes(op, &nodes).ok());
+}
+
+// On a GPU (skipped without one): copies through the pinned halves come back byte for byte,
+// whatever the size against the direct limit and the chunks (one, an odd part, several).
+TEST(StagedCopies, OnAGpuEverySizeRoundTrips) {
+  auto gpu = make_backend("cuda");
+  if (!gpu) GTEST_SKIP() << "cuda is not in this build or not usable here";
+  StagedCopy staging;
+  for (const std::size_t bytes :
+       {std::size_t{1000}, StagedCopy::kDirectBytes, StagedCopy::kChunkBytes,
+        2 * StagedCopy::kChunkBytes + 3, 5 * StagedCopy::kChunkBytes / 2}) {
+    std::vector<unsigned char> sent(bytes), back(bytes);
+    for (std::size_t i = 0; i < bytes; ++i) sent[i] = static_cast<unsigned char>(mix64(i) >> 56);
+    Buffer device;
+    ASSERT_TRUE(gpu->allocate(bytes, &device).ok());
+    ASSERT_TRUE(staging.to_device(device.data, sent.data(), bytes).ok()) << bytes;
+    ASSERT_TRUE(staging.to_host(back.data(), device.data, bytes).ok()) << bytes;
+    EXPECT_EQ(back, sent) << bytes;
+    gpu->release(device);
+  }
+}
+
+// On a GPU (skipped without one): a device fill of a plain operand holds counter_values'
+// values, rounded to the operand's dtype as the host would; an f64 operand is the host's.
+TEST(SeededFills, OnAGpuAPlainOperandHoldsTheHostsCounterValues) {
+  auto gpu = make_backend("cuda");
+  if (!gpu) GTEST_SKIP() << "cuda is not in this build or not usable here";
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    const GemmOp op{.m = 64, .n = 48, .k = 40, .a_type = dtype, .b_type = dtype, .c_type = dtype};
+    std::unique_ptr<Plan> plan;
+    ASSERT_TRUE(gpu->plan(op, &plan).ok()) << dtype_name(dtype);
+    const int index = operand_index(plan->operands(), "a");
+    const OperandSpec& a = plan->operands()[static_cast<std::size_t>(index)];
+    Buffer buffer;
+    ASSERT_TRUE(gpu->allocate(a.bytes, &buffer).ok());
+    ASSERT_TRUE(gpu->fill_operand(*plan, index, buffer, 77).ok()) << dtype_name(dtype);
+    std::vector<unsigned char> bytes(a.elements() * dtype_size(dtype));
+    ASSERT_TRUE(gpu->export_operand(*plan, index, buffer, bytes.data()).ok());
+    const std::vector<float> want = counter_values(a.elements(), 77, dtype);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      float got = 0;
+      std::uint16_t bits = 0;
+      if (dtype == DType::f32) {
+        std::memcpy(&got, &bytes[4 * i], 4);
+      } else {
+        std::memcpy(&bits, &bytes[2 * i], 2);
+        got = dtype == DType::bf16 ? cpu::bf16_to_float(bits) : cpu::f16_to_float(bits);
+      }
+      ASSERT_EQ(got, want[i]) << dtype_name(dtype) << " element " << i;
+    }
+    gpu->release(buffer);
+  }
 }
 
 // On a GPU (skipped without one): each pass of cuDNN's fused attention plans alone (a refusal
