@@ -10,6 +10,7 @@
 #include <span>
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "backends/numeric.h"
 #include "backends/operands.h"
@@ -101,6 +102,25 @@ std::vector<int> sampled_parameters(const Network& network) {
   return order;
 }
 
+// Adds add(e, sum) for every element e < elements into (*sums)[group(e)], on every thread:
+// each thread sums into its own copy, and the copies are added in thread order (the same
+// result for the same thread count). Sum needs += .
+template <typename Sum, typename Add>
+void sum_by_group(std::int64_t elements, const std::function<std::int64_t(std::int64_t)>& group,
+                  const Add& add, std::vector<Sum>* sums) {
+  const bool parallel = elements > (std::int64_t{1} << 16);
+  std::vector<std::vector<Sum>> partial(parallel ? omp_get_max_threads() : 1,
+                                        std::vector<Sum>(sums->size()));
+#pragma omp parallel if (parallel)
+  {
+    std::vector<Sum>& mine = partial[static_cast<std::size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
+    for (std::int64_t e = 0; e < elements; ++e) add(e, mine[group(e)]);
+  }
+  for (const std::vector<Sum>& part : partial)
+    for (std::size_t k = 0; k < sums->size(); ++k) (*sums)[k] += part[k];
+}
+
 // A normalization's diff_src = gamma / sigma * (dy - mean(dy) - xhat * mean(dy xhat)), the
 // means over each element's statistic group: with few elements per group it cancels (two per
 // channel, as a batch norm at batch 2 on a 1x1 map has, leave |xhat| = 1 - epsilon / 2 var and
@@ -114,6 +134,10 @@ double backward_data_magnitude(const std::vector<double>& src, const std::vector
                                const std::function<std::int64_t(std::int64_t)>& statistic) {
   struct GroupSums {  // of one statistic's group: |dy|, |dy xhat| and its element count
     double dy = 0, dy_xhat = 0, count = 0;
+    GroupSums& operator+=(const GroupSums& other) {
+      dy += other.dy, dy_xhat += other.dy_xhat, count += other.count;
+      return *this;
+    }
   };
   std::vector<GroupSums> sums(mean.size());
   auto xhat = [&](std::int64_t e) {
@@ -121,13 +145,16 @@ double backward_data_magnitude(const std::vector<double>& src, const std::vector
     return (src[e] - mean[k]) / std::sqrt(variance[k] + epsilon);
   };
   auto gradient = [&](std::int64_t e) { return mask && (*mask)[e] == 0 ? 0.0 : dy[e]; };
-  for (std::int64_t e = 0; e < elements; ++e) {
-    GroupSums& group = sums[statistic(e)];
-    group.dy += std::fabs(gradient(e));
-    group.dy_xhat += std::fabs(gradient(e) * xhat(e));
-    group.count += 1;
-  }
+  sum_by_group(
+      elements, statistic,
+      [&](std::int64_t e, GroupSums& group) {
+        group.dy += std::fabs(gradient(e));
+        group.dy_xhat += std::fabs(gradient(e) * xhat(e));
+        group.count += 1;
+      },
+      &sums);
   double sum_of_squares = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sum_of_squares) if (elements > (1 << 16))
   for (std::int64_t e = 0; e < elements; ++e) {
     const std::int64_t k = statistic(e);
     const GroupSums& group = sums[k];
@@ -199,14 +226,18 @@ ReductionMagnitude reduction_magnitude(const OpDesc& desc, const std::vector<Ope
   }
   if (!forward_mean && !backward) return {};
   std::vector<double> magnitude(static_cast<std::size_t>(groups), 0.0);
-  for (std::int64_t e = 0; e < elements; ++e) {
-    double term = forward_mean ? (*src)[e] : (mask && (*mask)[e] == 0 ? 0.0 : (*dy)[e]);
-    if (name == "diff_gamma") {
-      const std::int64_t k = statistic(e);
-      term *= ((*src)[e] - (*mean)[k]) / std::sqrt((*variance)[k] + epsilon);
-    }
-    magnitude[group(e)] += std::fabs(term);
-  }
+  const bool diff_gamma = name == "diff_gamma";
+  sum_by_group(
+      elements, group,
+      [&](std::int64_t e, double& sum) {
+        double term = forward_mean ? (*src)[e] : (mask && (*mask)[e] == 0 ? 0.0 : (*dy)[e]);
+        if (diff_gamma) {
+          const std::int64_t k = statistic(e);
+          term *= ((*src)[e] - (*mean)[k]) / std::sqrt((*variance)[k] + epsilon);
+        }
+        sum += std::fabs(term);
+      },
+      &magnitude);
   if (forward_mean)
     for (double& m : magnitude) m /= static_cast<double>(elements / groups);
   return {magnitude};

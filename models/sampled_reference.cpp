@@ -143,22 +143,56 @@ class RecordedReads {
   Index base_;
 };
 
-// An operand's gathered values, read by plain position.
+// Where each of a set of positions sits among them (its rank), in constant time: a bit per
+// position up to the largest, and the count of set bits before each 64-bit word. A sampled
+// sum reads millions of gathered values; a binary search per read cost seconds.
+class PositionRanks {
+ public:
+  PositionRanks() = default;
+  explicit PositionRanks(const std::vector<Index>& sorted) {
+    if (sorted.empty()) return;
+    const auto words = static_cast<std::size_t>(sorted.back() / 64 + 1);
+    bits_.assign(words, 0);
+    for (const Index position : sorted)
+      bits_[static_cast<std::size_t>(position >> 6)] |= std::uint64_t{1} << (position & 63);
+    before_.resize(words);
+    std::int64_t count = 0;
+    for (std::size_t w = 0; w < words; ++w) {
+      before_[w] = count;
+      count += std::popcount(bits_[w]);
+    }
+  }
+  // The rank of `position`, or -1 where the set does not hold it.
+  std::int64_t rank(Index position) const {
+    const auto word = static_cast<std::size_t>(position >> 6);
+    if (position < 0 || word >= bits_.size()) return -1;
+    const std::uint64_t bit = std::uint64_t{1} << (position & 63);
+    if (!(bits_[word] & bit)) return -1;
+    return before_[word] + std::popcount(bits_[word] & (bit - 1));
+  }
+
+ private:
+  std::vector<std::uint64_t> bits_;
+  std::vector<std::int64_t> before_;
+};
+
+// An operand's gathered values, read by plain position (`ranks` null: every value gathered).
 class GatheredReads {
  public:
-  GatheredReads(const GatheredValues* values, Index base) : values_(values), base_(base) {}
+  GatheredReads(const GatheredValues* values, const PositionRanks* ranks, Index base)
+      : values_(values), ranks_(ranks), base_(base) {}
   double operator[](Index i) const {
     const Index at = base_ + i;
-    if (values_->index.empty()) return values_->value[static_cast<std::size_t>(at)];
-    const auto found = std::lower_bound(values_->index.begin(), values_->index.end(), at);
-    if (found == values_->index.end() || *found != at)
-      throw std::logic_error("a sampled sum read a value its plan did not gather");
-    return values_->value[static_cast<std::size_t>(found - values_->index.begin())];
+    if (!ranks_) return values_->value[static_cast<std::size_t>(at)];
+    const std::int64_t rank = ranks_->rank(at);
+    if (rank < 0) throw std::logic_error("a sampled sum read a value its plan did not gather");
+    return values_->value[static_cast<std::size_t>(rank)];
   }
-  GatheredReads operator+(Index offset) const { return {values_, base_ + offset}; }
+  GatheredReads operator+(Index offset) const { return {values_, ranks_, base_ + offset}; }
 
  private:
   const GatheredValues* values_;
+  const PositionRanks* ranks_;
   Index base_;
 };
 
@@ -272,8 +306,11 @@ SampledOutput sample_reference(const OpDesc& desc, std::span<const OperandSpec> 
   out.index = plan.stored;
   out.value.resize(plan.logical.size());
   out.magnitude.resize(plan.logical.size());
+  std::vector<PositionRanks> ranks;
+  for (const GatheredValues& values : inputs) ranks.emplace_back(values.index);
   auto read = [&](std::string_view name) {
-    return GatheredReads(&inputs[static_cast<std::size_t>(operand_index(specs, name))], 0);
+    const auto i = static_cast<std::size_t>(operand_index(specs, name));
+    return GatheredReads(&inputs[i], inputs[i].index.empty() ? nullptr : &ranks[i], 0);
   };
   const auto samples = static_cast<std::int64_t>(plan.logical.size());
 #pragma omp parallel for schedule(dynamic)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -62,6 +63,10 @@ const Buffer& OpWorkload::buffer(std::string_view name) const {
   return buffers_.at(static_cast<std::size_t>(operand_at(name)));
 }
 
+// Conversions of more values than this run on every thread (a product's inputs at a large
+// batch hold gigabytes).
+constexpr std::int64_t kParallelConversion = std::int64_t{1} << 16;
+
 Status import_floats(Backend& backend, const Plan& plan, int operand,
                      const std::vector<float>& values, Buffer buffer) {
   const DType dtype = plan.operands().at(operand).dtype;
@@ -71,7 +76,9 @@ Status import_floats(Backend& backend, const Plan& plan, int operand,
     case DType::bf16:
     case DType::f16: {
       std::vector<std::uint16_t> bits(values.size());
-      for (std::size_t i = 0; i < values.size(); ++i)
+      const auto count = static_cast<std::int64_t>(values.size());
+#pragma omp parallel for schedule(static) if (count > kParallelConversion)
+      for (std::int64_t i = 0; i < count; ++i)
         bits[i] =
             dtype == DType::bf16 ? cpu::float_to_bf16(values[i]) : cpu::float_to_f16(values[i]);
       return backend.import_operand(plan, operand, bits.data(), buffer);
@@ -107,7 +114,9 @@ Status OpWorkload::export_floats(std::string_view name, std::vector<float>* valu
     case DType::f16: {
       std::vector<std::uint16_t> bits(count);
       TB_RETURN_IF_ERROR(backend_->export_operand(*plan_, operand, buffers_[operand], bits.data()));
-      for (std::size_t i = 0; i < count; ++i)
+      const auto n = static_cast<std::int64_t>(count);
+#pragma omp parallel for schedule(static) if (n > kParallelConversion)
+      for (std::int64_t i = 0; i < n; ++i)
         (*values)[i] =
             spec.dtype == DType::bf16 ? cpu::bf16_to_float(bits[i]) : cpu::f16_to_float(bits[i]);
       return Status::Ok();
