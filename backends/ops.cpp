@@ -80,40 +80,34 @@ std::optional<DType> data_type(const OpDesc& op) {
 }
 
 std::string_view op_name(const OpDesc& op) {
-  static constexpr std::array<std::string_view, std::variant_size_v<OpDesc>> kNames = {
-      "gemm",       "conv",
-      "stream",     "peak",
-      "transfer",   "batch_norm",
-      "eltwise",    "pool",
-      "binary",     "fully_connected",
-      "softmax",    "softmax_cross_entropy",
-      "layer_norm", "embedding",
-      "dropout",    "cast",
-      "optimizer",  "unscale_gradients",
-      "attention"};
-  return kNames[op.index()];
+  return std::visit([](const auto& o) { return std::decay_t<decltype(o)>::kName; }, op);
+}
+
+bool is_linear_product(const OpDesc& op) {
+  return std::visit(
+      [](const auto& o) {
+        return requires {
+          o.multiply_adds();
+        };
+      },
+      op);
+}
+
+std::int64_t multiply_adds(const OpDesc& op) {
+  return std::visit(
+      [](const auto& o) -> std::int64_t {
+        if constexpr (requires { o.multiply_adds(); }) return o.multiply_adds();
+        return 0;
+      },
+      op);
 }
 
 double product_flops(const OpDesc& op) {
   return std::visit(
       [](const auto& o) -> double {
-        using Op = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<Op, GemmOp>)
-          return 2.0 * static_cast<double>(o.batch * o.heads) * static_cast<double>(o.m) *
-                 static_cast<double>(o.n) * static_cast<double>(o.k);
-        if constexpr (std::is_same_v<Op, ConvOp>)  // every direction does the forward's work
-          return 2.0 * static_cast<double>(o.mb * o.oc) * static_cast<double>(o.oh() * o.ow()) *
-                 static_cast<double>(o.ic * o.kh * o.kw);
-        if constexpr (std::is_same_v<Op, FullyConnectedOp>)
-          return 2.0 * static_cast<double>(o.mb) * static_cast<double>(o.in) *
-                 static_cast<double>(o.out);
-        // Q K^T and P V; backward four (the recomputed scores are not counted, as for the model)
-        if constexpr (std::is_same_v<Op, AttentionOp>) {
-          const double one = 2.0 * static_cast<double>(o.batch * o.heads) *
-                             static_cast<double>(o.sequence * o.sequence) *
-                             static_cast<double>(o.head_dim);
-          return o.pass == Pass::forward ? 2 * one : 4 * one;
-        }
+        if constexpr (requires { o.flops(); }) return o.flops();
+        if constexpr (requires { o.multiply_adds(); })
+          return 2.0 * static_cast<double>(o.multiply_adds());
         return 0.0;
       },
       op);

@@ -1,5 +1,7 @@
 // The op set: what ResNet-50 and BERT training need, nothing more. Each op is a plain
-// descriptor; a backend plans it once and executes the plan many times.
+// descriptor; a backend plans it once and executes the plan many times. Every descriptor
+// names itself (kName) and a product counts its own work (multiply_adds() or flops()): the
+// functions over OpDesc below read them, so an op without them does not compile.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +44,7 @@ constexpr double unit_roundoff(DType dtype) {
 // C = alpha * op(A) * op(B) + beta * C, row-major; op(A) is m x k, op(B) is k x n.
 // a_type / b_type are the input dtypes, c_type the output; accumulation is fp32 (fp64 for f64).
 struct GemmOp {
+  static constexpr std::string_view kName = "gemm";
   std::int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   float alpha = 1.0f, beta = 0.0f;
@@ -57,6 +60,7 @@ struct GemmOp {
   // transposing copies.
   std::int64_t heads = 1;
   bool a_interleaved = false, b_interleaved = false, c_interleaved = false;
+  std::int64_t multiply_adds() const { return batch * heads * m * n * k; }
 #if __cplusplus >= 202002L  // host code: the CUDA sources are C++17
   bool operator==(const GemmOp&) const = default;
 #endif
@@ -88,6 +92,7 @@ enum class ConvEpilogue { none, bias, bias_relu };
 
 // 2-D convolution, NCHW semantics; the backend picks the memory layout.
 struct ConvOp {
+  static constexpr std::string_view kName = "conv";
   ConvDirection direction = ConvDirection::forward;
   ConvEpilogue epilogue = ConvEpilogue::none;  // forward only
   std::int64_t mb = 1, ic = 1, ih = 1, iw = 1, oc = 1, kh = 1, kw = 1;
@@ -102,6 +107,8 @@ struct ConvOp {
   bool first_engine = false;
   std::int64_t oh() const { return (ih + 2 * ph - kh) / sh + 1; }
   std::int64_t ow() const { return (iw + 2 * pw - kw) / sw + 1; }
+  // Every direction does the forward's work.
+  std::int64_t multiply_adds() const { return mb * oc * oh() * ow() * ic * kh * kw; }
 #if __cplusplus >= 202002L  // host code: the CUDA sources are C++17
   bool operator==(const ConvOp&) const = default;
 #endif
@@ -111,6 +118,7 @@ enum class StreamKernel { copy, scale, add, triad, dot };
 
 // STREAM kernels over fp64 arrays a, b, c of n elements (dot writes one fp64 result).
 struct StreamOp {
+  static constexpr std::string_view kName = "stream";
   StreamKernel kernel = StreamKernel::triad;
   std::int64_t n = 0;
   double scalar = 3.0;
@@ -121,6 +129,7 @@ enum class TransferDirection { host_to_device, device_to_host, device_to_device 
 // Copies `bytes` between memories: operand 0 is the source, operand 1 the destination; the
 // host side is pinned or pageable.
 struct TransferOp {
+  static constexpr std::string_view kName = "transfer";
   TransferDirection direction = TransferDirection::host_to_device;
   std::int64_t bytes = 0;
   bool pinned = true;
@@ -129,6 +138,7 @@ struct TransferOp {
 // Peak arithmetic probe: every thread runs `iterations` rounds of independent FMA chains
 // (fp32) or bf16 dot products (bf16) in registers; operand 0 receives per-thread results.
 struct PeakOp {
+  static constexpr std::string_view kName = "peak";
   DType dtype = DType::f32;
   std::int64_t iterations = 1 << 16;
 };
@@ -153,6 +163,7 @@ enum class Pass { forward, backward };
 // inference (evaluation, forward only): src, gamma, beta, running_mean, running_var -> dst,
 //           normalized with the running statistics, nothing updated (fuse_relu: no mask).
 struct BatchNormOp {
+  static constexpr std::string_view kName = "batch_norm";
   Pass pass = Pass::forward;
   bool inference = false;
   std::int64_t mb = 1, channels = 1, h = 1, w = 1;
@@ -168,6 +179,7 @@ struct BatchNormOp {
 // tanh (BERT's pooler): as relu, the gradient from dst (1 - dst^2).
 enum class EltwiseKind { relu, gelu, tanh };
 struct EltwiseOp {
+  static constexpr std::string_view kName = "eltwise";
   EltwiseKind kind = EltwiseKind::relu;
   Pass pass = Pass::forward;
   std::int64_t count = 0;
@@ -179,6 +191,7 @@ struct EltwiseOp {
 // diff_dst -> diff_src.
 enum class PoolKind { max, global_average };
 struct PoolOp {
+  static constexpr std::string_view kName = "pool";
   PoolKind kind = PoolKind::max;
   Pass pass = Pass::forward;
   std::int64_t mb = 1, channels = 1, ih = 1, iw = 1, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
@@ -191,6 +204,7 @@ struct PoolOp {
 // dst = src0 + src1 over `count` values sharing one layout; with fuse_relu, dst = relu(sum).
 enum class BinaryKind { add };
 struct BinaryOp {
+  static constexpr std::string_view kName = "binary";
   BinaryKind kind = BinaryKind::add;
   std::int64_t count = 0;
   bool fuse_relu = false;
@@ -201,9 +215,11 @@ struct BinaryOp {
 // forward: src, weights, bias -> dst; backward_data: diff_dst, weights -> diff_src;
 // backward_weights: src, diff_dst -> diff_weights, diff_bias.
 struct FullyConnectedOp {
+  static constexpr std::string_view kName = "fully_connected";
   ConvDirection direction = ConvDirection::forward;
   std::int64_t mb = 1, in = 1, out = 1;
   DType dtype = DType::f32;
+  std::int64_t multiply_adds() const { return mb * in * out; }
 #if __cplusplus >= 202002L  // host code: the CUDA sources are C++17
   bool operator==(const FullyConnectedOp&) const = default;
 #endif
@@ -219,6 +235,7 @@ GemmOp fully_connected_gemm(const FullyConnectedOp& op);
 // positions per sequence, shared by its heads and queries).
 // forward: src[, mask] -> dst; backward: dst, diff_dst -> diff_src (the gradient of src).
 struct SoftmaxOp {
+  static constexpr std::string_view kName = "softmax";
   Pass pass = Pass::forward;
   std::int64_t rows = 0, cols = 0;
   float scale = 1.0f;
@@ -232,6 +249,7 @@ struct SoftmaxOp {
 // backward: probabilities, labels[, scale] -> diff_logits (for the mean loss; with `scaled`,
 // multiplied by the loss scale, a host-side f32 that changes between steps).
 struct SoftmaxCrossEntropyOp {
+  static constexpr std::string_view kName = "softmax_cross_entropy";
   Pass pass = Pass::forward;
   std::int64_t rows = 0, classes = 0;
   DType dtype = DType::f32;
@@ -243,6 +261,7 @@ struct SoftmaxCrossEntropyOp {
 // (beta unused by the math; oneDNN's primitive takes it). gamma, beta and statistics are f32
 // for low-precision data.
 struct LayerNormOp {
+  static constexpr std::string_view kName = "layer_norm";
   Pass pass = Pass::forward;
   std::int64_t rows = 0, cols = 0;
   float epsilon = 1e-12f;
@@ -255,6 +274,7 @@ struct LayerNormOp {
 // tied weights add a second gradient). A weight table's gradient is f32 for bf16 data (fp32
 // master gradients); gathered activations (`weight_table` false) keep the data's dtype.
 struct EmbeddingOp {
+  static constexpr std::string_view kName = "embedding";
   Pass pass = Pass::forward;
   std::int64_t tokens = 0, vocab = 0, dim = 0;
   bool accumulate = false;
@@ -271,6 +291,7 @@ inline DType embedding_table_grad_dtype(const EmbeddingOp& op) {
 // forward's mask. forward: src, step (host, i32) -> dst = src * keep / (1 - p);
 // backward: diff_dst, step -> diff_src = diff_dst * keep / (1 - p).
 struct DropoutOp {
+  static constexpr std::string_view kName = "dropout";
   Pass pass = Pass::forward;
   std::int64_t count = 0;
   float probability = 0.1f;
@@ -278,6 +299,7 @@ struct DropoutOp {
   DType dtype = DType::f32;
 };
 struct CastOp {
+  static constexpr std::string_view kName = "cast";
   std::int64_t count = 0;
   DType from = DType::f32, to = DType::bf16;
 };
@@ -297,6 +319,7 @@ struct CastOp {
 // hyper (as AdamW).
 enum class OptimizerKind { sgd_momentum, adamw, lamb };
 struct OptimizerOp {
+  static constexpr std::string_view kName = "optimizer";
   OptimizerKind kind = OptimizerKind::sgd_momentum;
   std::int64_t count = 0;
   std::int64_t tensors = 1;  // lamb: how many parameter tensors the flat buffer holds
@@ -309,6 +332,7 @@ inline constexpr int kAdamHyperCount = 6;
 // in place over `count` values; found_nonfinite (i32, one value) = 1 when any of them is
 // infinite or NaN, else 0. Operands: grads, inverse_scale, found_nonfinite.
 struct UnscaleGradientsOp {
+  static constexpr std::string_view kName = "unscale_gradients";
   std::int64_t count = 0;
   DType dtype = DType::f32;
 };
@@ -321,10 +345,17 @@ struct UnscaleGradientsOp {
 // (per row the log-sum-exp of its scaled scores, [batch, heads, sequence], f32; f64 in f64);
 // backward: q, k, v, key_lengths, out, stats, diff_out -> diff_q, diff_k, diff_v.
 struct AttentionOp {
+  static constexpr std::string_view kName = "attention";
   Pass pass = Pass::forward;
   std::int64_t batch = 1, heads = 1, sequence = 1, head_dim = 1;
   float scale = 1.0f;
   DType dtype = DType::f32;
+  // Q K^T and P V; backward four (the recomputed scores are not counted, as for the model).
+  double flops() const {
+    const double one = 2.0 * static_cast<double>(batch * heads) *
+                       static_cast<double>(sequence * sequence) * static_cast<double>(head_dim);
+    return pass == Pass::forward ? 2 * one : 4 * one;
+  }
 #if __cplusplus >= 202002L  // host code: the CUDA sources are C++17
   bool operator==(const AttentionOp&) const = default;
 #endif
@@ -338,11 +369,18 @@ using OpDesc =
 // The dtype an op's data is in, for ops that have one field for it (GEMM: its inputs').
 std::optional<DType> data_type(const OpDesc& op);
 
-// Short name of the op kind ("gemm", "conv", ...), for messages.
+// Short name of the op kind (its kName: "gemm", "conv", ...), for messages.
 std::string_view op_name(const OpDesc& op);
 
-// Floating-point operations of one execution of a product op (GEMM, convolution in any
-// direction, fully connected, fused attention), a multiply-add counting 2; 0 for other ops.
+// Products are the ops whose descriptor counts their work: a linear product (GEMM, convolution
+// in any direction, fully connected: a sum of products, linear in each input) says its
+// multiply_adds(); fused attention its flops().
+// Whether the op is a linear product: the forward error bound of a sum applies to it.
+bool is_linear_product(const OpDesc& op);
+// A linear product's multiply-adds, 0 for other ops.
+std::int64_t multiply_adds(const OpDesc& op);
+// Floating-point operations of one execution of a product op, a multiply-add counting 2; 0
+// for other ops.
 double product_flops(const OpDesc& op);
 
 }  // namespace tb

@@ -265,12 +265,6 @@ double l2_norm(const std::vector<double>& values) {
   return std::sqrt(sum);
 }
 
-// Sums of products of the inputs (linear in each): the forward error bound applies.
-bool is_product(const OpDesc& desc) {
-  return std::holds_alternative<GemmOp>(desc) || std::holds_alternative<ConvOp>(desc) ||
-         std::holds_alternative<FullyConnectedOp>(desc);
-}
-
 double op_tolerance(DType output) {
   switch (output) {
     case DType::bf16:
@@ -294,8 +288,7 @@ CheckPath check_path(const StepOp& op, const OpCheckOptions& options) {
     return CheckPath::by_tensors;
   if (std::holds_alternative<CastOp>(op.desc)) return CheckPath::cast;
   if (!reference_op(op.desc)) return CheckPath::unchecked;
-  if (has_sampled_reference(op.desc) &&
-      reference_multiply_adds(op.desc) > options.full_reference_limit)
+  if (has_sampled_reference(op.desc) && multiply_adds(op.desc) > options.full_reference_limit)
     return CheckPath::sampled;
   return CheckPath::in_full;
 }
@@ -669,7 +662,7 @@ class OpChecker::Checker {
     const bool any_off = std::any_of(outputs.begin(), outputs.end(), [](const Output& o) {
       return !(relative_l2_error(o.got, o.want) <= o.tolerance);
     });
-    if (any_off && is_product(op.desc)) {
+    if (any_off && is_linear_product(op.desc)) {
       for (std::size_t i = 0; i < specs.size(); ++i) {
         if (specs[i].is_output) continue;
         for (double& v : inputs[i]) v = std::fabs(v);
@@ -823,7 +816,7 @@ Status OpCheckFootprint::add(const StepOp& op) {
       held += f64_bytes(i);
       transient_ = std::max(transient_, 2 * f64_bytes(i));
     }
-    if (is_product(op.desc)) held += f64_bytes(i);
+    if (is_linear_product(op.desc)) held += f64_bytes(i);
     grow(outputs_, compared++, held);
   }
   return Status::Ok();

@@ -223,18 +223,9 @@ Index output_elements(const OpDesc& desc, std::string_view output) {
 
 }  // namespace
 
-std::int64_t reference_multiply_adds(const OpDesc& desc) {
-  if (const auto* op = std::get_if<GemmOp>(&desc))
-    return op->batch * op->heads * op->m * op->n * op->k;
-  if (const auto* op = std::get_if<ConvOp>(&desc))
-    return op->mb * op->oc * op->oh() * op->ow() * op->ic * op->kh * op->kw;
-  if (const auto* op = std::get_if<FullyConnectedOp>(&desc)) return op->mb * op->in * op->out;
-  return 0;
-}
-
 bool has_sampled_reference(const OpDesc& desc) {
   if (const auto* op = std::get_if<GemmOp>(&desc)) return op->beta == 0;  // C is not read
-  return std::holds_alternative<ConvOp>(desc) || std::holds_alternative<FullyConnectedOp>(desc);
+  return is_linear_product(desc);
 }
 
 OperandValues::OperandValues(std::span<const OperandSpec> specs,

@@ -14,10 +14,8 @@
 
 namespace tb {
 
-// Multiply-adds of the op's full f64 reference; 0 for an op that is not a product.
-std::int64_t reference_multiply_adds(const OpDesc& op);
-
-// True when sample_reference() can compute this op's outputs (a product without beta).
+// True when sample_reference() can compute this op's outputs (a linear product without beta);
+// its full f64 reference costs multiply_adds(op) (backends/ops.h).
 bool has_sampled_reference(const OpDesc& op);
 
 // Sampled elements of one output: where each lies in the output (plain, as the op's operand

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <stdexcept>
+#include <utility>
+#include <variant>
 
 #include "backends/numeric.h"
 #include "backends/operands.h"
@@ -84,6 +87,41 @@ class BackendOps : public testing::TestWithParam<std::string> {
 
 // OpenBLAS takes 32-bit sizes (blasint): a larger one is unimplemented, named, never truncated.
 // Planning allocates nothing, so the 2^31-row GEMM costs no memory here.
+// Every op kind of the variant names itself, each name once; the linear products are GEMM,
+// convolution and fully connected, and they and fused attention count their work.
+TEST(OpSet, EveryOpNamesItselfAndProductsCountTheirWork) {
+  std::set<std::string_view> names;
+  std::map<std::string_view, double> flops;
+  std::map<std::string_view, bool> linear;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (([&] {
+       const OpDesc op{std::in_place_index<I>};
+       names.insert(op_name(op));
+       flops[op_name(op)] = product_flops(op);
+       linear[op_name(op)] = is_linear_product(op);
+     }()),
+     ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<OpDesc>>{});
+  EXPECT_EQ(names.size(), std::variant_size_v<OpDesc>);
+  EXPECT_FALSE(names.contains(""));
+  for (const auto& [name, is_linear] : linear)
+    EXPECT_EQ(is_linear, name == "gemm" || name == "conv" || name == "fully_connected") << name;
+  // Default descriptors are 1-element problems: one multiply-add, two FLOPs (gemm: 0 x 0).
+  EXPECT_EQ(flops["conv"], 2);
+  EXPECT_EQ(flops["fully_connected"], 2);
+  EXPECT_EQ(flops["attention"], 4);
+  EXPECT_EQ(flops["batch_norm"], 0);
+  const GemmOp gemm{.m = 3, .n = 5, .k = 7, .batch = 2, .heads = 4};
+  EXPECT_EQ(multiply_adds(gemm), 2 * 4 * 3 * 5 * 7);
+  EXPECT_EQ(product_flops(gemm), 2.0 * multiply_adds(gemm));
+  AttentionOp attention{.batch = 2, .heads = 3, .sequence = 8, .head_dim = 16};
+  EXPECT_EQ(product_flops(attention), 2 * 2.0 * 2 * 3 * 8 * 8 * 16);
+  attention.pass = Pass::backward;
+  EXPECT_EQ(product_flops(attention), 4 * 2.0 * 2 * 3 * 8 * 8 * 16);
+  EXPECT_EQ(multiply_adds(attention), 0);
+}
+
 TEST(OpenBlasSizes, AboveItsIntegerAreUnimplementedNotTruncated) {
   const BackendEntry* entry = find_backend("cpu-openblas");
   if (!entry || !entry->probe().usable) GTEST_SKIP() << "cpu-openblas is not usable here";
