@@ -5,13 +5,15 @@
 # is open to every layer; a concrete backend (backends/<name>/) only to backends/, workloads/
 # (the CPU reference probes) and bench/ (inventory); models/ reaches the f64 reference through
 # backends/registry.h. Inside backends/, the CPU rooms depend one way: host/ (the inventory,
-# peaks, host plan) <- cpu_kernels/ (the shared kernels) <- reference/ (the f64 reference) and
-# cpu/ (the CPU backend base); a file is held to its most specific folder's rule.
+# peaks, host plan) <- cpu_kernels/ (the shared kernels) <- reference/ (the f64 reference: its
+# products are what an f64 step runs) <- cpu/ (the CPU backend base); a file is held to its most
+# specific folder's rule.
 set(base "backends/[a-z_]+\\.h")
 set(rules_backends/host "${base};backends/host/")
 set(rules_backends/cpu_kernels "${base};backends/host/;backends/cpu_kernels/")
 set(rules_backends/reference "${base};backends/host/;backends/cpu_kernels/;backends/reference/")
-set(rules_backends/cpu "${base};backends/host/;backends/cpu_kernels/;backends/cpu/")
+set(rules_backends/cpu 
+    "${base};backends/host/;backends/cpu_kernels/;backends/reference/;backends/cpu/")
 set(rules_backends "backends/")
 set(rules_data "${base};data/")
 set(rules_dist "${base};dist/")

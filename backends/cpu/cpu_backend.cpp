@@ -9,11 +9,11 @@
 #include <cstring>
 
 #include "backends/cpu_kernels/stream.h"
-#include "backends/cpu_kernels/training_ops.h"
 #include "backends/host/energy.h"
 #include "backends/host/peak.h"
 #include "backends/overloaded.h"
 #include "backends/periodic_monitor.h"
+#include "backends/reference/reference_products.h"
 
 namespace tb::cpu {
 namespace {
@@ -236,7 +236,7 @@ Status CpuBackend::plan(const OpDesc& op, std::unique_ptr<Plan>* out) {
                    return Status::Unimplemented(
                        fmt::format("{}: no transfers, host memory is the device's memory", name_));
                  },
-                 [&](const auto&) { return plan_shared_training_op(op, out); }},
+                 [&](const auto&) { return plan_host_op(op, out); }},
       op);
 }
 

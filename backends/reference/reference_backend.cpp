@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu_kernels/training_ops.h"
 #include "backends/host/host_plan.h"
+#include "backends/reference/reference_products.h"
 
 namespace tb::cpu {
 namespace {
@@ -49,7 +49,7 @@ class HostReferenceBackend final : public Backend {
   Status flush_caches() override { return Status::Ok(); }
   std::unique_ptr<Timer> make_timer() override { return make_host_timer(); }
   Status plan(const OpDesc& op, std::unique_ptr<Plan>* out) override {
-    return plan_shared_training_op(op, out);
+    return plan_host_op(op, out);
   }
   Status import_operand(const Plan& plan, int index, const void* plain_host,
                         Buffer device) override {
