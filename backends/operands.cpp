@@ -10,10 +10,7 @@ namespace {
 
 OperandSpec spec(std::string name, DType dtype, std::vector<std::int64_t> dims, bool is_output,
                  OperandRole role = OperandRole::value) {
-  OperandSpec operand{std::move(name), dtype, std::move(dims), 0, is_output};
-  operand.bytes = operand.elements() * dtype_size(dtype);
-  operand.role = role;
-  return operand;
+  return plain_operand(std::move(name), dtype, std::move(dims), is_output, role);
 }
 
 constexpr OperandRole kInPlace = OperandRole::updated_in_place;
@@ -21,6 +18,14 @@ constexpr OperandRole kRunning = OperandRole::running_statistic;
 constexpr OperandRole kWorkspace = OperandRole::workspace;
 
 }  // namespace
+
+OperandSpec plain_operand(std::string name, DType dtype, std::vector<std::int64_t> dims,
+                          bool is_output, OperandRole role) {
+  OperandSpec operand{std::move(name), dtype, std::move(dims), 0, is_output};
+  operand.bytes = operand.elements() * dtype_size(dtype);
+  operand.role = role;
+  return operand;
+}
 
 std::vector<OperandSpec> stream_operands(const StreamOp& op) {
   const std::size_t bytes = static_cast<std::size_t>(op.n) * sizeof(double);

@@ -3,12 +3,18 @@
 
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "backends/backend.h"
 
 namespace tb {
+
+// An operand in the op's plain layout: its bytes are its elements' (an op's declaration builds
+// its list of them).
+OperandSpec plain_operand(std::string name, DType dtype, std::vector<std::int64_t> dims,
+                          bool is_output, OperandRole role = OperandRole::value);
 
 // STREAM: a, b, c (n fp64 each), and for dot a one-element result; is_output marks the array
 // the kernel writes.

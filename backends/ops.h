@@ -10,36 +10,10 @@
 #include <string_view>
 #include <variant>
 
+#include "backends/op_basics.h"
+#include "backends/ops/rms_norm.h"
+
 namespace tb {
-
-enum class DType { f32, tf32, bf16, f16, f8_e4m3, f64, i32 };
-
-std::string_view dtype_name(DType dtype);
-// Throws UsageError for a name that is not a dtype.
-DType parse_dtype(std::string_view name);
-std::size_t dtype_size(DType dtype);
-// The dtype data of `dtype` is stored as: TF32 lives in f32 storage, the rest as themselves.
-constexpr DType storage_dtype(DType dtype) {
-  return dtype == DType::tf32 ? DType::f32 : dtype;
-}
-// Half the distance between 1 and the next value stored in `dtype`: the largest relative
-// error of rounding to it (0 for integers; TF32 as its f32 storage).
-constexpr double unit_roundoff(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return 0x1p-8;
-    case DType::f16:
-      return 0x1p-11;
-    case DType::f8_e4m3:
-      return 0x1p-4;
-    case DType::f64:
-      return 0x1p-53;
-    case DType::i32:
-      return 0;
-    default:
-      return 0x1p-24;
-  }
-}
 
 // C = alpha * op(A) * op(B) + beta * C, row-major; op(A) is m x k, op(B) is k x n.
 // a_type / b_type are the input dtypes, c_type the output; accumulation is fp32 (fp64 for f64).
@@ -152,7 +126,6 @@ constexpr double peak_increment_per_iteration(DType dtype) {
 }
 
 // --- Training ops. A backend that lacks one answers Unimplemented. ---
-enum class Pass { forward, backward };
 
 // Training-mode batch normalization over N, H, W per channel.
 // forward:  src, gamma, beta -> dst, mean, variance (biased, of this batch); running_mean and
@@ -361,10 +334,10 @@ struct AttentionOp {
 #endif
 };
 
-using OpDesc =
-    std::variant<GemmOp, ConvOp, StreamOp, PeakOp, TransferOp, BatchNormOp, EltwiseOp, PoolOp,
-                 BinaryOp, FullyConnectedOp, SoftmaxOp, SoftmaxCrossEntropyOp, LayerNormOp,
-                 EmbeddingOp, DropoutOp, CastOp, OptimizerOp, UnscaleGradientsOp, AttentionOp>;
+using OpDesc = std::variant<GemmOp, ConvOp, StreamOp, PeakOp, TransferOp, BatchNormOp, EltwiseOp,
+                            PoolOp, BinaryOp, FullyConnectedOp, SoftmaxOp, SoftmaxCrossEntropyOp,
+                            LayerNormOp, EmbeddingOp, DropoutOp, CastOp, OptimizerOp,
+                            UnscaleGradientsOp, AttentionOp, RmsNormOp>;
 
 // The dtype an op's data is in, for ops that have one field for it (GEMM: its inputs').
 std::optional<DType> data_type(const OpDesc& op);

@@ -1,14 +1,14 @@
 # Fails when a source file includes a header of a layer above its own (docs/architecture.md,
 # "Layers"), naming the file, the line and the rule. Run at every build: cmake -DSOURCE_DIR=... -P.
 #
-# Layer: the include prefixes its files may use. The base (backends/*.h at the top of backends/)
-# is open to every layer; a concrete backend (backends/<name>/) only to backends/, workloads/
+# Layer: the include prefixes its files may use. The base (backends/*.h at the top of backends/,
+# and backends/ops/, the ops' own declarations) is open to every layer; a concrete backend (backends/<name>/) only to backends/, workloads/
 # (the CPU reference probes) and bench/ (inventory); models/ reaches the f64 reference through
 # backends/registry.h. Inside backends/, the CPU rooms depend one way: host/ (the inventory,
 # peaks, host plan) <- cpu_kernels/ (the shared kernels) <- reference/ (the f64 reference: its
 # products are what an f64 step runs) <- cpu/ (the CPU backend base); a file is held to its most
 # specific folder's rule.
-set(base "backends/[a-z_]+\\.h")
+set(base "backends/[a-z_]+\\.h;backends/ops/")
 set(rules_backends/host "${base};backends/host/")
 set(rules_backends/cpu_kernels "${base};backends/host/;backends/cpu_kernels/")
 set(rules_backends/reference "${base};backends/host/;backends/cpu_kernels/;backends/reference/")

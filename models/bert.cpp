@@ -36,9 +36,10 @@ class Builder {
   }
   int layer_norm(const std::string& name, int input) {
     const TensorShape in = net_.tensors()[input];
-    Layer norm{name, LayerKind::layer_norm, {input}};
-    norm.params = {parameter(name + ".weight", {in.c}, ParamInit::ones),
-                   parameter(name + ".bias", {in.c}, ParamInit::zeros)};
+    Layer norm{name, config_.rms_norm ? LayerKind::rms_norm : LayerKind::layer_norm, {input}};
+    norm.params = {parameter(name + ".weight", {in.c}, ParamInit::ones)};
+    if (!config_.rms_norm)
+      norm.params.push_back(parameter(name + ".bias", {in.c}, ParamInit::zeros));
     return layer(std::move(norm), in.n, in.c);
   }
   int unary(const std::string& name, LayerKind kind, int input) {

@@ -35,6 +35,9 @@ struct BertConfig {
   bool fused_attention = false;
   // false: masked-LM only, without the pooler and the next-sentence head (as RoBERTa trains)
   bool next_sentence = true;
+  // RMSNorm (a weight, no bias) wherever BERT has a layer norm: not a published model, a
+  // network that runs the op in a whole step (its op check and damage tests).
+  bool rms_norm = false;
 };
 
 // "base", "large" or "tiny" (2 layers, hidden 128, 2 heads, feed-forward 512: tests) at the

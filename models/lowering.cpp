@@ -262,6 +262,23 @@ Status lower_layer_norm(LayerOps& ops) {
   return ops.backward(op, normalization_backward(ops, mean, variance));
 }
 
+Status lower_rms_norm(LayerOps& ops) {
+  RmsNormOp op;
+  op.rows = ops.x.n, op.cols = ops.x.c, op.dtype = ops.dtype;
+  const int inverse_rms = ops.new_slot();
+  TB_RETURN_IF_ERROR(ops.forward(op, {{"src", ops.input},
+                                      {"gamma", ops.weight(0)},
+                                      {"dst", ops.output},
+                                      {"inverse_rms", inverse_rms}}));
+  op.pass = Pass::backward;
+  return ops.backward(op, {{"src", ops.input},
+                           {"diff_dst", ops.output_grad},
+                           {"gamma", ops.weight(0)},
+                           {"inverse_rms", inverse_rms},
+                           {"diff_src", ops.input_grad(0)},
+                           {"diff_gamma", ops.weight_grad(0)}});
+}
+
 Status lower_gelu_or_tanh(LayerOps& ops) {
   EltwiseOp op;
   op.kind = ops.layer.kind == LayerKind::gelu ? EltwiseKind::gelu : EltwiseKind::tanh;
@@ -397,6 +414,8 @@ Lowering lowering_of(LayerKind kind) {
       return lower_gather_rows;
     case LayerKind::layer_norm:
       return lower_layer_norm;
+    case LayerKind::rms_norm:
+      return lower_rms_norm;
     case LayerKind::gelu:
     case LayerKind::tanh:
       return lower_gelu_or_tanh;

@@ -26,6 +26,8 @@ const char* layer_kind_name(LayerKind kind) {
       return "gather_rows";
     case LayerKind::layer_norm:
       return "layer_norm";
+    case LayerKind::rms_norm:
+      return "rms_norm";
     case LayerKind::gelu:
       return "gelu";
     case LayerKind::tanh:

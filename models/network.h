@@ -28,6 +28,7 @@ enum class LayerKind {
   embedding,              // inputs: ids (an index input); params: table [vocab, dim]
   gather_rows,            // inputs: source [rows, dim], row ids (an index input): rows of source
   layer_norm,             // over each row; params: weight, bias
+  rms_norm,               // over each row (Llama's RMSNorm); params: weight
   gelu,                   // exact (erf)
   tanh,                   //
   dropout,                // `probability`; the mask is regenerated from a seed, not stored

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,10 @@
 namespace tb::cpu {
 
 using Index = std::int64_t;
+
+// Statistics, scale and shift: f32 for low-precision data, f64 for the reference.
+template <typename T>
+using StatisticsType = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // A plan whose work is one function over the operand buffers.
 class KernelPlan final : public CpuPlan {

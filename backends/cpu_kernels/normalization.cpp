@@ -137,10 +137,6 @@ void batch_norm_backward(const CpuKernels& k, const BatchNormOp& op, const Bound
 
 // --- layer norm ---
 
-// Statistics, scale and shift: f32 for low-precision data, f64 for the reference.
-template <typename T>
-using StatisticsType = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 template <typename T>
 void layer_norm_forward(const LayerNormOp& op, const BoundOperands& b) {
   using C = StatisticsType<T>;

@@ -19,10 +19,6 @@
 namespace tb::cpu {
 namespace {
 
-// Statistics: f32 for low-precision data, f64 for the reference.
-template <typename T>
-using StatisticsType = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 template <typename T>
 void softmax_forward(const CpuKernels& k, const SoftmaxOp& op, const BoundOperands& b) {
   const T* src = b.in<T>("src");

@@ -27,6 +27,8 @@ Status plan_shared(const CpuKernels* k, const SoftmaxCrossEntropyOp& op,
                    std::unique_ptr<Plan>* out);
 // embedding.cpp
 Status plan_shared(const CpuKernels* k, const EmbeddingOp& op, std::unique_ptr<Plan>* out);
+// rms_norm.cpp (its op's room: backends/ops/rms_norm.h)
+Status plan_shared(const CpuKernels* k, const RmsNormOp& op, std::unique_ptr<Plan>* out);
 // optimizers.cpp
 Status plan_shared(const CpuKernels* k, const OptimizerOp& op, std::unique_ptr<Plan>* out);
 

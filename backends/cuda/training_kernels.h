@@ -39,6 +39,14 @@ cudaError_t launch_layer_norm_backward(const LayerNormOp& op, const void* src, c
                                        void* diff_src, float* diff_gamma, float* diff_beta,
                                        void* scratch, cudaStream_t stream);
 
+// RMSNorm (rms_norm.cu; its op's room: backends/ops/rms_norm.h).
+std::size_t rms_norm_scratch_bytes(const RmsNormOp& op);
+cudaError_t launch_rms_norm_forward(const RmsNormOp& op, const void* src, const float* gamma,
+                                    void* dst, float* inverse_rms, cudaStream_t stream);
+cudaError_t launch_rms_norm_backward(const RmsNormOp& op, const void* src, const void* diff_dst,
+                                     const float* gamma, const float* inverse_rms, void* diff_src,
+                                     float* diff_gamma, void* scratch, cudaStream_t stream);
+
 cudaError_t launch_softmax_forward(const SoftmaxOp& op, const void* src, const float* mask,
                                    void* dst, cudaStream_t stream);
 cudaError_t launch_softmax_backward(const SoftmaxOp& op, const void* dst, const void* diff_dst,

@@ -276,6 +276,22 @@ class TrainingPlanner {
                          b.out<float>("diff_gamma"), b.out<float>("diff_beta"), scratch, s);
                    });
   }
+  Status plan(const RmsNormOp& o) const {
+    TB_RETURN_IF_ERROR(check_data(o.dtype));
+    if (o.rows < 0 || o.cols < 1 || !(o.epsilon >= 0))
+      return Status::InvalidArgument("rms_norm: rows >= 0, cols >= 1 and epsilon >= 0");
+    return kernels(rms_norm_operands(o), rms_norm_scratch_bytes(o), "RMSNorm",
+                   [o](const BoundOperands& b, void* scratch, cudaStream_t s) {
+                     if (o.pass == Pass::forward)
+                       return launch_rms_norm_forward(o, b.in<void>("src"), b.in<float>("gamma"),
+                                                      b.out<void>("dst"),
+                                                      b.out<float>("inverse_rms"), s);
+                     return launch_rms_norm_backward(
+                         o, b.in<void>("src"), b.in<void>("diff_dst"), b.in<float>("gamma"),
+                         b.in<float>("inverse_rms"), b.out<void>("diff_src"),
+                         b.out<float>("diff_gamma"), scratch, s);
+                   });
+  }
   Status plan(const SoftmaxOp& o) const {
     TB_RETURN_IF_ERROR(check_data(o.dtype));
     if (o.rows_per_mask < 1 || o.rows % o.rows_per_mask != 0)

@@ -256,23 +256,28 @@ TEST(CudaTrainingPlans, EveryTrainingOpPlansWithTheSharedOperands) {
     DropoutOp dropout{Pass::forward, 100, 0.1f, 3, dtype};
     BinaryOp add{BinaryKind::add, 100, true, dtype};
     CastOp cast{100, DType::f32, dtype};
+    RmsNormOp rms_norm{Pass::forward, 12, 64, 1e-5f, dtype}, rms_norm_backward = rms_norm;
+    rms_norm_backward.pass = Pass::backward;
     struct Case {
       OpDesc op;
       std::vector<OperandSpec> operands;
       bool needs_scratch;
     };
-    const std::vector<Case> cases = {{bn, batch_norm_operands(bn), true},
-                                     {bn_backward, batch_norm_operands(bn_backward), true},
-                                     {bn_inference, batch_norm_operands(bn_inference), false},
-                                     {gelu_backward, eltwise_operands(gelu_backward), false},
-                                     {pool, pool_operands(pool), false},
-                                     {layer_norm, layer_norm_operands(layer_norm), true},
-                                     {softmax, softmax_operands(softmax), false},
-                                     {loss, softmax_cross_entropy_operands(loss), true},
-                                     {embedding, embedding_operands(embedding), false},
-                                     {dropout, dropout_operands(dropout), false},
-                                     {add, binary_operands(add), false},
-                                     {cast, cast_operands(cast), false}};
+    const std::vector<Case> cases = {
+        {bn, batch_norm_operands(bn), true},
+        {bn_backward, batch_norm_operands(bn_backward), true},
+        {bn_inference, batch_norm_operands(bn_inference), false},
+        {gelu_backward, eltwise_operands(gelu_backward), false},
+        {pool, pool_operands(pool), false},
+        {layer_norm, layer_norm_operands(layer_norm), true},
+        {softmax, softmax_operands(softmax), false},
+        {loss, softmax_cross_entropy_operands(loss), true},
+        {embedding, embedding_operands(embedding), false},
+        {dropout, dropout_operands(dropout), false},
+        {add, binary_operands(add), false},
+        {cast, cast_operands(cast), false},
+        {rms_norm, rms_norm_operands(rms_norm), false},
+        {rms_norm_backward, rms_norm_operands(rms_norm_backward), true}};
     for (const Case& c : cases) {
       std::unique_ptr<Plan> plan;
       const Status status = plan_training_op(nullptr, c.op, &plan);
@@ -658,6 +663,40 @@ TEST(CudnnAttention, TheBackwardIsTheFrontendsCompositeGraph) {
   EXPECT_TRUE(finalize_backward_nodes(op, &nodes).ok());
   op.head_dim = -8;  // a tensor cuDNN refuses: the node that holds it says so
   EXPECT_FALSE(finalize_backward_nodes(op, &nodes).ok());
+}
+
+// On a GPU (skipped without one): RMSNorm's kernels, both passes, against the f64 op on the
+// same (rounded) inputs, to the dtype's rounding.
+TEST_F(CudaTrainingMath, OnAGpuRmsNormMatchesTheDoublePrecisionOp) {
+  auto gpu = make_backend("cuda");
+  if (!gpu) GTEST_SKIP() << "cuda is not in this build or not usable here";
+  for (const auto& [dtype, tolerance] : {std::pair{DType::f32, 1e-5}, {DType::bf16, 1e-2}}) {
+    RmsNormOp op{Pass::forward, 33, 300, 1e-5f, dtype}, exact = op;
+    exact.dtype = DType::f64;
+    const std::size_t n = 33 * 300;
+    std::vector<double> x = random(n, 31), dy = random(n, 32);
+    const std::vector<double> gamma = random(300, 33);
+    for (double& v : x) v = static_cast<double>(cpu::round_to_bf16(static_cast<float>(v)));
+    for (double& v : dy) v = static_cast<double>(cpu::round_to_bf16(static_cast<float>(v)));
+    const auto specs = rms_norm_operands(op);
+    auto at = [](const std::vector<OperandSpec>& list, const char* name) {
+      return static_cast<std::size_t>(operand_index(list, name));
+    };
+    const auto want = run_op(*cpu_, exact, {x, gamma});
+    const auto got = run_op(*gpu, op, {x, gamma});
+    for (const char* name : {"dst", "inverse_rms"})
+      EXPECT_LT(relative_l2_error(got.at(at(specs, name)), want.at(at(specs, name))), tolerance)
+          << dtype_name(dtype) << " " << name;
+    op.pass = exact.pass = Pass::backward;
+    const auto back = rms_norm_operands(op);
+    const std::vector<double>& inverse_rms = want.at(at(specs, "inverse_rms"));
+    const auto want_grads = run_op(*cpu_, exact, {x, dy, gamma, inverse_rms});
+    const auto got_grads = run_op(*gpu, op, {x, dy, gamma, inverse_rms});
+    for (const char* name : {"diff_src", "diff_gamma"})
+      EXPECT_LT(relative_l2_error(got_grads.at(at(back, name)), want_grads.at(at(back, name))),
+                tolerance)
+          << dtype_name(dtype) << " " << name;
+  }
 }
 
 // On a GPU (skipped without one): copies through the pinned halves come back byte for byte,

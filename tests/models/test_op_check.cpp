@@ -13,6 +13,7 @@
 #include "backends/low_precision.h"
 #include "backends/operands.h"
 #include "backends/reference/reference_backend.h"
+#include "models/bert.h"
 #include "models/resnet.h"
 #include "models/sampled_reference.h"
 #include "tests/forwarding_backend.h"
@@ -301,6 +302,46 @@ TEST_F(StepCheck, ABatchNormBetaGradientOffByOnePercentFails) {
   print_margin("diff_beta x 1.01", out);
   EXPECT_FALSE(out.passed);
   EXPECT_NE(out.worst_output.find("diff_beta"), std::string::npos) << out.worst_output;
+}
+
+// RMSNorm (in a tiny BERT whose layer norms are RMSNorms) is checked against f64 op by op: the
+// undamaged step passes, and each of its outputs off by 1% (its gamma gradient, its output, its
+// data gradient) fails, named at that output.
+TEST_F(StepCheck, RmsNormOutputsOffByOnePercentFail) {
+  BertConfig config = bert_config("tiny", 2, 16);
+  config.rms_norm = true, config.dropout = 0;
+  const Network net = build_bert(config);
+  auto check_bert = [&](const char* damaged_output) {
+    DamagingBackend backend(
+        *real_, [&](Backend& real, Plan& plan, std::span<const Buffer> b, Buffer workspace) {
+          const BoundOperands x(plan.operands(), b);
+          if (!damaged_output || !x.has("inverse_rms") || !x.has(damaged_output)) return false;
+          EXPECT_TRUE(real.execute(plan, b, workspace).ok());
+          float* values = x.out<float>(damaged_output);
+          for (std::size_t i = 0; i < x.spec(damaged_output).elements(); ++i) values[i] *= 1.01f;
+          return true;
+        });
+    std::unique_ptr<TrainingStep> step;
+    OpCheck out;
+    const Status made =
+        prepared_step(backend, net, {DType::f32, Layout::native}, bert_batch(config, 3), 7, &step);
+    EXPECT_TRUE(made.ok()) << made.message();
+    if (made.ok()) {
+      const Status checked = step->check_ops(&out, {.update = OptimizerSettings{}});
+      EXPECT_TRUE(checked.ok()) << checked.message();
+    }
+    print_margin(damaged_output ? damaged_output : "undamaged RMSNorm", out);
+    return out;
+  };
+  const OpCheck undamaged = check_bert(nullptr);
+  EXPECT_TRUE(undamaged.passed) << undamaged.worst_output;
+  EXPECT_GT(undamaged.ops_checked, 0);
+  for (const char* output : {"diff_gamma", "dst", "diff_src"}) {
+    const OpCheck out = check_bert(output);
+    EXPECT_FALSE(out.passed) << output;
+    EXPECT_NE(out.worst_output.find("rms_norm"), std::string::npos) << out.worst_output;
+    EXPECT_NE(out.worst_output.find(output), std::string::npos) << out.worst_output;
+  }
 }
 
 // A batch norm over two values per channel (batch 2, the last stage's 1x1 map) has a data

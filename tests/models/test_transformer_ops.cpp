@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "backends/operands.h"
 #include "tests/models/support.h"
 
 namespace tb {
@@ -82,6 +83,50 @@ TEST_F(TransformerOps, LayerNormBackwardMatchesDifferencesAndOneDnnAgrees) {
       run_op(*backend_, f32_backward, {src, r, gamma, beta, want.at(4), want.at(5)});
   for (int k : {6, 7, 8})
     EXPECT_LT(relative_l2_error(got_grads.at(k), want_grads.at(k)), 1e-5) << k;
+}
+
+// RMSNorm (backends/ops/rms_norm.h): the f64 op is y = x r gamma with r the inverse root mean
+// square of its row; its backward matches central differences of that forward, and the f32 and
+// bf16 plans agree with it to their rounding.
+TEST_F(TransformerOps, RmsNormMatchesItsDefinitionAndDifferencesAndFloatAgrees) {
+  const RmsNormOp op{.rows = 6, .cols = 40, .epsilon = 1e-6f, .dtype = DType::f64};
+  RmsNormOp backward = op;
+  backward.pass = Pass::backward;
+  const std::vector<double> src = random(240, 11), gamma = random(40, 12), r = random(240, 13);
+  const std::vector<OperandSpec> specs = rms_norm_operands(op), back = rms_norm_operands(backward);
+  auto at = [](const std::vector<OperandSpec>& list, const char* name) {
+    return static_cast<std::size_t>(operand_index(list, name));
+  };
+  const auto forward = run_op(*backend_, op, {src, gamma});
+  for (std::int64_t row = 0; row < op.rows; ++row) {
+    double squares = 0;
+    for (std::int64_t c = 0; c < op.cols; ++c) squares += src[row * 40 + c] * src[row * 40 + c];
+    const double inverse = 1 / std::sqrt(squares / 40 + 1e-6);
+    EXPECT_NEAR(forward.at(at(specs, "inverse_rms"))[row], inverse, 1e-12 * inverse);
+    for (std::int64_t c = 0; c < op.cols; ++c)
+      EXPECT_NEAR(forward.at(at(specs, "dst"))[row * 40 + c],
+                  src[row * 40 + c] * inverse * gamma[c], 1e-12);
+  }
+  const auto grads =
+      run_op(*backend_, backward, {src, r, gamma, forward.at(at(specs, "inverse_rms"))});
+  const int dst = static_cast<int>(at(specs, "dst"));
+  expect_matches_differences(op, {src, gamma}, dst, r, 0, grads.at(at(back, "diff_src")),
+                             "diff_src");
+  expect_matches_differences(op, {src, gamma}, dst, r, 1, grads.at(at(back, "diff_gamma")),
+                             "diff_gamma");
+  for (const auto& [dtype, tolerance] : {std::pair{DType::f32, 1e-6}, {DType::bf16, 1e-2}}) {
+    RmsNormOp low = op, low_backward = backward;
+    low.dtype = low_backward.dtype = dtype;
+    const auto got = run_op(*backend_, low, {src, gamma});
+    EXPECT_LT(relative_l2_error(got.at(at(specs, "dst")), forward.at(at(specs, "dst"))), tolerance)
+        << dtype_name(dtype);
+    const auto got_grads =
+        run_op(*backend_, low_backward, {src, r, gamma, forward.at(at(specs, "inverse_rms"))});
+    for (const char* name : {"diff_src", "diff_gamma"})
+      EXPECT_LT(relative_l2_error(got_grads.at(at(back, name)), grads.at(at(back, name))),
+                tolerance)
+          << dtype_name(dtype) << " " << name;
+  }
 }
 
 TEST_F(TransformerOps, GeluBackwardMatchesDifferencesAndOneDnnAgrees) {
