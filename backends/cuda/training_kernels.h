@@ -1,4 +1,5 @@
-// Launchers of the cuda backend's own training kernels (training_kernels.cu): what cuBLASLt
+// Launchers of the cuda backend's own training kernels (one .cu per family: elementwise,
+// normalization, softmax_loss, embedding, pooling, optimizers, rms_norm): what cuBLASLt
 // and cuDNN leave to the caller. Plain C++, so the plans include them without nvcc. Data is
 // f32, bf16 or f16 as the op's dtype says (statistics, scale and shift stay f32); every
 // launcher returns the launch's error (an op with no elements launches nothing). `scratch` is

@@ -1,6 +1,7 @@
 // The cuda backend's training ops: fully connected layers through cuBLASLt (the bias and its
 // gradient in its epilogue, or own kernels where it has no algorithm for that), and own kernels
-// (training_kernels.cu) for batch and layer norm, ReLU / GELU / tanh, add, dropout, pooling,
+// (one .cu per family, training_kernels.h) for batch, layer and RMS norm, ReLU / GELU / tanh, add,
+// dropout, pooling,
 // scaled masked softmax, row gather / scatter-add, softmax cross-entropy, casts and the SGD,
 // AdamW and LAMB updates. Data in f32, bf16 or f16; 4-D activations NHWC for 16-bit data and
 // NCHW otherwise (channels_last() in nhwc.h).
