@@ -357,8 +357,11 @@ class OpChecker::Checker {
     // Grown, never shrunk: each vector keeps its storage for the next op (see HostPool).
     if (inputs->size() < specs.size()) inputs->resize(specs.size());
     for (std::size_t i = 0; i < specs.size(); ++i) {
-      (*inputs)[i].clear();
-      if (specs[i].is_output && !specs[i].reads_previous()) continue;
+      // What is refilled is resized, not cleared: after a clear the resize writes zeros first.
+      if (specs[i].is_output && !specs[i].reads_previous()) {
+        (*inputs)[i].clear();
+        continue;
+      }
       if (opaque_operand(specs[i])) {
         const auto saved = reference_state_.find(s_.memory.root(op.slots[i]));
         if (saved == reference_state_.end())
@@ -598,13 +601,17 @@ class OpChecker::Checker {
       if (p.inputs.size() < specs.size()) p.inputs.resize(specs.size());
       for (std::size_t j = 0; j < specs.size(); ++j) {
         GatheredValues& values = p.inputs[j];
-        values.index.clear(), values.value.clear();  // their storage kept for the next op
-        if (specs[j].is_output && !specs[j].reads_previous()) continue;
-        if (p.plan.dense[j]) {
+        values.index.clear();  // storage kept for the next op
+        const bool read = !specs[j].is_output || specs[j].reads_previous();
+        // The values are resized, not cleared first: a cleared vector's resize would write
+        // zeros over a whole operand before its values.
+        if (read && p.plan.dense[j]) {
           TB_RETURN_IF_ERROR(step_values(op, static_cast<int>(j), &values.value));
-        } else if (!p.plan.reads[j].empty()) {
+        } else if (read && !p.plan.reads[j].empty()) {
           values.index = p.plan.reads[j];
           TB_RETURN_IF_ERROR(gathered_values(op, static_cast<int>(j), values.index, &values.value));
+        } else {
+          values.value.clear();
         }
       }
     }
