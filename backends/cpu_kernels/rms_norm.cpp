@@ -71,8 +71,7 @@ void rms_norm_backward(const RmsNormOp& op, const BoundOperands& b) {
 
 Status plan_shared(const CpuKernels* /*k: plain loops*/, const RmsNormOp& o,
                    std::unique_ptr<Plan>* out) {
-  if (o.rows < 0 || o.cols < 1 || !(o.epsilon >= 0))
-    return Status::InvalidArgument("rms_norm: rows >= 0, cols >= 1 and epsilon >= 0");
+  TB_RETURN_IF_ERROR(check_rms_norm(o));
   return make_plan<Bf16Data::accepted>(
       o.dtype, rms_norm_operands(o), "RMSNorm", nullptr,
       [o]<typename T>(T, const BoundOperands& b) {

@@ -278,8 +278,7 @@ class TrainingPlanner {
   }
   Status plan(const RmsNormOp& o) const {
     TB_RETURN_IF_ERROR(check_data(o.dtype));
-    if (o.rows < 0 || o.cols < 1 || !(o.epsilon >= 0))
-      return Status::InvalidArgument("rms_norm: rows >= 0, cols >= 1 and epsilon >= 0");
+    TB_RETURN_IF_ERROR(check_rms_norm(o));
     return kernels(rms_norm_operands(o), rms_norm_scratch_bytes(o), "RMSNorm",
                    [o](const BoundOperands& b, void* scratch, cudaStream_t s) {
                      if (o.pass == Pass::forward)

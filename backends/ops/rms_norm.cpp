@@ -15,4 +15,10 @@ std::vector<OperandSpec> rms_norm_operands(const RmsNormOp& op) {
           plain_operand("diff_src", t, data, true), plain_operand("diff_gamma", p, column, true)};
 }
 
+Status check_rms_norm(const RmsNormOp& op) {
+  if (op.rows < 0 || op.cols < 1 || !(op.epsilon >= 0))
+    return Status::InvalidArgument("rms_norm: rows >= 0, cols >= 1 and epsilon >= 0");
+  return Status::Ok();
+}
+
 }  // namespace tb

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/op_basics.h"
+#include "backends/status.h"
 
 namespace tb {
 
@@ -34,5 +35,7 @@ constexpr DType rms_norm_parameter_dtype(const RmsNormOp& op) {
 }
 
 std::vector<OperandSpec> rms_norm_operands(const RmsNormOp& op);
+// InvalidArgument unless rows >= 0, cols >= 1 and epsilon >= 0: what every backend's plan asks.
+Status check_rms_norm(const RmsNormOp& op);
 
 }  // namespace tb
